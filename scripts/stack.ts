@@ -1,0 +1,69 @@
+// The local stack: Kafka (KRaft), Apicurio Registry, Redis and ClickHouse as real
+// processes on loopback, installed from Maven Central and Debian's packages when
+// missing. `up` is idempotent, `down` stops only what `up` started (by pid file).
+//
+//   npm run stack -- up|down|status|logs [service]|env
+import { Command } from 'commander';
+import { loadStackConfig } from './stack/config.js';
+import { stackServices, stackEnvLines, stackUp } from './stack/services.js';
+
+const program = new Command('stack').description('Run the local otm-telemetry stack without Docker');
+const config = loadStackConfig(process.env);
+
+program
+  .command('up')
+  .description('install what is missing, start every service not already running, wait until healthy')
+  .action(async () => {
+    const started = Date.now();
+    await stackUp(config);
+    console.log(`stack up in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    await printStatus();
+  });
+
+program
+  .command('down')
+  .description('stop the services this stack started (never a process it did not start)')
+  .action(async () => {
+    for (const service of [...stackServices(config)].reverse()) {
+      await service.down();
+    }
+  });
+
+program
+  .command('status')
+  .description('one line per service: name, address, healthy or down')
+  .action(async () => {
+    const healthy = await printStatus();
+    process.exitCode = healthy ? 0 : 1;
+  });
+
+program
+  .command('logs')
+  .argument('[service]', 'kafka, registry, redis or clickhouse; all when omitted')
+  .option('-n, --lines <n>', 'lines from the end of each log', '40')
+  .action(async (name: string | undefined, options: { lines: string }) => {
+    for (const service of stackServices(config)) {
+      if (name && service.name !== name) continue;
+      console.log(`==> ${service.name} (${service.logFile})`);
+      console.log(await service.tail(Number(options.lines)));
+    }
+  });
+
+program
+  .command('env')
+  .description('the stack addresses as shell-sourceable NAME=value lines')
+  .action(() => {
+    console.log(stackEnvLines(config).join('\n'));
+  });
+
+async function printStatus(): Promise<boolean> {
+  let all = true;
+  for (const service of stackServices(config)) {
+    const healthy = await service.healthy();
+    all &&= healthy;
+    console.log(`${service.name.padEnd(10)} ${service.address.padEnd(36)} ${healthy ? 'healthy' : 'down'}`);
+  }
+  return all;
+}
+
+await program.parseAsync(process.argv);

@@ -1,0 +1,60 @@
+// Ports and folders of the local stack, read once from the environment.
+// Defaults stay clear of the standard ports so a Redis or ClickHouse already on
+// the machine never collides with ours.
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+export interface StackConfig {
+  readonly root: string;
+  readonly dir: string;
+  readonly host: string;
+  readonly kafkaPort: number;
+  readonly kafkaControllerPort: number;
+  readonly kafkaHeapMb: number;
+  readonly registryPort: number;
+  readonly registryHeapMb: number;
+  readonly redisPort: number;
+  readonly clickhouseHttpPort: number;
+  readonly clickhouseTcpPort: number;
+  readonly clickhouseDatabase: string;
+}
+
+const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1 || value > 65535) {
+    throw new Error(`${name} must be a TCP port (1-65535), got "${raw}"`);
+  }
+  return value;
+}
+
+export function loadStackConfig(env: NodeJS.ProcessEnv): StackConfig {
+  return Object.freeze({
+    root: projectRoot,
+    dir: path.resolve(projectRoot, env.OTM_STACK_DIR || '.stack'),
+    host: '127.0.0.1',
+    kafkaPort: port(env, 'OTM_STACK_KAFKA_PORT', 19092),
+    kafkaControllerPort: port(env, 'OTM_STACK_KAFKA_CONTROLLER_PORT', 19093),
+    kafkaHeapMb: port(env, 'OTM_STACK_KAFKA_HEAP_MB', 512),
+    registryPort: port(env, 'OTM_STACK_REGISTRY_PORT', 18081),
+    registryHeapMb: port(env, 'OTM_STACK_REGISTRY_HEAP_MB', 384),
+    redisPort: port(env, 'OTM_STACK_REDIS_PORT', 16379),
+    clickhouseHttpPort: port(env, 'OTM_STACK_CLICKHOUSE_HTTP_PORT', 18123),
+    clickhouseTcpPort: port(env, 'OTM_STACK_CLICKHOUSE_TCP_PORT', 19000),
+    clickhouseDatabase: env.OTM_STACK_CLICKHOUSE_DATABASE || 'otm',
+  });
+}
+
+/** The addresses services and tests use to reach this stack. */
+export function stackAddresses(config: StackConfig) {
+  return {
+    KAFKA_BROKERS: `${config.host}:${config.kafkaPort}`,
+    SCHEMA_REGISTRY_URL: `http://${config.host}:${config.registryPort}/apis/ccompat/v7`,
+    REDIS_URL: `redis://${config.host}:${config.redisPort}`,
+    CLICKHOUSE_URL: `http://${config.host}:${config.clickhouseHttpPort}`,
+    CLICKHOUSE_DATABASE: config.clickhouseDatabase,
+  };
+}

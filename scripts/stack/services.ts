@@ -1,0 +1,433 @@
+// The four services of the local stack. Each knows how to install itself when
+// missing, start as a detached process that writes a pid file, tell whether it is
+// healthy, and stop only the process it started.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
+import { type StackConfig, stackAddresses } from './config.js';
+
+export interface StackService {
+  readonly name: string;
+  readonly address: string;
+  readonly logFile: string;
+  /** Install when missing and start unless already healthy on its port. */
+  start(): Promise<'started' | 'running'>;
+  waitHealthy(timeoutMs: number): Promise<void>;
+  healthy(): Promise<boolean>;
+  down(): Promise<void>;
+  tail(lines: number): Promise<string>;
+  readonly startTimeoutMs: number;
+}
+
+function run(command: string, args: string[], options: { cwd?: string } = {}): void {
+  const result = spawnSync(command, args, { stdio: ['ignore', 'inherit', 'inherit'], cwd: options.cwd });
+  if (result.status !== 0) {
+    throw new Error(`"${command} ${args.join(' ')}" failed with exit code ${result.status ?? result.signal}`);
+  }
+}
+
+function onPath(binary: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${binary}`], { stdio: 'ignore' }).status === 0;
+}
+
+let aptUpdated = false;
+/** Debian packages the stack needs, installed with apt when their binary is missing. */
+export function ensureDebianPackage(binary: string, pkg: string): void {
+  if (onPath(binary)) return;
+  const sudo = process.getuid?.() === 0 ? [] : ['sudo'];
+  const apt = (args: string[]) => {
+    const command = [...sudo, 'env', 'DEBIAN_FRONTEND=noninteractive', 'apt-get', ...args];
+    run(command[0]!, command.slice(1));
+  };
+  console.log(`installing ${pkg} (apt-get) ...`);
+  if (!aptUpdated) {
+    apt(['update', '-q']);
+    aptUpdated = true;
+  }
+  apt(['install', '-y', '-q', '--no-install-recommends', pkg]);
+}
+
+function pomProperty(config: StackConfig, name: string): string {
+  const pom = fs.readFileSync(path.join(config.root, 'deploy/maven/pom.xml'), 'utf8');
+  const match = pom.match(new RegExp(`<${name}>([^<]+)</${name}>`));
+  if (!match) throw new Error(`deploy/maven/pom.xml has no <${name}> property`);
+  return match[1]!;
+}
+
+function mvn(config: StackConfig, args: string[]): void {
+  if (!onPath('mvn')) throw new Error('Maven (mvn) is required to fetch Kafka and Apicurio Registry; see README prerequisites');
+  run('mvn', ['-q', '-B', '-f', path.join(config.root, 'deploy/maven/pom.xml'), ...args]);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * True when pid is a live process that runs in, or names, our stack folder, so a
+ * pid reused by an unrelated process is never signalled. (Redis rewrites its
+ * command line, hence the working-directory check.)
+ */
+function isOurs(pid: number, stackDir: string): boolean {
+  if (!isAlive(pid)) return false;
+  try {
+    const cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+    if (cwd.startsWith(stackDir)) return true;
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(stackDir);
+  } catch {
+    return false;
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+abstract class ProcessService implements StackService {
+  abstract readonly name: string;
+  abstract readonly address: string;
+  abstract readonly startTimeoutMs: number;
+  protected abstract readonly home: string;
+  abstract healthy(): Promise<boolean>;
+  /** Install binaries, write configuration; returns the command to start. */
+  protected abstract prepare(): { command: string; args: string[]; cwd?: string };
+
+  constructor(protected readonly config: StackConfig) {}
+
+  get logFile(): string {
+    return path.join(this.home, `${this.name}.log`);
+  }
+  private get pidFile(): string {
+    return path.join(this.home, `${this.name}.pid`);
+  }
+
+  async start(): Promise<'started' | 'running'> {
+    if (await this.healthy()) return 'running';
+    fs.mkdirSync(this.home, { recursive: true });
+    const { command, args, cwd } = this.prepare();
+    const log = fs.openSync(this.logFile, 'a');
+    const child = spawn(command, args, { cwd: cwd ?? this.home, detached: true, stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    if (child.pid === undefined) throw new Error(`${this.name}: could not start ${command}`);
+    fs.writeFileSync(this.pidFile, String(child.pid));
+    child.unref();
+    return 'started';
+  }
+
+  async waitHealthy(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (await this.healthy()) return;
+      const pid = this.pid();
+      if (pid !== undefined && !isAlive(pid)) {
+        throw new Error(`${this.name} exited during startup; last log lines:\n${await this.tail(30)}`);
+      }
+      await sleep(250);
+    }
+    throw new Error(`${this.name} not healthy after ${timeoutMs} ms; last log lines:\n${await this.tail(30)}`);
+  }
+
+  private pid(): number | undefined {
+    try {
+      const pid = Number(fs.readFileSync(this.pidFile, 'utf8'));
+      return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async down(): Promise<void> {
+    const pid = this.pid();
+    if (pid === undefined) return;
+    if (isOurs(pid, this.config.dir)) {
+      process.kill(pid, 'SIGTERM');
+      const deadline = Date.now() + 20_000;
+      while (isAlive(pid) && Date.now() < deadline) await sleep(100);
+      if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+      console.log(`${this.name} stopped`);
+    }
+    fs.rmSync(this.pidFile, { force: true });
+  }
+
+  async tail(lines: number): Promise<string> {
+    try {
+      return fs.readFileSync(this.logFile, 'utf8').split('\n').slice(-lines - 1).join('\n');
+    } catch {
+      return '(no log yet)';
+    }
+  }
+}
+
+class KafkaService extends ProcessService {
+  readonly name = 'kafka';
+  readonly startTimeoutMs = 90_000;
+  protected get home() {
+    return path.join(this.config.dir, 'kafka');
+  }
+  get address() {
+    return `${this.config.host}:${this.config.kafkaPort}`;
+  }
+
+  protected prepare() {
+    const version = pomProperty(this.config, 'kafka.version');
+    const libs = path.join(this.home, 'libs');
+    const marker = path.join(libs, '.version');
+    if (!fs.existsSync(marker) || fs.readFileSync(marker, 'utf8') !== version) {
+      console.log(`fetching Kafka ${version} jars (mvn dependency:copy-dependencies) ...`);
+      fs.rmSync(libs, { recursive: true, force: true });
+      mvn(this.config, ['dependency:copy-dependencies', `-DoutputDirectory=${libs}`, '-DincludeScope=runtime']);
+      fs.writeFileSync(marker, version);
+    }
+    const data = path.join(this.home, 'data');
+    const properties = path.join(this.home, 'server.properties');
+    const { host, kafkaPort, kafkaControllerPort } = this.config;
+    fs.writeFileSync(
+      properties,
+      [
+        'process.roles=broker,controller',
+        'node.id=1',
+        `controller.quorum.voters=1@${host}:${kafkaControllerPort}`,
+        `listeners=PLAINTEXT://${host}:${kafkaPort},CONTROLLER://${host}:${kafkaControllerPort}`,
+        `advertised.listeners=PLAINTEXT://${host}:${kafkaPort}`,
+        'controller.listener.names=CONTROLLER',
+        'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+        'inter.broker.listener.name=PLAINTEXT',
+        `log.dirs=${data}`,
+        'num.partitions=1',
+        // Single node: every internal topic has one replica.
+        'offsets.topic.replication.factor=1',
+        'offsets.topic.num.partitions=4',
+        'transaction.state.log.replication.factor=1',
+        'transaction.state.log.min.isr=1',
+        'share.coordinator.state.topic.replication.factor=1',
+        'share.coordinator.state.topic.min.isr=1',
+        'default.replication.factor=1',
+        'min.insync.replicas=1',
+        'group.initial.rebalance.delay.ms=0',
+        'auto.create.topics.enable=false',
+        'log.retention.hours=48',
+        '',
+      ].join('\n'),
+    );
+    const classpath = `${libs}/*`;
+    // Storage is formatted once; the cluster id lives in meta.properties afterwards.
+    if (!fs.existsSync(path.join(data, 'meta.properties'))) {
+      const uuid = spawnSync('java', ['-cp', classpath, 'kafka.tools.StorageTool', 'random-uuid'], { encoding: 'utf8' });
+      const clusterId = uuid.stdout.trim().split('\n').pop() ?? '';
+      if (uuid.status !== 0 || clusterId === '') throw new Error(`kafka storage tool failed: ${uuid.stderr}`);
+      run('java', ['-cp', classpath, 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', properties]);
+    }
+    return {
+      command: 'java',
+      args: [
+        `-Xms${Math.min(256, this.config.kafkaHeapMb)}m`,
+        `-Xmx${this.config.kafkaHeapMb}m`,
+        '-XX:+UseG1GC',
+        '-XX:TieredStopAtLevel=1',
+        `-Dlog4j2.configurationFile=${path.join(this.config.root, 'deploy/kafka/log4j2.yaml')}`,
+        '-cp',
+        classpath,
+        'kafka.Kafka',
+        properties,
+      ],
+    };
+  }
+
+  async healthy(): Promise<boolean> {
+    // Healthy means a metadata request succeeds, not merely an open port.
+    const kafka = new Kafka({
+      brokers: [this.address],
+      logLevel: logLevel.NOTHING,
+      connectionTimeout: 1000,
+      requestTimeout: 2000,
+      retry: { retries: 0 },
+    });
+    const admin = kafka.admin();
+    try {
+      await admin.connect();
+      await admin.fetchTopicMetadata({ topics: [] });
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+}
+
+class RegistryService extends ProcessService {
+  readonly name = 'registry';
+  readonly startTimeoutMs = 150_000;
+  protected get home() {
+    return path.join(this.config.dir, 'registry');
+  }
+  get address() {
+    return stackAddresses(this.config).SCHEMA_REGISTRY_URL;
+  }
+
+  protected prepare() {
+    const version = pomProperty(this.config, 'apicurio.version');
+    const app = path.join(this.home, 'app');
+    const marker = path.join(app, '.version');
+    if (!fs.existsSync(marker) || fs.readFileSync(marker, 'utf8') !== version) {
+      console.log(`fetching Apicurio Registry ${version} (mvn dependency:copy) ...`);
+      fs.rmSync(app, { recursive: true, force: true });
+      fs.mkdirSync(app, { recursive: true });
+      const artifact = `io.apicurio:apicurio-registry-app:${version}:tar.gz:all`;
+      // Run outside the pom: newer dependency plugins insist on the artifact's parent
+      // pom, which is not published; the 2.8 copy goal does not read it.
+      run('mvn', ['-q', '-B', 'org.apache.maven.plugins:maven-dependency-plugin:2.8:copy', `-Dartifact=${artifact}`, `-DoutputDirectory=${app}`], { cwd: app });
+      const archive = path.join(app, `apicurio-registry-app-${version}-all.tar.gz`);
+      run('tar', ['xzf', archive, '-C', app]);
+      fs.rmSync(archive);
+      fs.writeFileSync(marker, version);
+    }
+    // 3.0.x ships a legacy runner jar; later 3.x the fast-jar quarkus-run.jar.
+    const jar = fs.existsSync(path.join(app, 'quarkus-run.jar'))
+      ? 'quarkus-run.jar'
+      : fs.readdirSync(app).find((file) => file.endsWith('-runner.jar'));
+    if (!jar) throw new Error(`no runnable jar in ${app}`);
+    return {
+      command: 'java',
+      cwd: app,
+      args: [
+        `-Xmx${this.config.registryHeapMb}m`,
+        '-XX:TieredStopAtLevel=1',
+        `-Dquarkus.http.host=${this.config.host}`,
+        `-Dquarkus.http.port=${this.config.registryPort}`,
+        // Persistent storage: a restart must keep every schema id, or messages
+        // already on the topic become undecodable.
+        '-Dapicurio.storage.kind=sql',
+        '-Dapicurio.storage.sql.kind=h2',
+        `-Dapicurio.datasource.url=jdbc:h2:file:${path.join(this.home, 'db', 'registry')}`,
+        '-Dapicurio.datasource.username=sa',
+        '-Dapicurio.datasource.password=sa',
+        // Pinned: the Confluent-compatible API hands out content ids.
+        '-Dapicurio.ccompat.legacy-id-mode.enabled=false',
+        '-Dquarkus.log.level=WARN',
+        '-jar',
+        jar,
+      ],
+    };
+  }
+
+  async healthy(): Promise<boolean> {
+    try {
+      const response = await fetch(`${this.address}/subjects`, { signal: AbortSignal.timeout(2000) });
+      return response.ok;
+    } catch {
+      return false;
+    }
+  }
+}
+
+class RedisService extends ProcessService {
+  readonly name = 'redis';
+  readonly startTimeoutMs = 20_000;
+  protected get home() {
+    return path.join(this.config.dir, 'redis');
+  }
+  get address() {
+    return stackAddresses(this.config).REDIS_URL;
+  }
+
+  protected prepare() {
+    ensureDebianPackage('redis-server', 'redis-server');
+    const configFile = path.join(this.home, 'redis.conf');
+    fs.writeFileSync(
+      configFile,
+      [
+        `bind ${this.config.host}`,
+        `port ${this.config.redisPort}`,
+        `dir ${this.home}`,
+        'daemonize no',
+        'protected-mode yes',
+        // Dedupe keys survive a restart (AOF, fsync every second). What a crash
+        // still loses, ClickHouse's event-key collapsing absorbs.
+        'appendonly yes',
+        'appendfsync everysec',
+        'save ""',
+        'maxmemory 1gb',
+        'maxmemory-policy noeviction',
+        'notify-keyspace-events ""',
+        '',
+      ].join('\n'),
+    );
+    return { command: 'redis-server', args: [configFile] };
+  }
+
+  healthy(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const socket = net.connect({ host: this.config.host, port: this.config.redisPort });
+      const done = (ok: boolean) => {
+        socket.destroy();
+        resolve(ok);
+      };
+      socket.setTimeout(1000, () => done(false));
+      socket.on('error', () => done(false));
+      socket.on('connect', () => socket.write('PING\r\n'));
+      socket.on('data', (chunk) => done(chunk.toString().startsWith('+PONG')));
+    });
+  }
+}
+
+class ClickHouseService extends ProcessService {
+  readonly name = 'clickhouse';
+  readonly startTimeoutMs = 60_000;
+  protected get home() {
+    return path.join(this.config.dir, 'clickhouse');
+  }
+  get address() {
+    return stackAddresses(this.config).CLICKHOUSE_URL;
+  }
+
+  protected prepare() {
+    ensureDebianPackage('clickhouse-server', 'clickhouse-server');
+    for (const folder of ['log', 'data', 'tmp', 'user_files', 'format_schemas']) {
+      fs.mkdirSync(path.join(this.home, folder), { recursive: true });
+    }
+    const template = fs.readFileSync(path.join(this.config.root, 'deploy/clickhouse/config.xml.template'), 'utf8');
+    const values: Record<string, string> = {
+      dir: this.home,
+      httpPort: String(this.config.clickhouseHttpPort),
+      tcpPort: String(this.config.clickhouseTcpPort),
+    };
+    const configXml = template.replace(/\$\{(\w+)\}/g, (_, key: string) => values[key] ?? '');
+    fs.writeFileSync(path.join(this.home, 'config.xml'), configXml);
+    fs.copyFileSync(path.join(this.config.root, 'deploy/clickhouse/users.xml'), path.join(this.home, 'users.xml'));
+    const binary = onPath('clickhouse-server') ? 'clickhouse-server' : '/usr/sbin/clickhouse-server';
+    return { command: binary, args: [`--config-file=${path.join(this.home, 'config.xml')}`] };
+  }
+
+  async healthy(): Promise<boolean> {
+    try {
+      const response = await fetch(`${this.address}/ping`, { signal: AbortSignal.timeout(2000) });
+      return response.ok;
+    } catch {
+      return false;
+    }
+  }
+}
+
+export function stackServices(config: StackConfig): StackService[] {
+  return [new KafkaService(config), new RegistryService(config), new RedisService(config), new ClickHouseService(config)];
+}
+
+/** Start every service (installing what is missing), then wait for all to be healthy. */
+export async function stackUp(config: StackConfig): Promise<void> {
+  const services = stackServices(config);
+  for (const service of services) {
+    const state = await service.start();
+    if (state === 'started') console.log(`${service.name}: starting`);
+  }
+  await Promise.all(services.map((service) => service.waitHealthy(service.startTimeoutMs)));
+}
+
+export function stackEnvLines(config: StackConfig): string[] {
+  return Object.entries(stackAddresses(config)).map(([name, value]) => `${name}=${value}`);
+}
