@@ -1,0 +1,158 @@
+// The contract in one place: the usage record's JSON Schema (usage-record.schema.json),
+// the envelope the gateway queues on Kafka around it, and the AJV compilation both
+// the gateway and the ingester use. TypeScript types are generated from the same
+// files (npm run gen:types) into ./generated.
+import { createRequire } from 'node:module';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+export type { UsageRecord } from './generated/usage-record.js';
+export type { QueuedUsageRecord, QueuedRecordMeta } from './generated/queued-usage-record.js';
+
+const require = createRequire(import.meta.url);
+export const usageRecordSchema = require('../usage-record.schema.json') as Record<string, unknown> & { $id: string };
+
+export const QUEUED_RECORD_SCHEMA_ID = 'https://otm-telemetry.dev/schemas/queued-usage-record.v1.json';
+export const ENVIRONMENTS = ['prod', 'qa', 'preview', 'dev'] as const;
+export type Environment = (typeof ENVIRONMENTS)[number];
+
+/**
+ * The schema registered for the topic's values: what the gateway knows about the
+ * request (`meta`) beside the client's record (`record`), which is embedded
+ * unchanged from usage-record.schema.json under definitions.usageRecord.
+ */
+export function buildQueuedRecordSchema(): Record<string, unknown> {
+  const { $schema, $id, definitions, ...usageRecord } = usageRecordSchema as Record<string, unknown>;
+  void $id;
+  const refs = JSON.parse(JSON.stringify(usageRecord).replaceAll('"#/definitions/', '"#/definitions/usageRecord/definitions/'));
+  return {
+    $schema,
+    $id: QUEUED_RECORD_SCHEMA_ID,
+    title: 'QueuedUsageRecord',
+    description: 'The message value on the usage topic: gateway metadata plus the validated client record.',
+    type: 'object',
+    additionalProperties: false,
+    required: ['meta', 'record'],
+    properties: {
+      meta: { $ref: '#/definitions/queuedRecordMeta' },
+      record: { $ref: '#/definitions/usageRecord' },
+    },
+    definitions: {
+      queuedRecordMeta: {
+        title: 'QueuedRecordMeta',
+        type: 'object',
+        additionalProperties: false,
+        required: ['requestId', 'eventKey', 'receivedAt', 'apiKeyId', 'environment', 'idempotencyKey', 'gatewayId'],
+        properties: {
+          requestId: { type: 'string', description: 'UUIDv7 assigned by the gateway' },
+          eventKey: { type: 'string', description: 'Scoped idempotency key: Kafka message key and dedupe key' },
+          receivedAt: { type: 'string', format: 'date-time', description: 'Gateway receive time, RFC 3339 with ms' },
+          apiKeyId: { type: 'string' },
+          environment: { type: 'string', enum: [...ENVIRONMENTS] },
+          idempotencyKey: { type: ['string', 'null'] },
+          gatewayId: { type: 'string' },
+        },
+      },
+      usageRecord: { ...refs, definitions },
+    },
+  };
+}
+
+export interface ContextLimits {
+  maxDepth: number;
+  maxKeys: number;
+  maxStringLength: number;
+}
+
+/** Walks `context` once; returns the first limit it breaks, or undefined. */
+export function checkContextLimits(value: unknown, limits: ContextLimits): string | undefined {
+  const walk = (node: unknown, depth: number): string | undefined => {
+    if (depth > limits.maxDepth) return `must be at most ${limits.maxDepth} levels deep`;
+    if (typeof node === 'string') {
+      return node.length > limits.maxStringLength ? `strings must be at most ${limits.maxStringLength} characters` : undefined;
+    }
+    if (node === null || typeof node !== 'object') return undefined;
+    const children = Array.isArray(node) ? node : Object.values(node);
+    if (!Array.isArray(node)) {
+      if (children.length > limits.maxKeys) return `objects must have at most ${limits.maxKeys} keys`;
+      for (const key of Object.keys(node)) {
+        if (key.length > limits.maxStringLength) return `keys must be at most ${limits.maxStringLength} characters`;
+      }
+    }
+    for (const child of children) {
+      const problem = walk(child, depth + 1);
+      if (problem) return problem;
+    }
+    return undefined;
+  };
+  return walk(value, 1);
+}
+
+/** An AJV instance that knows our formats and the contextLimits keyword. */
+export function createAjv(): Ajv {
+  const ajv = new Ajv({ allErrors: true, strict: true, strictTypes: false, strictRequired: false, allowUnionTypes: true });
+  const addFormats = addFormatsModule as unknown as (ajv: Ajv, formats: string[]) => Ajv;
+  addFormats(ajv, ['date-time']);
+  ajv.addKeyword({
+    keyword: 'contextLimits',
+    schemaType: 'object',
+    errors: true,
+    validate: function contextLimits(this: unknown, limits: ContextLimits, data: unknown) {
+      const problem = checkContextLimits(data, limits);
+      if (problem === undefined) return true;
+      (contextLimits as unknown as { errors: Partial<ErrorObject>[] }).errors = [{ keyword: 'contextLimits', message: problem, params: {} }];
+      return false;
+    },
+  });
+  return ajv;
+}
+
+export interface Validators {
+  /** Validates a client body (the usage record). */
+  usageRecord: ValidateFunction;
+  /** Validates a whole queued record (envelope). */
+  queuedRecord: ValidateFunction;
+}
+
+/** Compiles validators from the schema as the registry holds it. */
+export function compileValidators(registeredQueuedSchema: Record<string, unknown>): Validators {
+  const ajv = createAjv();
+  ajv.addSchema(registeredQueuedSchema);
+  const id = registeredQueuedSchema.$id as string;
+  const usageRecord = ajv.getSchema(`${id}#/definitions/usageRecord`);
+  const queuedRecord = ajv.getSchema(id);
+  if (!usageRecord || !queuedRecord) throw new Error('registered schema lacks definitions.usageRecord');
+  return { usageRecord, queuedRecord };
+}
+
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+/** AJV errors as the documented `errors` list: a JSON pointer and a message each. */
+export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined): FieldError[] {
+  const result: FieldError[] = [];
+  const seen = new Set<string>();
+  for (const error of errors ?? []) {
+    // The if/then wrappers only repeat what the `required` error under them says.
+    if (error.keyword === 'if') continue;
+    let path = error.instancePath;
+    let message = error.message ?? 'is invalid';
+    if (error.keyword === 'required') {
+      path = `${path}/${(error.params as { missingProperty: string }).missingProperty}`;
+      message = 'is required';
+    } else if (error.keyword === 'additionalProperties') {
+      path = `${path}/${(error.params as { additionalProperty: string }).additionalProperty}`;
+      message = 'is not allowed';
+    } else if (error.keyword === 'not' && path === '/error') {
+      message = 'must not carry both stack and stacktrace';
+    } else if (error.keyword === 'enum') {
+      message = `must be one of: ${(error.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
+    }
+    const entry = `${path || '/'}\u0000${message}`;
+    if (seen.has(entry)) continue;
+    seen.add(entry);
+    result.push({ path: path || '/', message });
+  }
+  return result;
+}

@@ -1,0 +1,79 @@
+// Operators' key management against the key store in Redis.
+//   npm run keys -- create --env prod --name checkout-service [--description ...] [--json]
+//   npm run keys -- list [--json]
+//   npm run keys -- delete <id>
+import { Command, Option } from 'commander';
+import { ENVIRONMENTS, type Environment } from '@otm/schemas';
+import { infrastructureSpec, parseConfig } from '@otm/shared/config';
+import { createRedis } from '@otm/shared/redis';
+import { KeyStore } from '@otm/shared/keys/key-store';
+
+const config = parseConfig(process.env, {
+  REDIS_URL: infrastructureSpec.REDIS_URL,
+  REDIS_KEY_PREFIX: infrastructureSpec.REDIS_KEY_PREFIX,
+});
+
+async function withStore<T>(work: (store: KeyStore) => Promise<T>): Promise<T> {
+  const redis = createRedis(config.REDIS_URL, { name: 'keys-cli' });
+  await redis.connect();
+  try {
+    return await work(new KeyStore(redis, config.REDIS_KEY_PREFIX));
+  } finally {
+    redis.disconnect();
+  }
+}
+
+const program = new Command('keys').description('Issue, list and delete ingest API keys');
+
+program
+  .command('create')
+  .description('create a key; it is printed once and stored only as a hash')
+  .addOption(new Option('--env <environment>', 'key environment').choices([...ENVIRONMENTS]).makeOptionMandatory())
+  .requiredOption('--name <name>', 'what the key is for, e.g. checkout-service')
+  .option('--description <text>', 'longer note', '')
+  .option('--json', 'print {"id","key","environment","name"} as JSON')
+  .action(async (options: { env: Environment; name: string; description: string; json?: boolean }) => {
+    const created = await withStore((store) =>
+      store.create({ environment: options.env, name: options.name, description: options.description }),
+    );
+    if (options.json) {
+      console.log(JSON.stringify({ id: created.id, key: created.key, environment: created.environment, name: created.name }));
+    } else {
+      console.log(`created ${created.id} (${created.environment}, "${created.name}")`);
+      console.log(`key: ${created.key}`);
+      console.log('This is the only time the key is shown; store it in your secret manager now.');
+    }
+  });
+
+program
+  .command('list')
+  .description('ids, names, environments and created times (never secrets or hashes)')
+  .option('--json', 'print a JSON array')
+  .action(async (options: { json?: boolean }) => {
+    const keys = await withStore((store) => store.list());
+    if (options.json) {
+      console.log(JSON.stringify(keys.map(({ id, name, environment, createdAt, description }) => ({ id, name, environment, createdAt, description }))));
+      return;
+    }
+    if (keys.length === 0) {
+      console.log('no keys');
+      return;
+    }
+    console.table(keys.map(({ id, name, environment, createdAt }) => ({ id, name, environment, createdAt })));
+  });
+
+program
+  .command('delete')
+  .argument('<id>', 'key id as shown by list')
+  .description('delete a key; every gateway refuses it within 2 seconds')
+  .action(async (id: string) => {
+    const deleted = await withStore((store) => store.delete(id));
+    if (!deleted) {
+      console.error(`no key with id ${id}`);
+      process.exitCode = 1;
+      return;
+    }
+    console.log(`deleted ${id}`);
+  });
+
+await program.parseAsync(process.argv);

@@ -1,0 +1,35 @@
+import os from 'node:os';
+import { bool, infrastructureSpec, nonNegativeInt, parseConfig, port, positiveInt, str } from '@otm/shared/config';
+
+export const gatewaySpec = {
+  ...infrastructureSpec,
+  GATEWAY_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the ingest endpoint' }),
+  GATEWAY_PORT: port({ default: 8443 }),
+  GATEWAY_PLAIN_HTTP: bool({ default: false, desc: 'Serve plain HTTP (only behind a TLS-terminating proxy)' }),
+  TLS_CERT_FILE: str({ default: '', desc: 'PEM certificate; required unless GATEWAY_PLAIN_HTTP' }),
+  TLS_KEY_FILE: str({ default: '', desc: 'PEM private key; required unless GATEWAY_PLAIN_HTTP' }),
+  GATEWAY_INSTANCE_ID: str({ default: `${os.hostname()}-${process.pid}` }),
+  BODY_LIMIT_BYTES: positiveInt({ default: 1_048_576 }),
+  PRODUCE_LINGER_MS: nonNegativeInt({ default: 2, desc: 'How long a record waits for others to share its Produce request' }),
+  PRODUCE_MAX_BATCH: positiveInt({ default: 1000, desc: 'Records per Produce request at most' }),
+  PRODUCE_MAX_QUEUE: positiveInt({ default: 20_000, desc: 'Records waiting for the broker before new ones get 503' }),
+  PRODUCE_TIMEOUT_MS: positiveInt({ default: 5000, desc: 'Bound on waiting for a broker acknowledgement before 503' }),
+  RETRY_AFTER_SECONDS: positiveInt({ default: 5 }),
+  RATE_LIMIT_PER_MINUTE: nonNegativeInt({ default: 0, desc: 'Requests per key per minute; 0 turns the limit off' }),
+  KEY_CACHE_TTL_MS: positiveInt({ default: 1000, desc: 'Lifetime of a cached key look-up (must stay under 2000)' }),
+  KEY_CACHE_MISS_TTL_MS: positiveInt({ default: 250 }),
+  IDEMPOTENCY_REPLAY_ENTRIES: nonNegativeInt({ default: 100_000, desc: 'Accepted idempotency keys remembered for replies' }),
+  METRICS_HOST: str({ default: '127.0.0.1' }),
+  METRICS_PORT: nonNegativeInt({ default: 9464, desc: 'Prometheus metrics port; 0 picks a free one' }),
+};
+
+export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;
+
+export function loadGatewayConfig(env: NodeJS.ProcessEnv) {
+  const config = parseConfig(env, gatewaySpec);
+  if (config.KEY_CACHE_TTL_MS >= 2000) throw new Error('KEY_CACHE_TTL_MS: must be under 2000 (deleted keys are refused within 2 s)');
+  if (!config.GATEWAY_PLAIN_HTTP && (!config.TLS_CERT_FILE || !config.TLS_KEY_FILE)) {
+    throw new Error('TLS_CERT_FILE, TLS_KEY_FILE: required unless GATEWAY_PLAIN_HTTP=true');
+  }
+  return config;
+}

@@ -1,0 +1,73 @@
+// In-memory cache of key look-ups so a valid request costs no Redis round trip in
+// the common case. Three things bound how long a deleted key can live on here:
+// the deletion message (immediate), the entry's own expiry (hitTtlMs, < 2 s), and
+// a lost subscriber connection, which empties the cache at once.
+import type { ApiKeyRecord, KeyStore } from '@otm/shared/keys/key-store';
+import type { Redis } from '@otm/shared/redis';
+
+interface Entry {
+  record: ApiKeyRecord | null;
+  expiresAt: number;
+}
+
+export interface KeyCacheOptions {
+  hitTtlMs: number;
+  missTtlMs: number;
+  maxEntries: number;
+}
+
+export class KeyCache {
+  private readonly entries = new Map<string, Entry>();
+  private readonly pending = new Map<string, Promise<ApiKeyRecord | null>>();
+  /** Bumped on every invalidation so a look-up that raced a deletion is not cached. */
+  private generation = 0;
+
+  constructor(
+    private readonly store: KeyStore,
+    private readonly subscriber: Redis,
+    private readonly options: KeyCacheOptions,
+  ) {}
+
+  async start(): Promise<void> {
+    this.subscriber.on('message', (_channel: string, hash: string) => this.invalidate(hash));
+    // Whatever may have been published while we were not listening is unknown.
+    for (const event of ['close', 'end', 'error', 'reconnecting']) {
+      this.subscriber.on(event, () => this.clear());
+    }
+    await this.subscriber.connect();
+    await this.subscriber.subscribe(this.store.revocationChannel);
+  }
+
+  invalidate(hash: string): void {
+    this.generation++;
+    this.entries.delete(hash);
+  }
+
+  clear(): void {
+    this.generation++;
+    this.entries.clear();
+  }
+
+  /** The key's record, null for an unknown key; throws when the store is unreachable. */
+  lookup(hash: string): ApiKeyRecord | null | Promise<ApiKeyRecord | null> {
+    const now = Date.now();
+    const entry = this.entries.get(hash);
+    if (entry && entry.expiresAt > now) return entry.record;
+    const inFlight = this.pending.get(hash);
+    if (inFlight) return inFlight;
+    const generation = this.generation;
+    const request = this.store
+      .findByHash(hash)
+      .then((record) => {
+        if (generation === this.generation) {
+          if (this.entries.size >= this.options.maxEntries) this.entries.clear();
+          const ttl = record ? this.options.hitTtlMs : this.options.missTtlMs;
+          this.entries.set(hash, { record, expiresAt: Date.now() + ttl });
+        }
+        return record;
+      })
+      .finally(() => this.pending.delete(hash));
+    this.pending.set(hash, request);
+    return request;
+  }
+}

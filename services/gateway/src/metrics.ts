@@ -1,0 +1,52 @@
+// Prometheus metrics, served on their own port (never on the ingest port).
+import http from 'node:http';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export function createGatewayMetrics(depth: () => number) {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    requests: new Counter({ name: 'otm_gateway_requests_total', help: 'Ingest requests by HTTP status', labelNames: ['status'], registers: [registry] }),
+    validationFailures: new Counter({ name: 'otm_gateway_validation_failures_total', help: 'Bodies refused with 400', registers: [registry] }),
+    replays: new Counter({ name: 'otm_gateway_idempotent_replays_total', help: 'Retries answered from the replay cache', registers: [registry] }),
+    produceLatency: new Histogram({
+      name: 'otm_gateway_produce_seconds',
+      help: 'Time from batch send to broker acknowledgement',
+      labelNames: ['outcome'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+    batchSize: new Histogram({
+      name: 'otm_gateway_produce_batch_records',
+      help: 'Records per Produce request',
+      buckets: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000],
+      registers: [registry],
+    }),
+    queueDepth: new Gauge({
+      name: 'otm_gateway_produce_queue_depth',
+      help: 'Records waiting for a broker acknowledgement',
+      registers: [registry],
+      collect() {
+        this.set(depth());
+      },
+    }),
+  };
+}
+
+export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;
+
+export function serveMetrics(registry: Registry, host: string, port: number): Promise<http.Server> {
+  const server = http.createServer(async (request, response) => {
+    if (request.url !== '/metrics') {
+      response.writeHead(404).end();
+      return;
+    }
+    response.writeHead(200, { 'content-type': registry.contentType });
+    response.end(await registry.metrics());
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve(server));
+  });
+}

@@ -1,0 +1,121 @@
+// Coalesces concurrent records into one Produce request so throughput does not
+// collapse to one broker round trip per HTTP request. A caller's promise settles
+// only when the batch holding its record is acknowledged by the broker (acks=all,
+// idempotent producer): the gateway's 202 means "durably on the topic".
+import type { Producer } from '@otm/shared/kafka';
+
+export interface QueuedMessage {
+  key: string;
+  value: Buffer;
+}
+
+interface Waiting extends QueuedMessage {
+  resolve(): void;
+  reject(error: Error): void;
+}
+
+export interface ProduceBatcherOptions {
+  topic: string;
+  lingerMs: number;
+  maxBatchRecords: number;
+  maxQueuedRecords: number;
+  sendTimeoutMs: number;
+}
+
+export interface ProduceBatcherEvents {
+  onBatch?(records: number, durationMs: number, ok: boolean): void;
+}
+
+export class ProduceUnavailableError extends Error {}
+
+export class ProduceBatcher {
+  private queue: Waiting[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private sending = false;
+  private closed = false;
+  private idle: (() => void)[] = [];
+
+  /**
+   * @param producerFactory returns the connected producer; after a failed send the
+   * batcher asks for a fresh one, so an idempotent producer whose last request
+   * has an unknown outcome never reuses its sequence numbers.
+   */
+  constructor(
+    private readonly producerFactory: { current(): Promise<Producer>; reset(): Promise<void> },
+    private readonly options: ProduceBatcherOptions,
+    private readonly events: ProduceBatcherEvents = {},
+  ) {}
+
+  get depth(): number {
+    return this.queue.length;
+  }
+
+  enqueue(message: QueuedMessage): Promise<void> {
+    if (this.closed) return Promise.reject(new ProduceUnavailableError('gateway is shutting down'));
+    if (this.queue.length >= this.options.maxQueuedRecords) {
+      return Promise.reject(new ProduceUnavailableError('produce queue is full'));
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ ...message, resolve, reject });
+      if (this.sending) return; // flushed as soon as the in-flight batch completes
+      if (this.queue.length >= this.options.maxBatchRecords) this.flushSoon(0);
+      else this.flushSoon(this.options.lingerMs);
+    });
+  }
+
+  private flushSoon(delayMs: number): void {
+    if (this.timer && delayMs > 0) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, delayMs);
+  }
+
+  private async flush(): Promise<void> {
+    if (this.sending || this.queue.length === 0) return;
+    this.sending = true;
+    const batch = this.queue.splice(0, this.options.maxBatchRecords);
+    const started = performance.now();
+    let ok = false;
+    try {
+      const producer = await this.producerFactory.current();
+      await withTimeout(
+        producer.send({
+          topic: this.options.topic,
+          acks: -1,
+          messages: batch.map(({ key, value }) => ({ key, value })),
+        }),
+        this.options.sendTimeoutMs,
+      );
+      ok = true;
+      for (const waiting of batch) waiting.resolve();
+    } catch (error) {
+      const failure = new ProduceUnavailableError(`produce failed: ${(error as Error).message}`);
+      for (const waiting of batch) waiting.reject(failure);
+      // The outcome of the failed request is unknown (it may still be written):
+      // start over with a new producer id rather than reuse its sequence numbers.
+      await this.producerFactory.reset().catch(() => undefined);
+    } finally {
+      this.events.onBatch?.(batch.length, performance.now() - started, ok);
+      this.sending = false;
+    }
+    if (this.queue.length > 0) this.flushSoon(0);
+    else for (const resolve of this.idle.splice(0)) resolve();
+  }
+
+  /** Stops intake and waits until every queued record has been answered. */
+  async drain(): Promise<void> {
+    this.closed = true;
+    if (!this.sending && this.queue.length === 0) return;
+    await new Promise<void>((resolve) => this.idle.push(resolve));
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no broker acknowledgement within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}

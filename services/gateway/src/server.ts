@@ -1,0 +1,137 @@
+// The gateway process: connect dependencies in order, register the contract in the
+// schema registry, listen; on SIGTERM stop accepting, answer in-flight requests,
+// flush the producer and close clients in reverse order.
+import fs from 'node:fs';
+import { LRUCache } from 'lru-cache';
+import { buildQueuedRecordSchema, compileValidators } from '@otm/schemas';
+import { createLogger } from '@otm/shared/logger';
+import { createDurableProducer, createKafka, ensureTopic, type Producer } from '@otm/shared/kafka';
+import { createRegistry, fetchJsonSchema, registerJsonSchema } from '@otm/shared/registry';
+import { createRedis } from '@otm/shared/redis';
+import { KeyStore } from '@otm/shared/keys/key-store';
+import { buildApp, type AcceptedReply } from './app.js';
+import { loadGatewayConfig } from './config.js';
+import { KeyCache } from './key-cache.js';
+import { createGatewayMetrics, serveMetrics } from './metrics.js';
+import { ProduceBatcher } from './produce-batcher.js';
+
+const config = loadGatewayConfig(process.env);
+const logger = createLogger('gateway', config.LOG_LEVEL);
+
+const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-gateway` }, logger);
+await ensureTopic(kafka, config.USAGE_TOPIC, config.USAGE_TOPIC_PARTITIONS);
+
+// The gateway validates against what the registry holds, not a local copy.
+const registry = createRegistry(config.SCHEMA_REGISTRY_URL);
+const schemaId = await registerJsonSchema(registry, config.SCHEMA_SUBJECT, buildQueuedRecordSchema());
+const validators = compileValidators(await fetchJsonSchema(registry, schemaId));
+
+const redis = createRedis(config.REDIS_URL, { name: 'gateway' });
+const subscriber = createRedis(config.REDIS_URL, { name: 'gateway-revocations' });
+await redis.connect();
+const keyStore = new KeyStore(redis, config.REDIS_KEY_PREFIX);
+const keyCache = new KeyCache(keyStore, subscriber, {
+  hitTtlMs: config.KEY_CACHE_TTL_MS,
+  missTtlMs: config.KEY_CACHE_MISS_TTL_MS,
+  maxEntries: 100_000,
+});
+await keyCache.start();
+
+let producer: Producer | undefined;
+const producerFactory = {
+  async current(): Promise<Producer> {
+    if (!producer) {
+      const fresh = createDurableProducer(kafka, { retries: 2, maxRetryTimeMs: config.PRODUCE_TIMEOUT_MS });
+      await fresh.connect();
+      producer = fresh;
+    }
+    return producer;
+  },
+  async reset(): Promise<void> {
+    const old = producer;
+    producer = undefined;
+    await old?.disconnect();
+  },
+};
+await producerFactory.current();
+
+let batcher: ProduceBatcher | undefined;
+const metrics = createGatewayMetrics(() => batcher?.depth ?? 0);
+batcher = new ProduceBatcher(
+  producerFactory,
+  {
+    topic: config.USAGE_TOPIC,
+    lingerMs: config.PRODUCE_LINGER_MS,
+    maxBatchRecords: config.PRODUCE_MAX_BATCH,
+    maxQueuedRecords: config.PRODUCE_MAX_QUEUE,
+    sendTimeoutMs: config.PRODUCE_TIMEOUT_MS,
+  },
+  {
+    onBatch(records, durationMs, ok) {
+      metrics.batchSize.observe(records);
+      metrics.produceLatency.observe({ outcome: ok ? 'ok' : 'failed' }, durationMs / 1000);
+    },
+  },
+);
+
+const readyAdmin = kafka.admin();
+let readyCache = { at: 0, ready: false };
+async function ready(): Promise<boolean> {
+  if (Date.now() - readyCache.at < 1000) return readyCache.ready;
+  const checks = await Promise.allSettled([
+    redis.ping(),
+    fetch(`${config.SCHEMA_REGISTRY_URL}/subjects`, { signal: AbortSignal.timeout(1000) }).then((r) => {
+      if (!r.ok) throw new Error(String(r.status));
+    }),
+    readyAdmin.connect().then(() => readyAdmin.fetchTopicMetadata({ topics: [config.USAGE_TOPIC] })),
+  ]);
+  readyCache = { at: Date.now(), ready: checks.every((check) => check.status === 'fulfilled') };
+  return readyCache.ready;
+}
+
+const replay =
+  config.IDEMPOTENCY_REPLAY_ENTRIES > 0
+    ? new LRUCache<string, AcceptedReply>({ max: config.IDEMPOTENCY_REPLAY_ENTRIES, ttl: 24 * 3600 * 1000 })
+    : undefined;
+
+const app = await buildApp(
+  {
+    instanceId: config.GATEWAY_INSTANCE_ID,
+    bodyLimitBytes: config.BODY_LIMIT_BYTES,
+    retryAfterSeconds: config.RETRY_AFTER_SECONDS,
+    rateLimitPerMinute: config.RATE_LIMIT_PER_MINUTE,
+    https: config.GATEWAY_PLAIN_HTTP
+      ? undefined
+      : { cert: fs.readFileSync(config.TLS_CERT_FILE), key: fs.readFileSync(config.TLS_KEY_FILE) },
+  },
+  { logger, keyCache, validators, schemaId, batcher, metrics, ready, replay },
+);
+
+const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT);
+const address = await app.listen({ host: config.GATEWAY_HOST, port: config.GATEWAY_PORT });
+if (config.GATEWAY_PLAIN_HTTP) logger.warn('serving PLAIN HTTP: only for running behind a TLS-terminating proxy');
+const metricsAddress = metricsServer.address();
+logger.info(
+  { address, schemaId, metricsPort: typeof metricsAddress === 'object' ? metricsAddress?.port : undefined },
+  'gateway listening',
+);
+
+let stopping = false;
+async function shutdown(signal: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, 'shutting down');
+  // Reverse order of start: stop intake (close waits for in-flight requests, whose
+  // records the batcher still delivers), flush the producer, close clients.
+  await app.close();
+  await batcher?.drain();
+  await producerFactory.reset().catch(() => undefined);
+  await readyAdmin.disconnect().catch(() => undefined);
+  metricsServer.close();
+  subscriber.disconnect();
+  redis.disconnect();
+  logger.info('stopped');
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));

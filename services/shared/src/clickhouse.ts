@@ -1,0 +1,31 @@
+import { createClient, type ClickHouseClient } from '@clickhouse/client';
+
+export type { ClickHouseClient };
+
+export interface ClickHouseSettings {
+  url: string;
+  database: string;
+  username: string;
+  password: string;
+}
+
+export function createClickHouse(settings: ClickHouseSettings, database: string | null = settings.database): ClickHouseClient {
+  return createClient({
+    url: settings.url,
+    username: settings.username,
+    password: settings.password,
+    ...(database ? { database } : {}),
+    request_timeout: 30_000,
+    // 18.16 predates several settings the client would otherwise send.
+    clickhouse_settings: {},
+    compression: { request: false, response: false },
+  });
+}
+
+/** Server version as [major, minor], to gate features that 18.16 lacks. */
+export async function serverVersion(client: ClickHouseClient): Promise<[number, number]> {
+  const result = await client.query({ query: 'SELECT version() AS v', format: 'JSONEachRow' });
+  const [row] = await result.json<{ v: string }>();
+  const [major = 0, minor = 0] = (row?.v ?? '0.0').split('.').map(Number);
+  return [major, minor];
+}

@@ -1,0 +1,58 @@
+// Configuration is parsed once, at startup, from the environment, validated and
+// frozen. A bad value stops startup with a message naming the variable. Nothing
+// else in the project reads process.env.
+import { cleanEnv, makeValidator, num, port, str, bool, url, type CleanedEnv } from 'envalid';
+
+export { bool, num, port, str, url };
+
+export const positiveInt = makeValidator<number>((input) => {
+  const value = Number(input);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`must be a positive integer, got "${input}"`);
+  return value;
+});
+
+export const nonNegativeInt = makeValidator<number>((input) => {
+  const value = Number(input);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`must be a non-negative integer, got "${input}"`);
+  return value;
+});
+
+export const csv = makeValidator<string[]>((input) => {
+  const items = input.split(',').map((item) => item.trim()).filter(Boolean);
+  if (items.length === 0) throw new Error('must be a comma-separated list with at least one item');
+  return items;
+});
+
+/** Validators shared by every service that talks to the stack. */
+export const infrastructureSpec = {
+  KAFKA_BROKERS: csv({ default: ['127.0.0.1:19092'], desc: 'Kafka bootstrap brokers, comma-separated' }),
+  KAFKA_CLIENT_ID: str({ default: 'otm-telemetry' }),
+  USAGE_TOPIC: str({ default: 'telemetry.usage.v1', desc: 'Kafka topic of queued usage records' }),
+  USAGE_TOPIC_PARTITIONS: positiveInt({ default: 6, desc: 'Partitions when the topic is created' }),
+  DLQ_TOPIC: str({ default: 'telemetry.usage.v1.dlq' }),
+  SCHEMA_REGISTRY_URL: url({ default: 'http://127.0.0.1:18081/apis/ccompat/v7' }),
+  SCHEMA_SUBJECT: str({ default: 'telemetry.usage.v1-value' }),
+  REDIS_URL: url({ default: 'redis://127.0.0.1:16379' }),
+  REDIS_KEY_PREFIX: str({ default: 'otm:', desc: 'Prefix of every Redis key and channel' }),
+  CLICKHOUSE_URL: url({ default: 'http://127.0.0.1:18123' }),
+  CLICKHOUSE_DATABASE: str({ default: 'otm' }),
+  CLICKHOUSE_USER: str({ default: 'default' }),
+  CLICKHOUSE_PASSWORD: str({ default: '' }),
+  LOG_LEVEL: str({ default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }),
+};
+
+export class ConfigError extends Error {}
+
+/** Parses env against spec; throws ConfigError naming each bad variable. */
+export function parseConfig<S extends Record<string, unknown>>(env: NodeJS.ProcessEnv, spec: S): Readonly<CleanedEnv<S>> {
+  // envalid's default reporter exits the process; ours throws so callers and tests decide.
+  return cleanEnv(env, spec as never, {
+    reporter: ({ errors }) => {
+      const names = Object.entries(errors);
+      if (names.length === 0) return;
+      throw new ConfigError(
+        `invalid configuration: ${names.map(([name, error]) => `${name}: ${(error as Error).message}`).join('; ')}`,
+      );
+    },
+  }) as Readonly<CleanedEnv<S>>;
+}

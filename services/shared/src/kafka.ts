@@ -1,0 +1,71 @@
+// Every Kafka call of the project goes through this module, so the client
+// (kafkajs, unmaintained since 2023) can be swapped without touching the pipeline.
+import { Kafka, Partitioners, logLevel, type Admin, type Consumer, type ConsumerConfig, type Producer } from 'kafkajs';
+import type { Logger } from './logger.js';
+
+export type { Admin, Consumer, Producer, Kafka };
+export type { EachBatchPayload, KafkaMessage, IHeaders } from 'kafkajs';
+
+export interface KafkaSettings {
+  brokers: readonly string[];
+  clientId: string;
+}
+
+const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
+  [logLevel.ERROR]: 'error',
+  [logLevel.WARN]: 'warn',
+  [logLevel.INFO]: 'info',
+  [logLevel.DEBUG]: 'debug',
+};
+
+export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
+  return new Kafka({
+    clientId: settings.clientId,
+    brokers: [...settings.brokers],
+    connectionTimeout: 3000,
+    requestTimeout: 10000,
+    logLevel: logger ? logLevel.WARN : logLevel.NOTHING,
+    logCreator: () => (entry) => {
+      if (!logger) return;
+      const { message, ...rest } = entry.log;
+      logger[levels[entry.level] ?? 'info']({ kafka: rest, namespace: entry.namespace }, message);
+    },
+  });
+}
+
+/** Creates the topic when missing; an existing topic keeps its partitions. */
+export async function ensureTopic(kafka: Kafka, topic: string, partitions: number): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const existing = await admin.listTopics();
+    if (existing.includes(topic)) return;
+    await admin.createTopics({
+      topics: [{ topic, numPartitions: partitions, replicationFactor: -1 }],
+      waitForLeaders: true,
+    });
+  } catch (error) {
+    // Two services racing to create the same topic is fine.
+    if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw error;
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
+ * The durable producer: idempotent, acks=all. kafkajs requires a single request
+ * in flight for idempotence; throughput comes from batching, not concurrency.
+ */
+export function createDurableProducer(kafka: Kafka, options: { retries: number; maxRetryTimeMs: number }): Producer {
+  return kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+    createPartitioner: Partitioners.DefaultPartitioner,
+    retry: { retries: options.retries, maxRetryTime: options.maxRetryTimeMs, initialRetryTime: 100 },
+  });
+}
+
+export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
+  return kafka.consumer(config);
+}

@@ -1,0 +1,55 @@
+// The schema registry (Confluent-compatible API; Apicurio in the local stack) and
+// its wire format: magic byte 0, the schema id as a big-endian uint32, then the
+// JSON document. Framing is done here rather than by the registry client so the
+// hot path serialises once and validates once.
+import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { createAjv } from '@otm/schemas';
+
+export const MAGIC_BYTE = 0;
+const HEADER_BYTES = 5;
+
+export function createRegistry(url: string): SchemaRegistry {
+  // The client compiles every schema it registers or fetches; it must know our
+  // formats and keywords, and a fresh AJV each time (one instance refuses a $id twice).
+  const jsonOptions = {
+    get ajvInstance() {
+      return createAjv();
+    },
+  };
+  return new SchemaRegistry({ host: url }, { [SchemaType.JSON]: jsonOptions } as never);
+}
+
+/** Registers the schema under subject (idempotent: same content, same id). */
+export async function registerJsonSchema(registry: SchemaRegistry, subject: string, schema: object): Promise<number> {
+  const { id } = await registry.register({ type: SchemaType.JSON, schema: JSON.stringify(schema) }, { subject });
+  return id;
+}
+
+/** The schema document the registry holds for id, as parsed JSON. */
+export async function fetchJsonSchema(registry: SchemaRegistry, id: number): Promise<Record<string, unknown>> {
+  // getSchema() would build the registry client's own validator; the raw
+  // document is all we need (AJV compiles it our way).
+  type Origin = { getSchemaOriginRequest(id: number): Promise<{ data(): { schema: string; schemaType?: string } }> };
+  const raw = (await (registry as unknown as Origin).getSchemaOriginRequest(id)).data();
+  if (raw.schemaType !== undefined && raw.schemaType !== 'JSON') {
+    throw new Error(`schema ${id} is ${raw.schemaType}, not JSON`);
+  }
+  return JSON.parse(raw.schema) as Record<string, unknown>;
+}
+
+export function encodeWire(schemaId: number, json: string): Buffer {
+  const body = Buffer.from(json, 'utf8');
+  const buffer = Buffer.allocUnsafe(HEADER_BYTES + body.length);
+  buffer.writeUInt8(MAGIC_BYTE, 0);
+  buffer.writeUInt32BE(schemaId, 1);
+  body.copy(buffer, HEADER_BYTES);
+  return buffer;
+}
+
+export type WireDecoded = { ok: true; schemaId: number; json: string } | { ok: false; reason: string };
+
+export function decodeWire(buffer: Buffer | null): WireDecoded {
+  if (!buffer || buffer.length < HEADER_BYTES) return { ok: false, reason: 'message shorter than the wire header' };
+  if (buffer.readUInt8(0) !== MAGIC_BYTE) return { ok: false, reason: `unknown magic byte ${buffer.readUInt8(0)}` };
+  return { ok: true, schemaId: buffer.readUInt32BE(1), json: buffer.toString('utf8', HEADER_BYTES) };
+}
