@@ -1,5 +1,4 @@
-// Prometheus metrics, served on their own port (never on the ingest port).
-import http from 'node:http';
+// The gateway's Prometheus metrics.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export function createGatewayMetrics(depth: () => number) {
@@ -35,18 +34,3 @@ export function createGatewayMetrics(depth: () => number) {
 }
 
 export type GatewayMetrics = ReturnType<typeof createGatewayMetrics>;
-
-export function serveMetrics(registry: Registry, host: string, port: number): Promise<http.Server> {
-  const server = http.createServer(async (request, response) => {
-    if (request.url !== '/metrics') {
-      response.writeHead(404).end();
-      return;
-    }
-    response.writeHead(200, { 'content-type': registry.contentType });
-    response.end(await registry.metrics());
-  });
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve(server));
-  });
-}

@@ -12,7 +12,8 @@ import { KeyStore } from '@otm/shared/keys/key-store';
 import { buildApp, type AcceptedReply } from './app.js';
 import { loadGatewayConfig } from './config.js';
 import { KeyCache } from './key-cache.js';
-import { createGatewayMetrics, serveMetrics } from './metrics.js';
+import { serveMetrics } from '@otm/shared/metrics-server';
+import { createGatewayMetrics } from './metrics.js';
 import { ProduceBatcher } from './produce-batcher.js';
 
 const config = loadGatewayConfig(process.env);

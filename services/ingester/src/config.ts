@@ -1,0 +1,18 @@
+import { infrastructureSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
+
+export const ingesterSpec = {
+  ...infrastructureSpec,
+  INGEST_GROUP_ID: str({ default: 'otm-ingester', desc: 'Kafka consumer group' }),
+  INGEST_BATCH_MAX_ROWS: positiveInt({ default: 5000, desc: 'Rows per ClickHouse insert at most' }),
+  INGEST_BATCH_MAX_WAIT_MS: positiveInt({ default: 250, desc: 'How long a fetch waits to fill a batch' }),
+  INGEST_FETCH_MAX_BYTES: positiveInt({ default: 16 * 1024 * 1024, desc: 'Bytes fetched per partition at most (bounds memory)' }),
+  INGEST_RETRY_MAX_MS: positiveInt({ default: 5000, desc: 'Longest pause between retries of a failed dependency' }),
+  DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),
+  PRICE_TABLE_FILE: str({ default: '', desc: 'JSON file adding to or overriding the model price table' }),
+  METRICS_HOST: str({ default: '127.0.0.1' }),
+  METRICS_PORT: nonNegativeInt({ default: 9465, desc: 'Prometheus metrics port; 0 picks a free one' }),
+};
+
+export function loadIngesterConfig(env: NodeJS.ProcessEnv) {
+  return parseConfig(env, ingesterSpec);
+}

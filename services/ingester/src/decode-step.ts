@@ -1,0 +1,48 @@
+// Decode: wire header -> the schema id picks the registered schema (so a record
+// written with an older registered version still decodes) -> JSON -> validated
+// queued record. A message that can never decode is a dead letter; an unreachable
+// registry is an infrastructure failure (thrown, retried).
+import { compileValidators, type QueuedUsageRecord } from '@otm/schemas';
+import { decodeWire, fetchJsonSchema } from '@otm/shared/registry';
+import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
+import type { ValidateFunction } from 'ajv';
+import { deadLetter, ok, type StepOutcome } from './outcome.js';
+
+export class SchemaCache {
+  private readonly validators = new Map<number, ValidateFunction | null>();
+
+  constructor(private readonly registry: SchemaRegistry) {}
+
+  /** The validator for a schema id; null when the registry does not know the id. */
+  async get(schemaId: number): Promise<ValidateFunction | null> {
+    if (this.validators.has(schemaId)) return this.validators.get(schemaId)!;
+    let validator: ValidateFunction | null;
+    try {
+      validator = compileValidators(await fetchJsonSchema(this.registry, schemaId)).queuedRecord;
+    } catch (error) {
+      const status = (error as { status?: number }).status;
+      if (status !== 404) throw error;
+      validator = null;
+    }
+    this.validators.set(schemaId, validator);
+    return validator;
+  }
+}
+
+export async function decodeStep(value: Buffer | null, schemas: SchemaCache): Promise<StepOutcome<QueuedUsageRecord>> {
+  const wire = decodeWire(value);
+  if (!wire.ok) return deadLetter(wire.reason);
+  const validate = await schemas.get(wire.schemaId);
+  if (!validate) return deadLetter(`unknown schema id ${wire.schemaId}`);
+  let document: unknown;
+  try {
+    document = JSON.parse(wire.json);
+  } catch {
+    return deadLetter('value is not valid JSON');
+  }
+  if (!validate(document)) {
+    const first = validate.errors?.[0];
+    return deadLetter(`does not match schema ${wire.schemaId}: ${first?.instancePath || '/'} ${first?.message ?? ''}`.trim());
+  }
+  return ok(document as QueuedUsageRecord);
+}

@@ -1,0 +1,59 @@
+// Applies migrations/*.sql in name order, once each, recording them in
+// schema_migrations. Idempotent: statements use IF NOT EXISTS and applied files
+// are skipped. Every statement must run on ClickHouse 18.16 and current releases.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ClickHouseClient } from '@otm/shared/clickhouse';
+
+export const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../migrations');
+
+export function splitStatements(sql: string): string[] {
+  return sql
+    .split('\n')
+    .filter((line) => !line.trim().startsWith('--'))
+    .join('\n')
+    .split(/;\s*(?:\n|$)/)
+    .map((statement) => statement.trim())
+    .filter(Boolean);
+}
+
+/**
+ * @param server a client without a default database (the database may not exist yet)
+ * @param inDatabase a client whose default database is `database`
+ */
+export async function migrate(
+  server: ClickHouseClient,
+  inDatabase: ClickHouseClient,
+  database: string,
+  log: (line: string) => void = () => {},
+): Promise<string[]> {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`CLICKHOUSE_DATABASE: not a plain identifier: ${database}`);
+  await server.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}` });
+  await server.command({
+    query: `CREATE TABLE IF NOT EXISTS ${database}.schema_migrations (name String, applied_at DateTime) ENGINE = MergeTree ORDER BY name`,
+  });
+  const result = await server.query({ query: `SELECT name FROM ${database}.schema_migrations`, format: 'JSONEachRow' });
+  const applied = new Set((await result.json<{ name: string }>()).map((row) => row.name));
+  const files = fs.readdirSync(migrationsDir).filter((file) => file.endsWith('.sql')).sort();
+  const appliedNow: string[] = [];
+  for (const file of files) {
+    if (applied.has(file)) continue;
+    for (const statement of splitStatements(fs.readFileSync(path.join(migrationsDir, file), 'utf8'))) {
+      await inDatabase.command({ query: statement });
+    }
+    await server.insert({
+      table: `${database}.schema_migrations`,
+      values: [{ name: file, applied_at: formatDateTime(Date.now()) }],
+      format: 'JSONEachRow',
+    });
+    appliedNow.push(file);
+    log(`applied ${file}`);
+  }
+  return appliedNow;
+}
+
+/** 'YYYY-MM-DD hh:mm:ss' in UTC, the DateTime text every ClickHouse version parses. */
+export function formatDateTime(epochMs: number): string {
+  return new Date(epochMs).toISOString().slice(0, 19).replace('T', ' ');
+}

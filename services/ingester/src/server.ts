@@ -1,0 +1,90 @@
+// The ingester process. Start order: ClickHouse schema, topics, Redis, producer
+// for dead letters, consumer. SIGTERM stops in reverse: the consumer finishes or
+// abandons its batch (committing only what was loaded), then clients close.
+import { createLogger } from '@otm/shared/logger';
+import { createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
+import { createRegistry } from '@otm/shared/registry';
+import { createRedis } from '@otm/shared/redis';
+import { createClickHouse } from '@otm/shared/clickhouse';
+import { serveMetrics } from '@otm/shared/metrics-server';
+import { loadIngesterConfig } from './config.js';
+import { UsageConsumer } from './consumer.js';
+import { SchemaCache } from './decode-step.js';
+import { DedupeStep } from './dedupe-step.js';
+import { createIngesterMetrics } from './metrics.js';
+import { migrate } from './migrate.js';
+import { PriceTable } from './prices.js';
+
+const config = loadIngesterConfig(process.env);
+const logger = createLogger('ingester', config.LOG_LEVEL);
+
+const clickhouseSettings = {
+  url: config.CLICKHOUSE_URL,
+  database: config.CLICKHOUSE_DATABASE,
+  username: config.CLICKHOUSE_USER,
+  password: config.CLICKHOUSE_PASSWORD,
+};
+const server = createClickHouse(clickhouseSettings, null);
+const clickhouse = createClickHouse(clickhouseSettings);
+await migrate(server, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.info(line));
+await server.close();
+
+const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-ingester` }, logger);
+await ensureTopic(kafka, config.USAGE_TOPIC, config.USAGE_TOPIC_PARTITIONS);
+await ensureTopic(kafka, config.DLQ_TOPIC, 1);
+
+const redis = createRedis(config.REDIS_URL, { name: 'ingester' });
+await redis.connect().catch((error: Error) => logger.warn({ err: error.message }, 'redis not reachable yet; will retry'));
+
+const dlqProducer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
+await dlqProducer.connect();
+
+const consumer = createConsumer(kafka, {
+  groupId: config.INGEST_GROUP_ID,
+  maxWaitTimeInMs: config.INGEST_BATCH_MAX_WAIT_MS,
+  maxBytesPerPartition: config.INGEST_FETCH_MAX_BYTES,
+  maxBytes: config.INGEST_FETCH_MAX_BYTES * 2,
+  sessionTimeout: 30_000,
+  heartbeatInterval: 3000,
+});
+await consumer.connect();
+
+const metrics = createIngesterMetrics();
+const usageConsumer = new UsageConsumer(
+  {
+    consumer,
+    dlqProducer,
+    schemas: new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL)),
+    dedupe: new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS),
+    clickhouse,
+    prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),
+    metrics,
+    logger,
+  },
+  {
+    topic: config.USAGE_TOPIC,
+    dlqTopic: config.DLQ_TOPIC,
+    maxBatchRows: config.INGEST_BATCH_MAX_ROWS,
+    retryInitialMs: 100,
+    retryMaxMs: config.INGEST_RETRY_MAX_MS,
+  },
+);
+const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT);
+await usageConsumer.start();
+logger.info({ topic: config.USAGE_TOPIC, group: config.INGEST_GROUP_ID }, 'ingester consuming');
+
+let stopping = false;
+async function shutdown(signal: string): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, 'shutting down');
+  await consumer.disconnect().catch(() => undefined);
+  await dlqProducer.disconnect().catch(() => undefined);
+  metricsServer.close();
+  redis.disconnect();
+  await clickhouse.close();
+  logger.info('stopped');
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));
