@@ -1,0 +1,74 @@
+// npm start: bring up the local stack, apply migrations, then run the gateway, the
+// ingester and the admin service (API + dashboard) against it until Ctrl-C.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import readline from 'node:readline';
+import { loadStackConfig, stackAddresses } from './stack/config.js';
+import { stackUp } from './stack/services.js';
+import { ensureLocalCertificate } from './local-tls.js';
+
+const stack = loadStackConfig(process.env);
+await stackUp(stack);
+
+const tokenFile = path.join(stack.dir, 'admin-token');
+if (!fs.existsSync(tokenFile)) fs.writeFileSync(tokenFile, randomBytes(32).toString('base64url'), { mode: 0o600 });
+const adminToken = process.env.ADMIN_TOKEN || fs.readFileSync(tokenFile, 'utf8').trim();
+
+const tls =
+  process.env.TLS_CERT_FILE && process.env.TLS_KEY_FILE
+    ? { certFile: process.env.TLS_CERT_FILE, keyFile: process.env.TLS_KEY_FILE }
+    : await ensureLocalCertificate(path.join(stack.dir, 'tls'));
+
+// The stack's addresses, unless the caller pointed a variable elsewhere.
+const env: NodeJS.ProcessEnv = { ...stackAddresses(stack), ...process.env, ADMIN_TOKEN: adminToken };
+env.TLS_CERT_FILE = tls.certFile;
+env.TLS_KEY_FILE = tls.keyFile;
+
+const migrate = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, 'scripts/migrate.ts')], { env, stdio: 'inherit' });
+const migrated = await new Promise<number | null>((resolve) => migrate.on('exit', resolve));
+if (migrated !== 0) throw new Error('migrations failed');
+
+const services: Record<string, string> = {
+  gateway: 'services/gateway/src/server.ts',
+  ingester: 'services/ingester/src/server.ts',
+  admin: 'services/admin/src/server.ts',
+};
+const children: ChildProcess[] = [];
+for (const [name, entry] of Object.entries(services)) {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, entry)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  for (const stream of [child.stdout!, child.stderr!]) {
+    readline.createInterface({ input: stream }).on('line', (line) => console.log(`${name.padEnd(8)} | ${line}`));
+  }
+  child.on('exit', (code, signal) => {
+    console.log(`${name} exited (${signal ?? code})`);
+    if (!stopping) void stop(1);
+  });
+  children.push(child);
+}
+
+const gatewayUrl = `https://${env.GATEWAY_HOST ?? '127.0.0.1'}:${env.GATEWAY_PORT ?? 8443}`;
+const adminUrl = `http://${env.ADMIN_HOST ?? '127.0.0.1'}:${env.ADMIN_PORT ?? 8480}`;
+console.log(
+  [
+    '',
+    `otm-telemetry is starting against the local stack (${stack.dir}):`,
+    `  ingest endpoint  ${gatewayUrl}/v1/telemetry/usage   (self-signed certificate: ${tls.certFile})`,
+    `  dashboard        ${adminUrl}/   admin token: ${adminToken}   (kept in ${tokenFile})`,
+    `  create a key     npm run keys -- create --env dev --name my-service`,
+    '  Ctrl-C stops the services; `npm run stack -- down` stops the stack.',
+    '',
+  ].join('\n'),
+);
+
+let stopping = false;
+async function stop(code: number): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
+  await Promise.all(children.map((child) => (child.exitCode === null ? new Promise((resolve) => child.on('exit', resolve)) : null)));
+  process.exit(code);
+}
+process.on('SIGINT', () => void stop(0));
+process.on('SIGTERM', () => void stop(0));

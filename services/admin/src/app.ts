@@ -1,0 +1,56 @@
+// The admin service: key management, analytics and the dashboard, all behind the
+// admin token except the dashboard's static files (which hold no data).
+import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
+import { ServiceError, errorBody } from '@otm/shared/errors';
+import type { Logger } from '@otm/shared/logger';
+import type { KeyStore } from '@otm/shared/keys/key-store';
+import { adminTokenCheck } from './admin-auth.js';
+import { registerKeyRoutes } from './keys-routes.js';
+
+export interface AdminDeps {
+  logger: Logger;
+  keyStore: KeyStore;
+  /** Extra route groups (analytics, dashboard) registered behind or beside the token. */
+  protectedRoutes?: ((app: FastifyInstance) => void)[];
+  publicRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
+}
+
+export async function buildAdminApp(options: { adminToken: string }, deps: AdminDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    logController: new LogController({ disableRequestLogging: true } as never),
+  }) as unknown as FastifyInstance;
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof ServiceError) return reply.code(error.statusCode).send(error.toBody());
+    if (error.validation) {
+      return reply.code(400).send({
+        ...errorBody('ValidationError', 'The request does not match the expected parameters.'),
+        errors: error.validation.map((issue) => ({
+          path: `${error.validationContext ?? ''}${issue.instancePath || ''}${issue.keyword === 'required' ? `/${(issue.params as { missingProperty: string }).missingProperty}` : ''}`,
+          message: issue.message ?? 'is invalid',
+        })),
+      });
+    }
+    if (error.statusCode && error.statusCode < 500) {
+      const type = error.statusCode === 415 ? 'UnsupportedMediaType' : error.statusCode === 413 ? 'PayloadTooLarge' : 'ValidationError';
+      return reply.code(error.statusCode).send(errorBody(type, error.message));
+    }
+    request.log.error({ err: error }, 'admin request failed');
+    return reply.code(503).send(errorBody('Unavailable', 'A dependency is unavailable; retry later.'));
+  });
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).send(errorBody('NotFound', `No route for ${request.method} ${request.url.split('?')[0]}.`));
+  });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  const requireAdmin = adminTokenCheck(options.adminToken);
+  await app.register(async (secured) => {
+    secured.addHook('onRequest', async (request) => requireAdmin(request));
+    registerKeyRoutes(secured, deps.keyStore);
+    for (const routes of deps.protectedRoutes ?? []) routes(secured);
+  });
+  for (const routes of deps.publicRoutes ?? []) await routes(app);
+  return app;
+}

@@ -1,0 +1,14 @@
+import { infrastructureSpec, parseConfig, port, str } from '@otm/shared/config';
+
+export const adminSpec = {
+  ...infrastructureSpec,
+  ADMIN_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the admin API and dashboard' }),
+  ADMIN_PORT: port({ default: 8480 }),
+  ADMIN_TOKEN: str({ desc: 'Bearer token for the admin API and dashboard (at least 32 characters)' }),
+};
+
+export function loadAdminConfig(env: NodeJS.ProcessEnv) {
+  const config = parseConfig(env, adminSpec);
+  if (config.ADMIN_TOKEN.length < 32) throw new Error('ADMIN_TOKEN: must be at least 32 characters');
+  return config;
+}

@@ -1,0 +1,26 @@
+// The admin process: key management, analytics API and dashboard on 127.0.0.1:8480.
+import { createLogger } from '@otm/shared/logger';
+import { createRedis } from '@otm/shared/redis';
+import { KeyStore } from '@otm/shared/keys/key-store';
+import { buildAdminApp } from './app.js';
+import { loadAdminConfig } from './config.js';
+
+const config = loadAdminConfig(process.env);
+const logger = createLogger('admin', config.LOG_LEVEL);
+const redis = createRedis(config.REDIS_URL, { name: 'admin' });
+await redis.connect();
+
+const app = await buildAdminApp(
+  { adminToken: config.ADMIN_TOKEN },
+  { logger, keyStore: new KeyStore(redis, config.REDIS_KEY_PREFIX) },
+);
+const address = await app.listen({ host: config.ADMIN_HOST, port: config.ADMIN_PORT });
+logger.info({ address }, 'admin listening');
+
+async function shutdown(): Promise<void> {
+  await app.close();
+  redis.disconnect();
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown());
+process.on('SIGINT', () => void shutdown());

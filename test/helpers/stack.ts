@@ -1,0 +1,323 @@
+// Helpers for integration tests: the stack's addresses, unique names per test
+// file, real service processes, an HTTPS client that trusts the local certificate,
+// and readers for the topic and ClickHouse.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { inject } from 'vitest';
+import { Agent, request as undiciRequest } from 'undici';
+import { createKafka, type KafkaMessage } from '@otm/shared/kafka';
+import { createRedis, type Redis } from '@otm/shared/redis';
+import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
+import { decodeWire } from '@otm/shared/registry';
+import { KeyStore } from '@otm/shared/keys/key-store';
+import type { Environment, QueuedUsageRecord } from '@otm/schemas';
+import { ensureLocalCertificate } from '../../scripts/local-tls.js';
+
+export interface StackAddresses {
+  KAFKA_BROKERS: string;
+  SCHEMA_REGISTRY_URL: string;
+  REDIS_URL: string;
+  CLICKHOUSE_URL: string;
+  CLICKHOUSE_DATABASE: string;
+  source: string;
+}
+
+export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export function testStack(): StackAddresses {
+  return inject('stack');
+}
+
+/** A name no other test file uses: topics, groups, prefixes, databases. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+}
+
+export function stackEnv(overrides: Record<string, string | number | boolean> = {}): NodeJS.ProcessEnv {
+  const stack = testStack();
+  const { source, ...addresses } = stack;
+  void source;
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses, LOG_LEVEL: 'info' };
+  for (const [name, value] of Object.entries(overrides)) env[name] = String(value);
+  return env;
+}
+
+export async function testCertificate() {
+  return ensureLocalCertificate(path.join(projectRoot, '.stack', 'tls'));
+}
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  /** Every log line so far, parsed when JSON. */
+  logs: string[];
+  /** The address from the "listening" line, when the service listens. */
+  url: string;
+  metricsPort?: number;
+  /** SIGTERM and wait for exit; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL, as a crash. */
+  kill(): Promise<void>;
+  waitForLog(pattern: RegExp, timeoutMs?: number): Promise<string>;
+}
+
+export async function startService(
+  entry: 'gateway' | 'ingester' | 'admin',
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  timeoutMs = 60_000,
+): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(projectRoot, `services/${entry}/src/server.ts`)], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  const listeners = new Set<(line: string) => void>();
+  for (const stream of [child.stdout!, child.stderr!]) {
+    readline.createInterface({ input: stream }).on('line', (line) => {
+      logs.push(line);
+      for (const listener of listeners) listener(line);
+    });
+  }
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const waitForLog = (pattern: RegExp, waitMs = timeoutMs) =>
+    new Promise<string>((resolve, reject) => {
+      const existing = logs.find((line) => pattern.test(line));
+      if (existing) return resolve(existing);
+      const timer = setTimeout(() => {
+        listeners.delete(listener);
+        reject(new Error(`${entry}: no log line matching ${pattern} within ${waitMs} ms; logs:\n${logs.slice(-30).join('\n')}`));
+      }, waitMs);
+      const listener = (line: string) => {
+        if (!pattern.test(line)) return;
+        clearTimeout(timer);
+        listeners.delete(listener);
+        resolve(line);
+      };
+      listeners.add(listener);
+      void exited.then((code) => {
+        if (!listeners.has(listener)) return;
+        clearTimeout(timer);
+        listeners.delete(listener);
+        reject(new Error(`${entry} exited with ${code} before logging ${pattern}; logs:\n${logs.slice(-30).join('\n')}`));
+      });
+    });
+  const line = await waitForLog(ready);
+  let url = '';
+  let metricsPort: number | undefined;
+  try {
+    const parsed = JSON.parse(line) as { address?: string; metricsPort?: number };
+    url = parsed.address ?? '';
+    metricsPort = parsed.metricsPort;
+  } catch {
+    // not a JSON line
+  }
+  return {
+    child,
+    logs,
+    url,
+    metricsPort,
+    waitForLog,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      return exited;
+    },
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+export interface GatewayOptions {
+  topic: string;
+  keyPrefix: string;
+  extraEnv?: Record<string, string | number | boolean>;
+}
+
+export async function startGateway(options: GatewayOptions): Promise<ServiceProcess> {
+  const tls = await testCertificate();
+  return startService(
+    'gateway',
+    stackEnv({
+      USAGE_TOPIC: options.topic,
+      USAGE_TOPIC_PARTITIONS: 3,
+      REDIS_KEY_PREFIX: options.keyPrefix,
+      GATEWAY_PORT: 0,
+      METRICS_PORT: 0,
+      TLS_CERT_FILE: tls.certFile,
+      TLS_KEY_FILE: tls.keyFile,
+      ...options.extraEnv,
+    }),
+    /gateway listening/,
+  );
+}
+
+export interface IngesterOptions {
+  topic: string;
+  keyPrefix: string;
+  database: string;
+  groupId: string;
+  extraEnv?: Record<string, string | number | boolean>;
+}
+
+export function startIngester(options: IngesterOptions): Promise<ServiceProcess> {
+  return startService(
+    'ingester',
+    stackEnv({
+      USAGE_TOPIC: options.topic,
+      USAGE_TOPIC_PARTITIONS: 3,
+      DLQ_TOPIC: `${options.topic}.dlq`,
+      REDIS_KEY_PREFIX: options.keyPrefix,
+      CLICKHOUSE_DATABASE: options.database,
+      INGEST_GROUP_ID: options.groupId,
+      METRICS_PORT: 0,
+      ...options.extraEnv,
+    }),
+    /ingester consuming/,
+  );
+}
+
+let agent: Agent | undefined;
+async function httpsAgent(): Promise<Agent> {
+  if (!agent) {
+    const tls = await testCertificate();
+    agent = new Agent({ connect: { ca: fs.readFileSync(tls.certFile) }, pipelining: 0 });
+  }
+  return agent;
+}
+
+export interface HttpAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: any;
+  text: string;
+}
+
+export async function httpRequest(
+  url: string,
+  options: { method?: string; headers?: Record<string, string>; body?: string | Buffer } = {},
+): Promise<HttpAnswer> {
+  const response = await undiciRequest(url, {
+    method: (options.method ?? 'GET') as 'GET',
+    headers: options.headers,
+    body: options.body,
+    dispatcher: url.startsWith('https:') ? await httpsAgent() : undefined,
+  });
+  const text = await response.body.text();
+  let body: unknown;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  return { status: response.statusCode, headers: response.headers, body, text };
+}
+
+/** POST a usage record with an X-API-Key (or other given headers). */
+export function postUsage(gatewayUrl: string, body: unknown, headers: Record<string, string>): Promise<HttpAnswer> {
+  return httpRequest(`${gatewayUrl}/v1/telemetry/usage`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+export async function withRedis<T>(work: (redis: Redis) => Promise<T>): Promise<T> {
+  const redis = createRedis(testStack().REDIS_URL);
+  await redis.connect();
+  try {
+    return await work(redis);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export function createTestKey(keyPrefix: string, environment: Environment = 'dev', name = 'test') {
+  return withRedis((redis) => new KeyStore(redis, keyPrefix).create({ environment, name }));
+}
+
+export interface TopicRecord {
+  key: string;
+  schemaId: number;
+  value: QueuedUsageRecord;
+  headers: KafkaMessage['headers'];
+  partition: number;
+  offset: string;
+}
+
+/** Reads the whole topic from the beginning until `until` holds or the time runs out. */
+export async function readTopic(
+  topic: string,
+  until: (records: TopicRecord[]) => boolean,
+  timeoutMs = 30_000,
+): Promise<TopicRecord[]> {
+  const kafka = createKafka({ brokers: testStack().KAFKA_BROKERS.split(','), clientId: 'test-reader' });
+  const consumer = kafka.consumer({ groupId: uniqueName('reader'), maxWaitTimeInMs: 100 });
+  const records: TopicRecord[] = [];
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => resolve(), timeoutMs);
+      consumer
+        .run({
+          eachMessage: async ({ message, partition }) => {
+            const wire = decodeWire(message.value);
+            if (!wire.ok) throw new Error(wire.reason);
+            records.push({
+              key: message.key?.toString() ?? '',
+              schemaId: wire.schemaId,
+              value: JSON.parse(wire.json) as QueuedUsageRecord,
+              headers: message.headers,
+              partition,
+              offset: message.offset,
+            });
+            if (until(records)) {
+              clearTimeout(timer);
+              resolve();
+            }
+          },
+        })
+        .catch(reject);
+    });
+  } finally {
+    await consumer.disconnect();
+  }
+  return records;
+}
+
+export function testClickHouse(database: string): ClickHouseClient {
+  const stack = testStack();
+  return createClickHouse({ url: stack.CLICKHOUSE_URL, database, username: 'default', password: '' });
+}
+
+export async function queryRows<T>(client: ClickHouseClient, query: string): Promise<T[]> {
+  const result = await client.query({ query, format: 'JSONEachRow' });
+  return result.json<T>();
+}
+
+/** Polls until check returns a value, or fails after timeoutMs. */
+export async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+  throw new Error(`condition not met within ${timeoutMs} ms${last ? `: ${(last as Error).message}` : ''}`);
+}
+
+export function fixture(name: string): Record<string, any> {
+  return JSON.parse(fs.readFileSync(path.join(projectRoot, 'schemas/fixtures', name), 'utf8'));
+}
