@@ -1,10 +1,10 @@
 import os from 'node:os';
-import { bool, infrastructureSpec, nonNegativeInt, parseConfig, port, positiveInt, str } from '@otm/shared/config';
+import { bool, infrastructureSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
 
 export const gatewaySpec = {
   ...infrastructureSpec,
   GATEWAY_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the ingest endpoint' }),
-  GATEWAY_PORT: port({ default: 8443 }),
+  GATEWAY_PORT: nonNegativeInt({ default: 8443, desc: 'Port of the ingest endpoint; 0 picks a free one' }),
   GATEWAY_PLAIN_HTTP: bool({ default: false, desc: 'Serve plain HTTP (only behind a TLS-terminating proxy)' }),
   TLS_CERT_FILE: str({ default: '', desc: 'PEM certificate; required unless GATEWAY_PLAIN_HTTP' }),
   TLS_KEY_FILE: str({ default: '', desc: 'PEM private key; required unless GATEWAY_PLAIN_HTTP' }),
