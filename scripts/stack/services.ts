@@ -163,7 +163,7 @@ abstract class ProcessService implements StackService {
   }
 }
 
-class KafkaService extends ProcessService {
+export class KafkaService extends ProcessService {
   readonly name = 'kafka';
   readonly startTimeoutMs = 90_000;
   protected get home() {

@@ -10,6 +10,8 @@ export interface QueuedMessage {
 }
 
 interface Waiting extends QueuedMessage {
+  /** When the caller must have its answer (enqueue time + sendTimeoutMs). */
+  deadline: number;
   resolve(): void;
   reject(error: Error): void;
 }
@@ -31,6 +33,7 @@ export class ProduceUnavailableError extends Error {}
 export class ProduceBatcher {
   private queue: Waiting[] = [];
   private timer: NodeJS.Timeout | undefined;
+  private sweeper: NodeJS.Timeout | undefined;
   private sending = false;
   private closed = false;
   private idle: (() => void)[] = [];
@@ -56,7 +59,8 @@ export class ProduceBatcher {
       return Promise.reject(new ProduceUnavailableError('produce queue is full'));
     }
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ...message, resolve, reject });
+      this.queue.push({ ...message, deadline: Date.now() + this.options.sendTimeoutMs, resolve, reject });
+      this.sweeper ??= setInterval(() => this.sweep(), 100);
       if (this.sending) return; // flushed as soon as the in-flight batch completes
       if (this.queue.length >= this.options.maxBatchRecords) this.flushSoon(0);
       else this.flushSoon(this.options.lingerMs);
@@ -72,21 +76,44 @@ export class ProduceBatcher {
     }, delayMs);
   }
 
+  /**
+   * Answers 503 to records still queued past their deadline (the broker is slow
+   * or down) and takes them out of the queue, so they are never written after
+   * their caller was told they were not accepted.
+   */
+  private sweep(): void {
+    const now = Date.now();
+    if (this.queue.length > 0 && this.queue[0]!.deadline <= now) {
+      const expired = this.queue.filter((waiting) => waiting.deadline <= now);
+      this.queue = this.queue.filter((waiting) => waiting.deadline > now);
+      const error = new ProduceUnavailableError('no broker acknowledgement within the bound');
+      for (const waiting of expired) waiting.reject(error);
+    }
+    if (this.queue.length === 0 && !this.sending) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
+    }
+  }
+
   private async flush(): Promise<void> {
     if (this.sending || this.queue.length === 0) return;
     this.sending = true;
     const batch = this.queue.splice(0, this.options.maxBatchRecords);
     const started = performance.now();
+    // The batch may wait only as long as its most urgent record may.
+    const timeoutMs = Math.max(50, Math.min(...batch.map((waiting) => waiting.deadline)) - Date.now());
     let ok = false;
     try {
-      const producer = await this.producerFactory.current();
+      // The bound covers connecting too: a broker that is down must not hold callers.
       await withTimeout(
-        producer.send({
-          topic: this.options.topic,
-          acks: -1,
-          messages: batch.map(({ key, value }) => ({ key, value })),
-        }),
-        this.options.sendTimeoutMs,
+        this.producerFactory.current().then((producer) =>
+          producer.send({
+            topic: this.options.topic,
+            acks: -1,
+            messages: batch.map(({ key, value }) => ({ key, value })),
+          }),
+        ),
+        timeoutMs,
       );
       ok = true;
       for (const waiting of batch) waiting.resolve();

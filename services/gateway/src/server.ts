@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import { buildQueuedRecordSchema, compileValidators } from '@otm/schemas';
 import { createLogger } from '@otm/shared/logger';
-import { createDurableProducer, createKafka, ensureTopic, type Producer } from '@otm/shared/kafka';
+import { createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry, fetchJsonSchema, registerJsonSchema } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
@@ -15,6 +15,7 @@ import { KeyCache } from './key-cache.js';
 import { serveMetrics } from '@otm/shared/metrics-server';
 import { createGatewayMetrics } from './metrics.js';
 import { ProduceBatcher } from './produce-batcher.js';
+import { ProducerHandle } from './producer-handle.js';
 
 const config = loadGatewayConfig(process.env);
 const logger = createLogger('gateway', config.LOG_LEVEL);
@@ -38,22 +39,7 @@ const keyCache = new KeyCache(keyStore, subscriber, {
 });
 await keyCache.start();
 
-let producer: Producer | undefined;
-const producerFactory = {
-  async current(): Promise<Producer> {
-    if (!producer) {
-      const fresh = createDurableProducer(kafka, { retries: 2, maxRetryTimeMs: config.PRODUCE_TIMEOUT_MS });
-      await fresh.connect();
-      producer = fresh;
-    }
-    return producer;
-  },
-  async reset(): Promise<void> {
-    const old = producer;
-    producer = undefined;
-    await old?.disconnect();
-  },
-};
+const producerFactory = new ProducerHandle(kafka, { retries: 2, maxRetryTimeMs: config.PRODUCE_TIMEOUT_MS });
 await producerFactory.current();
 
 let batcher: ProduceBatcher | undefined;
@@ -79,12 +65,16 @@ const readyAdmin = kafka.admin();
 let readyCache = { at: 0, ready: false };
 async function ready(): Promise<boolean> {
   if (Date.now() - readyCache.at < 1000) return readyCache.ready;
+  const bounded = <T>(check: Promise<T>) =>
+    Promise.race([check, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), 1000))]);
   const checks = await Promise.allSettled([
-    redis.ping(),
-    fetch(`${config.SCHEMA_REGISTRY_URL}/subjects`, { signal: AbortSignal.timeout(1000) }).then((r) => {
-      if (!r.ok) throw new Error(String(r.status));
-    }),
-    readyAdmin.connect().then(() => readyAdmin.fetchTopicMetadata({ topics: [config.USAGE_TOPIC] })),
+    bounded(redis.ping()),
+    bounded(
+      fetch(`${config.SCHEMA_REGISTRY_URL}/subjects`, { signal: AbortSignal.timeout(1000) }).then((r) => {
+        if (!r.ok) throw new Error(String(r.status));
+      }),
+    ),
+    bounded(readyAdmin.connect().then(() => readyAdmin.fetchTopicMetadata({ topics: [config.USAGE_TOPIC] }))),
   ]);
   readyCache = { at: Date.now(), ready: checks.every((check) => check.status === 'fulfilled') };
   return readyCache.ready;

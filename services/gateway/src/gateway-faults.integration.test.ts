@@ -1,0 +1,216 @@
+// The gateway when things go wrong: generated and mutated bodies, a broker that
+// stops mid-load and comes back, and SIGTERM with requests in flight. Nothing
+// answered 202 may be missing from the topic.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import {
+  createTestKey,
+  fixture,
+  postUsage,
+  readTopic,
+  startGateway,
+  uniqueName,
+  type HttpAnswer,
+  type ServiceProcess,
+} from '../../../test/helpers/stack.js';
+import { startPrivateKafka } from '../../../test/helpers/private-kafka.js';
+
+const keyPrefix = `${uniqueName('gwf')}:`;
+let apiKey: string;
+beforeAll(async () => {
+  apiKey = (await createTestKey(keyPrefix, 'prod', 'faults')).key;
+});
+
+/** JSON values, including the awkward ones (deep nesting, big numbers, odd strings). */
+const jsonValue = fc.jsonValue({ maxDepth: 4 });
+
+/** A mutation of a valid record: set, delete or retype a member at some path. */
+function mutated(base: Record<string, any>) {
+  const paths: string[][] = [];
+  const walk = (node: unknown, path: string[]) => {
+    if (node && typeof node === 'object' && !Array.isArray(node)) {
+      for (const [key, child] of Object.entries(node)) {
+        paths.push([...path, key]);
+        walk(child, [...path, key]);
+      }
+    }
+  };
+  walk(base, []);
+  return fc
+    .array(fc.tuple(fc.constantFrom(...paths), fc.oneof(fc.constant(undefined), jsonValue, fc.string(), fc.integer())), { maxLength: 3 })
+    .map((edits) => {
+      const body = structuredClone(base);
+      for (const [path, value] of edits) {
+        let node: any = body;
+        for (const key of path.slice(0, -1)) {
+          if (!node || typeof node !== 'object') break;
+          node = node[key];
+        }
+        if (node && typeof node === 'object') {
+          if (value === undefined) delete node[path[path.length - 1]!];
+          else node[path[path.length - 1]!] = value;
+        }
+      }
+      return body;
+    });
+}
+
+describe('generated bodies', () => {
+  const topic = uniqueName('gw-property');
+  let gateway: ServiceProcess;
+  beforeAll(async () => {
+    gateway = await startGateway({ topic, keyPrefix });
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+  });
+
+  it('every answer is 202, 400, 401, 413 or 415, never 5xx, and every 202 is on the topic', async () => {
+    const accepted: string[] = [];
+    const statuses = new Map<number, number>();
+    const bodies = fc.oneof(
+      { weight: 3, arbitrary: mutated(fixture('valid/success.json')) },
+      { weight: 2, arbitrary: mutated(fixture('valid/error-stack.json')) },
+      { weight: 1, arbitrary: mutated(fixture('valid/error-partial-stream.json')) },
+      { weight: 1, arbitrary: jsonValue },
+    );
+    const headers = fc.oneof(
+      { weight: 8, arbitrary: fc.constant({ 'x-api-key': apiKey }) },
+      { weight: 1, arbitrary: fc.constant({ authorization: `Bearer ${apiKey}` }) },
+      { weight: 1, arbitrary: fc.string({ maxLength: 60 }).map((key) => ({ 'x-api-key': key.replace(/[^\x21-\x7e]/g, 'x') || 'x' })) },
+    );
+    await fc.assert(
+      fc.asyncProperty(bodies, headers, async (body, header) => {
+        const answer: HttpAnswer = await postUsage(gateway.url, JSON.stringify(body) ?? 'null', header);
+        statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+        expect([202, 400, 401, 413, 415]).toContain(answer.status);
+        expect(answer.body?.statusCode ?? 202).toBe(answer.status);
+        if (answer.status === 202) accepted.push(answer.body.requestId);
+      }),
+      { numRuns: 3000 },
+    );
+    console.log(`generated bodies: ${JSON.stringify(Object.fromEntries(statuses))}`);
+    expect(accepted.length).toBeGreaterThan(100);
+    expect(statuses.get(400) ?? 0).toBeGreaterThan(100);
+    const onTopic = await readTopic(topic, (records) => records.length >= accepted.length, 60_000);
+    const ids = new Set(onTopic.map((record) => record.value.meta.requestId));
+    expect(accepted.filter((id) => !ids.has(id))).toEqual([]);
+  });
+});
+
+describe('broker stopped mid-load', () => {
+  it('answers 503 with Retry-After within the bound while the broker is down, recovers by itself, and loses no 202', async () => {
+    const broker = await startPrivateKafka(29192);
+    const topic = uniqueName('gw-broker-down');
+    const gateway = await startGateway({
+      topic,
+      keyPrefix,
+      extraEnv: { KAFKA_BROKERS: broker.brokers, PRODUCE_TIMEOUT_MS: 2000, RETRY_AFTER_SECONDS: 3 },
+    });
+    try {
+      const answers: { status: number; ms: number; requestId?: string; retryAfter?: string; phase: string }[] = [];
+      let phase = 'before';
+      let running = true;
+      // Four clients posting back to back; bounded by the phases below (about 40 s at most).
+      const client = async () => {
+        while (running) {
+          const started = Date.now();
+          const answer = await postUsage(gateway.url, fixture('valid/success.json'), { 'x-api-key': apiKey });
+          answers.push({
+            status: answer.status,
+            ms: Date.now() - started,
+            requestId: answer.body?.requestId,
+            retryAfter: answer.headers['retry-after'] as string | undefined,
+            phase,
+          });
+          if (answer.status !== 202) await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+      };
+      const clients = Array.from({ length: 4 }, client);
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      phase = 'down';
+      await broker.stop();
+      await new Promise((resolve) => setTimeout(resolve, 8000));
+      phase = 'restarting';
+      await broker.start();
+      phase = 'after';
+      const recoveredBy = Date.now() + 30_000;
+      while (Date.now() < recoveredBy && answers.filter((a) => a.phase === 'after' && a.status === 202).length < 50) {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      running = false;
+      await Promise.all(clients);
+
+      const byPhase = (name: string, status: number) => answers.filter((a) => a.phase === name && a.status === status).length;
+      console.log(
+        `broker down: before 202=${byPhase('before', 202)}; down 202=${byPhase('down', 202)} 503=${byPhase('down', 503)}; after 202=${byPhase('after', 202)}`,
+      );
+      expect(answers.every((a) => a.status === 202 || a.status === 503)).toBe(true);
+      expect(byPhase('before', 202)).toBeGreaterThan(10);
+      expect(byPhase('down', 503)).toBeGreaterThan(0);
+      expect(byPhase('after', 202)).toBeGreaterThanOrEqual(50);
+      for (const unavailable of answers.filter((a) => a.status === 503)) {
+        expect(unavailable.retryAfter).toBe('3');
+        expect(unavailable.ms).toBeLessThan(2000 + 1500);
+      }
+      const acceptedIds = answers.filter((a) => a.status === 202).map((a) => a.requestId!);
+      const onTopic = await readTopicFrom(broker.brokers, topic, new Set(acceptedIds));
+      const missing = answers.filter((a) => a.status === 202 && !onTopic.has(a.requestId!));
+      expect(missing).toEqual([]);
+    } finally {
+      await gateway.stop();
+      await broker.stop();
+    }
+  });
+});
+
+describe('SIGTERM', () => {
+  it('stops accepting, answers in-flight requests, flushes the producer and exits 0', async () => {
+    const topic = uniqueName('gw-sigterm');
+    // A long linger holds the records in the batcher: they are in flight when SIGTERM lands.
+    const gateway = await startGateway({ topic, keyPrefix, extraEnv: { PRODUCE_LINGER_MS: 1500 } });
+    const inFlight = Array.from({ length: 50 }, () =>
+      postUsage(gateway.url, fixture('valid/success.json'), { 'x-api-key': apiKey }).catch(() => undefined),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    const exitCode = await gateway.stop();
+    const answers = await Promise.all(inFlight);
+    expect(exitCode).toBe(0);
+    expect(answers.map((answer) => answer?.status)).toEqual(Array(50).fill(202));
+    const acceptedIds = answers.filter((a) => a?.status === 202).map((a) => a!.body.requestId as string);
+    expect(acceptedIds.length).toBeGreaterThan(0);
+    const records = await readTopic(topic, (all) => all.length >= acceptedIds.length, 20_000);
+    const ids = new Set(records.map((record) => record.value.meta.requestId));
+    expect(acceptedIds.filter((id) => !ids.has(id))).toEqual([]);
+  });
+});
+
+/** Reads the topic until every expected requestId was seen (or 30 s pass); returns the ids read. */
+async function readTopicFrom(brokers: string, topic: string, expected: Set<string>): Promise<Set<string>> {
+  const { createKafka } = await import('@otm/shared/kafka');
+  const { decodeWire } = await import('@otm/shared/registry');
+  const kafka = createKafka({ brokers: [brokers], clientId: 'fault-reader' });
+  const consumer = kafka.consumer({ groupId: uniqueName('fault-reader'), maxWaitTimeInMs: 100 });
+  const ids = new Set<string>();
+  let pending = expected.size;
+  await consumer.connect();
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, 30_000);
+    void consumer.run({
+      eachMessage: async ({ message }) => {
+        const wire = decodeWire(message.value);
+        if (!wire.ok) return;
+        const id = (JSON.parse(wire.json) as { meta: { requestId: string } }).meta.requestId;
+        if (expected.has(id) && !ids.has(id)) pending--;
+        ids.add(id);
+        if (pending === 0) {
+          clearTimeout(timer);
+          resolve();
+        }
+      },
+    });
+  });
+  await consumer.disconnect();
+  return ids;
+}
