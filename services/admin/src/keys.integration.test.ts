@@ -1,0 +1,222 @@
+// API keys end to end: the CLI and the admin API issue, list and delete keys in
+// the real Redis; real gateway processes accept them and refuse deleted ones
+// within 2 seconds, also when the deletion message is lost.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import {
+  createTestKey,
+  fixture,
+  httpRequest,
+  postUsage,
+  projectRoot,
+  stackEnv,
+  startGateway,
+  startService,
+  uniqueName,
+  withRedis,
+  type ServiceProcess,
+} from '../../../test/helpers/stack.js';
+
+const keyPrefix = `${uniqueName('keys')}:`;
+const topic = uniqueName('keys-topic');
+const adminToken = `admin-${uniqueName('token')}-0123456789abcdef`;
+
+function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(projectRoot, 'scripts/keys.ts'), ...args], {
+      env: stackEnv({ REDIS_KEY_PREFIX: keyPrefix }),
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const record = () => fixture('valid/success.json');
+let gateways: ServiceProcess[] = [];
+let admin: ServiceProcess;
+
+beforeAll(async () => {
+  gateways = await Promise.all([startGateway({ topic, keyPrefix }), startGateway({ topic, keyPrefix })]);
+  admin = await startService('admin', stackEnv({ REDIS_KEY_PREFIX: keyPrefix, ADMIN_TOKEN: adminToken, ADMIN_PORT: 0 }), /admin listening/);
+});
+afterAll(async () => {
+  await Promise.all([...gateways, admin].map((service) => service?.stop()));
+});
+
+/** Posts until the gateway answers 401; returns the milliseconds from `since`. */
+async function msUntilRefused(gateway: ServiceProcess, key: string, since: number, limitMs = 5000): Promise<number> {
+  while (Date.now() - since < limitMs) {
+    const answer = await postUsage(gateway.url, record(), { 'x-api-key': key });
+    if (answer.status === 401) return Date.now() - since;
+    expect(answer.status).toBe(202);
+  }
+  return Infinity;
+}
+
+describe('CLI', () => {
+  it('creates a key (printed once, with --json as documented), lists it without secrets, deletes it', async () => {
+    const created = await cli(['create', '--env', 'prod', '--name', 'checkout-service', '--json']);
+    expect(created.code, created.stderr).toBe(0);
+    const key = JSON.parse(created.stdout) as { id: string; key: string; environment: string; name: string };
+    expect(Object.keys(key).sort()).toEqual(['environment', 'id', 'key', 'name']);
+    expect(key.key).toMatch(/^otm_prod_[A-Za-z0-9_-]{43}$/);
+    expect(key).toMatchObject({ environment: 'prod', name: 'checkout-service' });
+
+    const human = await cli(['create', '--env', 'dev', '--name', 'notebook']);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/key: otm_dev_/);
+
+    const listed = await cli(['list', '--json']);
+    const keys = JSON.parse(listed.stdout) as Record<string, string>[];
+    expect(keys.map((k) => k.id)).toContain(key.id);
+    expect(listed.stdout).not.toContain(key.key);
+    expect(listed.stdout).not.toMatch(/[0-9a-f]{64}/); // no hashes either
+    const table = await cli(['list']);
+    expect(table.stdout).toContain('checkout-service');
+
+    expect((await postUsage(gateways[0]!.url, record(), { 'x-api-key': key.key })).status).toBe(202);
+    const deleted = await cli(['delete', key.id]);
+    expect(deleted.code).toBe(0);
+    expect((await cli(['delete', key.id])).code).toBe(1);
+    expect((await cli(['list', '--json'])).stdout).not.toContain(key.id);
+  });
+
+  it('refuses an unknown environment', async () => {
+    const result = await cli(['create', '--env', 'staging', '--name', 'x']);
+    expect(result.code).not.toBe(0);
+  });
+
+  it('stores only the SHA-256 of the key', async () => {
+    const created = JSON.parse((await cli(['create', '--env', 'qa', '--name', 'hash-check', '--json'])).stdout) as { key: string };
+    const everything = await withRedis(async (redis) => {
+      const names = await redis.keys(`${keyPrefix}*`);
+      const values = await Promise.all(
+        names.map(async (name) => {
+          const type = await redis.type(name);
+          if (type === 'hash') return JSON.stringify(await redis.hgetall(name));
+          if (type === 'set') return JSON.stringify(await redis.smembers(name));
+          return (await redis.get(name)) ?? '';
+        }),
+      );
+      return names.join('\n') + values.join('\n');
+    });
+    expect(everything).not.toContain(created.key);
+    expect(everything).not.toContain(created.key.slice(8));
+  });
+});
+
+describe('revocation across gateway instances', () => {
+  it('a key deleted through the CLI is refused by every instance within 2 s', async () => {
+    const created = JSON.parse((await cli(['create', '--env', 'prod', '--name', 'propagation', '--json'])).stdout) as { id: string; key: string };
+    // Warm both caches.
+    for (const gateway of gateways) expect((await postUsage(gateway.url, record(), { 'x-api-key': created.key })).status).toBe(202);
+    const deleted = await cli(['delete', created.id]);
+    expect(deleted.code).toBe(0);
+    const since = Date.now();
+    const figures = await Promise.all(gateways.map((gateway) => msUntilRefused(gateway, created.key, since)));
+    console.log(`revocation after CLI delete returned: ${figures.map((ms) => `${ms} ms`).join(', ')} (limit 2000 ms)`);
+    for (const ms of figures) expect(ms).toBeLessThan(2000);
+  });
+
+  it('a lost deletion message still ends in 401 within 2 s (the cache entry expires)', async () => {
+    const created = await createTestKey(keyPrefix, 'dev', 'lost-message');
+    for (const gateway of gateways) expect((await postUsage(gateway.url, record(), { 'x-api-key': created.key })).status).toBe(202);
+    // Delete the record without publishing: the gateways hear nothing.
+    await withRedis(async (redis) => {
+      const hash = await redis.get(`${keyPrefix}apikey-id:${created.id}`);
+      await redis.del(`${keyPrefix}apikey:${hash}`);
+    });
+    const since = Date.now();
+    const figures = await Promise.all(gateways.map((gateway) => msUntilRefused(gateway, created.key, since)));
+    console.log(`revocation with the message lost: ${figures.map((ms) => `${ms} ms`).join(', ')}`);
+    for (const ms of figures) expect(ms).toBeLessThan(2000);
+  });
+
+  it('a cut subscriber connection empties the cache: a key deleted meanwhile is refused within 2 s', async () => {
+    const created = await createTestKey(keyPrefix, 'dev', 'cut-subscriber');
+    for (const gateway of gateways) expect((await postUsage(gateway.url, record(), { 'x-api-key': created.key })).status).toBe(202);
+    await withRedis(async (redis) => {
+      await redis.client('KILL', 'TYPE', 'pubsub');
+      const hash = await redis.get(`${keyPrefix}apikey-id:${created.id}`);
+      await redis.del(`${keyPrefix}apikey:${hash}`);
+    });
+    const since = Date.now();
+    const figures = await Promise.all(gateways.map((gateway) => msUntilRefused(gateway, created.key, since)));
+    for (const ms of figures) expect(ms).toBeLessThan(2000);
+  });
+
+  it('malformed keys are answered 401 without a Redis look-up', async () => {
+    const calls = () =>
+      withRedis(async (redis) => {
+        const stats = (await redis.info('commandstats')).match(/cmdstat_hgetall:calls=(\d+)/);
+        return Number(stats?.[1] ?? 0);
+      });
+    const malformed = ['nope', 'otm_prod_short', `otm_live_${'a'.repeat(43)}`, `otm_prod_${'é'.repeat(43)}`, `otm_prod_${'a'.repeat(10 * 1024)}`];
+    const before = await calls();
+    for (const key of malformed) {
+      const started = performance.now();
+      const answer = await postUsage(gateways[0]!.url, record(), { 'x-api-key': key });
+      expect(answer.status).toBe(401);
+      expect(performance.now() - started).toBeLessThan(500);
+    }
+    expect(await calls()).toBe(before);
+  });
+});
+
+describe('admin API', () => {
+  const adminHeaders = { authorization: `Bearer ${adminToken}` };
+
+  it('creates, lists and deletes keys with the admin token', async () => {
+    const created = await httpRequest(`${admin.url}/v1/keys`, {
+      method: 'POST',
+      headers: { ...adminHeaders, 'content-type': 'application/json' },
+      body: JSON.stringify({ environment: 'preview', name: 'admin-made', description: 'from the test' }),
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.key).toMatch(/^otm_preview_/);
+    expect((await postUsage(gateways[1]!.url, record(), { 'x-api-key': created.body.key })).status).toBe(202);
+
+    const listed = await httpRequest(`${admin.url}/v1/keys`, { headers: adminHeaders });
+    expect(listed.status).toBe(200);
+    const entry = listed.body.keys.find((k: { id: string }) => k.id === created.body.id);
+    expect(entry).toMatchObject({ name: 'admin-made', environment: 'preview', description: 'from the test' });
+    expect(listed.text).not.toContain(created.body.key);
+
+    const deleted = await httpRequest(`${admin.url}/v1/keys/${created.body.id}`, { method: 'DELETE', headers: adminHeaders });
+    expect(deleted.status).toBe(204);
+    const again = await httpRequest(`${admin.url}/v1/keys/${created.body.id}`, { method: 'DELETE', headers: adminHeaders });
+    expect(again.status).toBe(404);
+    expect(await msUntilRefused(gateways[1]!, created.body.key, Date.now())).toBeLessThan(2000);
+  });
+
+  it('refuses bad create bodies with the validation error body', async () => {
+    const answer = await httpRequest(`${admin.url}/v1/keys`, {
+      method: 'POST',
+      headers: { ...adminHeaders, 'content-type': 'application/json' },
+      body: JSON.stringify({ environment: 'staging' }),
+    });
+    expect(answer.status).toBe(400);
+    expect(answer.body).toMatchObject({ statusCode: 400, errorType: 'ValidationError' });
+    expect(answer.body.errors.length).toBeGreaterThan(0);
+  });
+
+  it('no token, a wrong token or an ingest key: 401 with the AuthError body', async () => {
+    const ingestKey = (await createTestKey(keyPrefix, 'prod', 'not-admin')).key;
+    for (const headers of [{}, { authorization: 'Bearer wrong-token-wrong-token-wrong-token' }, { authorization: `Bearer ${ingestKey}` }, { 'x-api-key': ingestKey }]) {
+      const answer = await httpRequest(`${admin.url}/v1/keys`, { headers });
+      expect(answer.status).toBe(401);
+      expect(answer.body).toMatchObject({ statusCode: 401, errorType: 'AuthError' });
+    }
+  });
+
+  it('the admin token is refused on the ingest endpoint', async () => {
+    for (const headers of [{ authorization: `Bearer ${adminToken}` }, { 'x-api-key': adminToken }]) {
+      const answer = await postUsage(gateways[0]!.url, record(), headers);
+      expect(answer.status).toBe(401);
+    }
+  });
+});
