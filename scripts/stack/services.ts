@@ -376,7 +376,7 @@ class RedisService extends ProcessService {
   }
 }
 
-class ClickHouseService extends ProcessService {
+export class ClickHouseService extends ProcessService {
   readonly name = 'clickhouse';
   readonly startTimeoutMs = 60_000;
   protected get home() {

@@ -206,7 +206,8 @@ describe('admin API', () => {
 
   it('no token, a wrong token or an ingest key: 401 with the AuthError body', async () => {
     const ingestKey = (await createTestKey(keyPrefix, 'prod', 'not-admin')).key;
-    for (const headers of [{}, { authorization: 'Bearer wrong-token-wrong-token-wrong-token' }, { authorization: `Bearer ${ingestKey}` }, { 'x-api-key': ingestKey }]) {
+    const attempts: Record<string, string>[] = [{}, { authorization: 'Bearer wrong-token-wrong-token-wrong-token' }, { authorization: `Bearer ${ingestKey}` }, { 'x-api-key': ingestKey }];
+    for (const headers of attempts) {
       const answer = await httpRequest(`${admin.url}/v1/keys`, { headers });
       expect(answer.status).toBe(401);
       expect(answer.body).toMatchObject({ statusCode: 401, errorType: 'AuthError' });
@@ -214,7 +215,8 @@ describe('admin API', () => {
   });
 
   it('the admin token is refused on the ingest endpoint', async () => {
-    for (const headers of [{ authorization: `Bearer ${adminToken}` }, { 'x-api-key': adminToken }]) {
+    const attempts: Record<string, string>[] = [{ authorization: `Bearer ${adminToken}` }, { 'x-api-key': adminToken }];
+    for (const headers of attempts) {
       const answer = await postUsage(gateways[0]!.url, record(), headers);
       expect(answer.status).toBe(401);
     }

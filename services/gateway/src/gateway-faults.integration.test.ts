@@ -13,7 +13,7 @@ import {
   type HttpAnswer,
   type ServiceProcess,
 } from '../../../test/helpers/stack.js';
-import { startPrivateKafka } from '../../../test/helpers/private-kafka.js';
+import { startPrivateKafka } from '../../../test/helpers/private-services.js';
 
 const keyPrefix = `${uniqueName('gwf')}:`;
 let apiKey: string;

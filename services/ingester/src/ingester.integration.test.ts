@@ -1,0 +1,304 @@
+// The ingester against real Kafka, Redis and ClickHouse: every field and derived
+// value lands right, duplicates are one row, and crashes, a stopped ClickHouse and
+// poison messages lose nothing and count nothing twice.
+import { afterAll, describe, expect, it } from 'vitest';
+import { createKafka } from '@otm/shared/kafka';
+import { encodeWire } from '@otm/shared/registry';
+import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../scripts/lib/sample-records.js';
+import { produceQueued, registeredSchemaId } from '../../../test/helpers/produce.js';
+import { startPrivateClickHouse } from '../../../test/helpers/private-services.js';
+import {
+  createTestKey,
+  eventually,
+  fixture,
+  postUsage,
+  queryRows,
+  startGateway,
+  startIngester,
+  testClickHouse,
+  testStack,
+  uniqueName,
+} from '../../../test/helpers/stack.js';
+import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
+import { PriceTable } from './prices.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+});
+
+function names(label: string) {
+  return {
+    topic: uniqueName(`ing-${label}`),
+    keyPrefix: `${uniqueName(`ing-${label}`)}:`,
+    database: uniqueName(`ing_${label}`.replace(/-/g, '_')),
+    groupId: uniqueName(`ing-${label}`),
+  };
+}
+
+/** Distinct loaded records, counted the way every analytics query counts them. */
+async function distinctCount(client: ClickHouseClient): Promise<number> {
+  const [row] = await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM (SELECT event_key FROM usage_events GROUP BY event_key)');
+  return Number(row?.n ?? 0);
+}
+
+describe('round trip through the gateway', () => {
+  it('stores every field as sent and every derived value right', async () => {
+    const n = names('roundtrip');
+    const ingester = await startIngester(n);
+    const gateway = await startGateway({ topic: n.topic, keyPrefix: n.keyPrefix });
+    cleanups.push(() => ingester.stop(), () => gateway.stop());
+    const key = await createTestKey(n.keyPrefix, 'preview', 'roundtrip');
+
+    const success = fixture('valid/success.json');
+    const partial = fixture('valid/error-partial-stream.json');
+    const stacktrace = fixture('valid/error-stacktrace.json');
+    const outOfOrder = fixture('valid/success.json');
+    outOfOrder.request.modelId = 'in-house-7b';
+    outOfOrder.request.provider = 'acme';
+    outOfOrder.tokens = { input: 10, output: 5, total: 99 };
+    outOfOrder.timing = { startTime: '2026-11-22T10:00:05Z', firstTokenTime: '2026-11-22T10:00:04Z', lastTokenTime: '2026-11-22T10:00:03Z', latencyMs: 9000 };
+
+    const ids: Record<string, string> = {};
+    for (const [name, body] of Object.entries({ success, partial, stacktrace, outOfOrder })) {
+      const answer = await postUsage(gateway.url, body, { 'x-api-key': key.key, 'idempotency-key': `rt-${name}` });
+      expect(answer.status, answer.text).toBe(202);
+      ids[name] = answer.body.requestId;
+    }
+    const clickhouse = testClickHouse(n.database);
+    cleanups.push(() => clickhouse.close());
+    await eventually(async () => (await distinctCount(clickhouse)) === 4, 30_000);
+    const rows = await queryRows<Record<string, any>>(clickhouse, 'SELECT * FROM usage_events ORDER BY event_key');
+    const byRequest = Object.fromEntries(rows.map((row) => [row.request_id, row]));
+    const num = (value: unknown) => (value === null ? null : Number(value));
+
+    const s = byRequest[ids.success!]!;
+    expect(s).toMatchObject({
+      event_key: `${key.id}:rt-success`,
+      api_key_id: key.id,
+      environment: 'preview',
+      idempotency_key: 'rt-success',
+      model_id: 'gpt-4o',
+      provider: 'openai',
+      status: 'success',
+      user_id: 'u_5f2c9a',
+      user_type: 'external',
+      user_name: 'Ada',
+      error_code: null,
+      event_time: '2026-11-22 10:00:00',
+      event_date: '2026-11-22',
+      price_known: 1,
+      flag_out_of_order: 0,
+      flag_total_mismatch: 0,
+      flag_latency_mismatch: 0,
+    });
+    expect(JSON.parse(s.context)).toEqual(success.context);
+    expect([s.input_tokens, s.output_tokens, s.sent_total_tokens, s.total_tokens].map(num)).toEqual([1200, 350, 1550, 1550]);
+    expect([s.start_time_ms, s.first_token_time_ms, s.last_token_time_ms].map(num)).toEqual([
+      Date.parse('2026-11-22T10:00:00.000Z'),
+      Date.parse('2026-11-22T10:00:00.420Z'),
+      Date.parse('2026-11-22T10:00:02.100Z'),
+    ]);
+    expect([s.sent_latency_ms, s.latency_ms, s.ttft_ms].map(num)).toEqual([2100, 2100, 420]);
+    expect(s.output_tokens_per_sec).toBeCloseTo(350 / 1.68, 6);
+    expect(s.cost_usd).toBeCloseTo((1200 * 2.5 + 350 * 10) / 1e6, 12);
+    expect(s.price_table_version).toBe(PriceTable.load().version);
+
+    const p = byRequest[ids.partial!]!;
+    expect(p).toMatchObject({ status: 'error', error_code: 'stream_interrupted', error_message: 'connection reset', error_stack: null, price_known: 1 });
+    // Offsets in the timestamps are honoured: 10:00 at +01:00 is 09:00 UTC.
+    expect(p.event_time).toBe('2026-11-22 09:00:00');
+    expect([p.total_tokens, p.latency_ms, p.ttft_ms, p.sent_latency_ms].map(num)).toEqual([520, 1000, 300, null]);
+    expect(p.cost_usd).toBeCloseTo((500 * 0.15 + 20 * 0.6) / 1e6, 12);
+
+    const e = byRequest[ids.stacktrace!]!;
+    expect(e).toMatchObject({ status: 'error', error_code: 'timeout', error_stack: 'TimeoutError: Upstream timed out', input_tokens: null, cost_usd: null, latency_ms: null, price_known: 1 });
+    expect(num(e.total_tokens)).toBe(0);
+
+    const o = byRequest[ids.outOfOrder!]!;
+    expect(o).toMatchObject({ flag_out_of_order: 1, flag_total_mismatch: 1, price_known: 0, cost_usd: null, ttft_ms: null, output_tokens_per_sec: null });
+    // Never "fixed": what was sent is kept, the derived latency is what the client said.
+    expect([o.sent_total_tokens, o.total_tokens, o.sent_latency_ms, o.latency_ms].map(num)).toEqual([99, 99, 9000, 9000]);
+
+    const io = await queryRows<Record<string, any>>(clickhouse, 'SELECT event_key, prompt, response FROM usage_io ORDER BY event_key');
+    expect(io.find((row) => row.event_key === `${key.id}:rt-success`)).toMatchObject({ prompt: success.io.prompt, response: success.io.response });
+    expect(io.find((row) => row.event_key === `${key.id}:rt-partial`)).toMatchObject({ prompt: 'Hello', response: null });
+    expect(io.some((row) => row.event_key === `${key.id}:rt-stacktrace`)).toBe(false);
+  });
+});
+
+describe('exactly-once effect', () => {
+  it('the same Idempotency-Key sent 5 times through different gateways is one row', async () => {
+    const n = names('idem');
+    const ingester = await startIngester(n);
+    // No replay cache: every request is produced, so the duplicates reach the ingester.
+    const gateways = await Promise.all(
+      [0, 1].map(() => startGateway({ topic: n.topic, keyPrefix: n.keyPrefix, extraEnv: { IDEMPOTENCY_REPLAY_ENTRIES: 0 } })),
+    );
+    cleanups.push(() => ingester.stop(), ...gateways.map((gateway) => () => gateway.stop()));
+    const key = await createTestKey(n.keyPrefix, 'prod', 'idem');
+    const requestIds = new Set<string>();
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const answer = await postUsage(gateways[attempt % 2]!.url, fixture('valid/success.json'), { 'x-api-key': key.key, 'idempotency-key': 'charge-7' });
+      expect(answer.status).toBe(202);
+      requestIds.add(answer.body.requestId);
+    }
+    expect(requestIds.size).toBe(5); // five distinct gateway requests
+    // And a second key using the same idempotency string is a different record.
+    const other = await createTestKey(n.keyPrefix, 'prod', 'idem-other');
+    expect((await postUsage(gateways[0]!.url, fixture('valid/success.json'), { 'x-api-key': other.key, 'idempotency-key': 'charge-7' })).status).toBe(202);
+
+    const clickhouse = testClickHouse(n.database);
+    cleanups.push(() => clickhouse.close());
+    await eventually(async () => (await distinctCount(clickhouse)) === 2, 30_000);
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // let every duplicate arrive
+    const [raw] = await queryRows<{ rows: string; tokens: string }>(clickhouse, 'SELECT count() AS rows, sum(total_tokens) AS tokens FROM usage_events');
+    expect(Number(raw!.rows)).toBe(2); // Redis dropped the 4 duplicates before the load
+    const [grouped] = await queryRows<{ n: string; tokens: string }>(
+      clickhouse,
+      "SELECT count() AS n, sum(t) AS tokens FROM (SELECT event_key, any(total_tokens) AS t FROM usage_events WHERE api_key_id = '" + key.id + "' GROUP BY event_key)",
+    );
+    expect([Number(grouped!.n), Number(grouped!.tokens)]).toEqual([1, 1550]);
+  });
+});
+
+/** A load of records with duplicated keys; returns what ClickHouse must end up holding. */
+function duplicatedLoad(count: number, seed: number) {
+  const random = seededRandom(seed);
+  const distinct = sampleUsageRecords(count, { seed });
+  const queued = queuedRecords(distinct, { eventKey: (index) => `load-${seed}-${index}` });
+  // About 10% of the records are delivered again, as a client retry would.
+  const duplicates = queued.filter(() => random() < 0.1).map((record) => ({ ...record, meta: { ...record.meta, requestId: `${record.meta.requestId}-retry` } }));
+  const expectedTokens = distinct.reduce((sum, record) => sum + (record.tokens ? (record.tokens.total ?? record.tokens.input + record.tokens.output) : 0), 0);
+  return { messages: [...queued, ...duplicates].sort(() => random() - 0.5), distinct: queued.length, expectedTokens };
+}
+
+async function expectExactContent(clickhouse: ClickHouseClient, distinct: number, expectedTokens: number, timeoutMs: number) {
+  await eventually(async () => (await distinctCount(clickhouse)) >= distinct, timeoutMs, 500);
+  const [row] = await queryRows<{ n: string; tokens: string; keys: string }>(
+    clickhouse,
+    'SELECT count() AS n, sum(t) AS tokens, uniqExact(event_key) AS keys FROM (SELECT event_key, any(total_tokens) AS t FROM usage_events GROUP BY event_key)',
+  );
+  expect(Number(row!.n)).toBe(distinct);
+  expect(Number(row!.keys)).toBe(distinct);
+  expect(Number(row!.tokens)).toBe(expectedTokens);
+}
+
+describe('crash safety', () => {
+  it('kill -9 at random points during a 20,000-record load: every record once, none missing', async () => {
+    const n = names('crash');
+    const load = duplicatedLoad(20_000, 7);
+    await produceQueued(n.topic, load.messages);
+    const random = seededRandom(99);
+    const extraEnv = { INGEST_BATCH_MAX_ROWS: 1000 };
+    const clickhouse = testClickHouse(n.database);
+    cleanups.push(() => clickhouse.close());
+    let kills = 0;
+    for (let round = 0; round < 4; round++) {
+      const ingester = await startIngester({ ...n, extraEnv });
+      await new Promise((resolve) => setTimeout(resolve, 500 + random() * 2500));
+      await ingester.kill();
+      kills++;
+    }
+    const loadedBeforeLast = await distinctCount(clickhouse);
+    console.log(`crash safety: ${kills} kill -9s; ${loadedBeforeLast} of ${load.distinct} distinct records loaded before the last restart`);
+    const last = await startIngester({ ...n, extraEnv });
+    cleanups.push(() => last.stop());
+    await expectExactContent(clickhouse, load.distinct, load.expectedTokens, 120_000);
+  });
+});
+
+describe('ClickHouse outage', () => {
+  it('ClickHouse stopped for 30 s under load, then started: same content, nothing skipped', async () => {
+    const n = names('chdown');
+    const privateClickHouse = await startPrivateClickHouse(28123);
+    cleanups.push(() => privateClickHouse.stop());
+    const ingester = await startIngester({ ...n, extraEnv: { CLICKHOUSE_URL: privateClickHouse.url, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 } });
+    cleanups.push(() => ingester.stop());
+    const clickhouse = createClickHouse({ url: privateClickHouse.url, database: n.database, username: 'default', password: '' });
+    cleanups.push(() => clickhouse.close());
+
+    const load = duplicatedLoad(6000, 11);
+    const half = Math.floor(load.messages.length / 2);
+    await produceQueued(n.topic, load.messages.slice(0, half));
+    await eventually(async () => (await distinctCount(clickhouse)) > 0, 30_000);
+    await privateClickHouse.stop();
+    // Under load while it is down.
+    await produceQueued(n.topic, load.messages.slice(half));
+    await new Promise((resolve) => setTimeout(resolve, 30_000));
+    expect(ingester.child.exitCode).toBeNull(); // still running, retrying
+    await privateClickHouse.start();
+    await expectExactContent(clickhouse, load.distinct, load.expectedTokens, 90_000);
+    expect(ingester.logs.some((line) => line.includes('dependency failed; retrying'))).toBe(true);
+  });
+});
+
+describe('poison messages', () => {
+  it('go to the dead-letter topic with a reason, and the records after them are loaded', async () => {
+    const n = names('poison');
+    const schemaId = await registeredSchemaId();
+    const good = queuedRecords(sampleUsageRecords(20, { seed: 5 }), { eventKey: (index) => `poison-good-${index}` });
+    const wrongShape = { meta: { requestId: 'x' }, record: { nope: true } };
+    const raw = [
+      { key: 'poison-1', value: Buffer.from('{"plain":"json without the wire header"}') },
+      { key: 'poison-2', value: encodeWire(999_999, JSON.stringify(good[0])) },
+      { key: 'poison-3', value: encodeWire(schemaId, '{not json') },
+      { key: 'poison-4', value: encodeWire(schemaId, JSON.stringify(wrongShape)) },
+    ];
+    // One partition, poison first: they must not block what follows.
+    await produceQueued(n.topic, [], { partitions: 1, raw });
+    await produceQueued(n.topic, good, { partitions: 1 });
+    const ingester = await startIngester(n);
+    cleanups.push(() => ingester.stop());
+    const clickhouse = testClickHouse(n.database);
+    cleanups.push(() => clickhouse.close());
+    await eventually(async () => (await distinctCount(clickhouse)) === 20, 30_000);
+
+    const kafka = createKafka({ brokers: testStack().KAFKA_BROKERS.split(','), clientId: 'dlq-reader' });
+    const consumer = kafka.consumer({ groupId: uniqueName('dlq'), maxWaitTimeInMs: 100 });
+    await consumer.connect();
+    await consumer.subscribe({ topic: `${n.topic}.dlq`, fromBeginning: true });
+    const letters: { key: string; reason: string; offset: string; value: string }[] = [];
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 20_000);
+      void consumer.run({
+        eachMessage: async ({ message }) => {
+          letters.push({
+            key: message.key?.toString() ?? '',
+            reason: message.headers?.['x-dlq-reason']?.toString() ?? '',
+            offset: message.headers?.['x-dlq-source-offset']?.toString() ?? '',
+            value: message.value?.toString('latin1') ?? '',
+          });
+          if (letters.length === 4) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      });
+    });
+    await consumer.disconnect();
+    expect(letters.map((letter) => letter.key).sort()).toEqual(['poison-1', 'poison-2', 'poison-3', 'poison-4']);
+    const reasonOf = (key: string) => letters.find((letter) => letter.key === key)!.reason;
+    expect(reasonOf('poison-1')).toMatch(/magic byte|wire header/);
+    expect(reasonOf('poison-2')).toMatch(/unknown schema id 999999/);
+    expect(reasonOf('poison-3')).toMatch(/not valid JSON/);
+    expect(reasonOf('poison-4')).toMatch(/does not match schema/);
+    // The message itself is kept unchanged.
+    expect(letters.find((letter) => letter.key === 'poison-1')!.value).toBe('{"plain":"json without the wire header"}');
+  });
+});
+
+describe('migrations', () => {
+  it('are idempotent and recorded', async () => {
+    const n = names('migrate');
+    const ingester = await startIngester(n);
+    await ingester.stop();
+    const again = await startIngester(n);
+    await again.stop();
+    const clickhouse = testClickHouse(n.database);
+    const applied = await queryRows<{ name: string }>(clickhouse, 'SELECT name FROM schema_migrations ORDER BY name');
+    await clickhouse.close();
+    expect(applied.length).toBeGreaterThan(0);
+    expect(new Set(applied.map((row) => row.name)).size).toBe(applied.length);
+  });
+});

@@ -1,0 +1,33 @@
+// Produces queued records in the gateway's exact format (registry wire format with
+// the registered schema id), for ingester tests that need volume without HTTP.
+import { buildQueuedRecordSchema, type QueuedUsageRecord } from '@otm/schemas';
+import { createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
+import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
+import { testStack } from './stack.js';
+
+export async function registeredSchemaId(): Promise<number> {
+  return registerJsonSchema(createRegistry(testStack().SCHEMA_REGISTRY_URL), 'telemetry.usage.v1-value', buildQueuedRecordSchema());
+}
+
+export async function produceQueued(
+  topic: string,
+  records: QueuedUsageRecord[],
+  options: { partitions?: number; raw?: { key: string; value: Buffer }[] } = {},
+): Promise<void> {
+  const kafka = createKafka({ brokers: testStack().KAFKA_BROKERS.split(','), clientId: 'test-producer' });
+  await ensureTopic(kafka, topic, options.partitions ?? 3);
+  const schemaId = await registeredSchemaId();
+  const producer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
+  await producer.connect();
+  try {
+    const messages = [
+      ...records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) })),
+      ...(options.raw ?? []),
+    ];
+    for (let start = 0; start < messages.length; start += 2000) {
+      await producer.send({ topic, acks: -1, messages: messages.slice(start, start + 2000) });
+    }
+  } finally {
+    await producer.disconnect();
+  }
+}
