@@ -211,6 +211,9 @@ export class KafkaService extends ProcessService {
         'group.initial.rebalance.delay.ms=0',
         'auto.create.topics.enable=false',
         'log.retention.hours=48',
+        // Topics are created with max.message.bytes=16 MiB (see services/shared/src/kafka.ts).
+        'message.max.bytes=16777216',
+        'replica.fetch.max.bytes=16777216',
         '',
       ].join('\n'),
     );

@@ -24,8 +24,8 @@ export async function produceQueued(
       ...records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) })),
       ...(options.raw ?? []),
     ];
-    for (let start = 0; start < messages.length; start += 2000) {
-      await producer.send({ topic, acks: -1, messages: messages.slice(start, start + 2000) });
+    for (let start = 0; start < messages.length; start += 500) {
+      await producer.send({ topic, acks: -1, messages: messages.slice(start, start + 500) });
     }
   } finally {
     await producer.disconnect();

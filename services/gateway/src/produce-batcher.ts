@@ -20,6 +20,8 @@ export interface ProduceBatcherOptions {
   topic: string;
   lingerMs: number;
   maxBatchRecords: number;
+  /** Bytes of record values per Produce request at most (a record larger than this travels alone). */
+  maxBatchBytes: number;
   maxQueuedRecords: number;
   sendTimeoutMs: number;
 }
@@ -98,7 +100,7 @@ export class ProduceBatcher {
   private async flush(): Promise<void> {
     if (this.sending || this.queue.length === 0) return;
     this.sending = true;
-    const batch = this.queue.splice(0, this.options.maxBatchRecords);
+    const batch = this.takeBatch();
     const started = performance.now();
     // The batch may wait only as long as its most urgent record may.
     const timeoutMs = Math.max(50, Math.min(...batch.map((waiting) => waiting.deadline)) - Date.now());
@@ -129,6 +131,17 @@ export class ProduceBatcher {
     }
     if (this.queue.length > 0) this.flushSoon(0);
     else for (const resolve of this.idle.splice(0)) resolve();
+  }
+
+  private takeBatch(): Waiting[] {
+    let bytes = 0;
+    let count = 0;
+    while (count < this.queue.length && count < this.options.maxBatchRecords) {
+      bytes += this.queue[count]!.value.length;
+      if (count > 0 && bytes > this.options.maxBatchBytes) break;
+      count++;
+    }
+    return this.queue.splice(0, count);
   }
 
   /** Stops intake and waits until every queued record has been answered. */

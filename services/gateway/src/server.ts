@@ -50,6 +50,7 @@ batcher = new ProduceBatcher(
     topic: config.USAGE_TOPIC,
     lingerMs: config.PRODUCE_LINGER_MS,
     maxBatchRecords: config.PRODUCE_MAX_BATCH,
+    maxBatchBytes: config.PRODUCE_MAX_BATCH_BYTES,
     maxQueuedRecords: config.PRODUCE_MAX_QUEUE,
     sendTimeoutMs: config.PRODUCE_TIMEOUT_MS,
   },

@@ -7,6 +7,7 @@ export const ingesterSpec = {
   INGEST_BATCH_MAX_WAIT_MS: positiveInt({ default: 250, desc: 'How long a fetch waits to fill a batch' }),
   INGEST_FETCH_MAX_BYTES: positiveInt({ default: 16 * 1024 * 1024, desc: 'Bytes fetched per partition at most (bounds memory)' }),
   INGEST_RETRY_MAX_MS: positiveInt({ default: 5000, desc: 'Longest pause between retries of a failed dependency' }),
+  INGEST_SESSION_TIMEOUT_MS: positiveInt({ default: 10_000, desc: 'Consumer group session timeout' }),
   DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),
   PRICE_TABLE_FILE: str({ default: '', desc: 'JSON file adding to or overriding the model price table' }),
   METRICS_HOST: str({ default: '127.0.0.1' }),

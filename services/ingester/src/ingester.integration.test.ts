@@ -170,11 +170,15 @@ function duplicatedLoad(count: number, seed: number) {
   // About 10% of the records are delivered again, as a client retry would.
   const duplicates = queued.filter(() => random() < 0.1).map((record) => ({ ...record, meta: { ...record.meta, requestId: `${record.meta.requestId}-retry` } }));
   const expectedTokens = distinct.reduce((sum, record) => sum + (record.tokens ? (record.tokens.total ?? record.tokens.input + record.tokens.output) : 0), 0);
-  return { messages: [...queued, ...duplicates].sort(() => random() - 0.5), distinct: queued.length, expectedTokens };
+  const keys = queued.map((record) => record.meta.eventKey);
+  return { messages: [...queued, ...duplicates].sort(() => random() - 0.5), distinct: queued.length, keys, expectedTokens };
 }
 
-async function expectExactContent(clickhouse: ClickHouseClient, distinct: number, expectedTokens: number, timeoutMs: number) {
+async function expectExactContent(clickhouse: ClickHouseClient, load: ReturnType<typeof duplicatedLoad>, timeoutMs: number) {
+  const { distinct, expectedTokens } = load;
   await eventually(async () => (await distinctCount(clickhouse)) >= distinct, timeoutMs, 500);
+  const keys = await queryRows<{ event_key: string }>(clickhouse, 'SELECT event_key FROM usage_events GROUP BY event_key');
+  expect(keys.map((row) => row.event_key).sort()).toEqual([...load.keys].sort());
   const [row] = await queryRows<{ n: string; tokens: string; keys: string }>(
     clickhouse,
     'SELECT count() AS n, sum(t) AS tokens, uniqExact(event_key) AS keys FROM (SELECT event_key, any(total_tokens) AS t FROM usage_events GROUP BY event_key)',
@@ -190,13 +194,17 @@ describe('crash safety', () => {
     const load = duplicatedLoad(20_000, 7);
     await produceQueued(n.topic, load.messages);
     const random = seededRandom(99);
-    const extraEnv = { INGEST_BATCH_MAX_ROWS: 1000 };
+    const extraEnv = { INGEST_BATCH_MAX_ROWS: 500 };
     const clickhouse = testClickHouse(n.database);
     cleanups.push(() => clickhouse.close());
     let kills = 0;
+    // Kill at random points inside the load: when the loaded count passes a random
+    // threshold in each fifth of it (plus a random delay, so kills land mid-batch).
     for (let round = 0; round < 4; round++) {
       const ingester = await startIngester({ ...n, extraEnv });
-      await new Promise((resolve) => setTimeout(resolve, 500 + random() * 2500));
+      const threshold = Math.floor(load.distinct * ((round + random()) / 5));
+      await eventually(async () => (await distinctCount(clickhouse)) >= threshold, 60_000, 20);
+      await new Promise((resolve) => setTimeout(resolve, random() * 50));
       await ingester.kill();
       kills++;
     }
@@ -204,8 +212,8 @@ describe('crash safety', () => {
     console.log(`crash safety: ${kills} kill -9s; ${loadedBeforeLast} of ${load.distinct} distinct records loaded before the last restart`);
     const last = await startIngester({ ...n, extraEnv });
     cleanups.push(() => last.stop());
-    await expectExactContent(clickhouse, load.distinct, load.expectedTokens, 120_000);
-  });
+    await expectExactContent(clickhouse, load, 120_000);
+  }, 300_000);
 });
 
 describe('ClickHouse outage', () => {
@@ -228,7 +236,7 @@ describe('ClickHouse outage', () => {
     await new Promise((resolve) => setTimeout(resolve, 30_000));
     expect(ingester.child.exitCode).toBeNull(); // still running, retrying
     await privateClickHouse.start();
-    await expectExactContent(clickhouse, load.distinct, load.expectedTokens, 90_000);
+    await expectExactContent(clickhouse, load, 90_000);
     expect(ingester.logs.some((line) => line.includes('dependency failed; retrying'))).toBe(true);
   });
 });

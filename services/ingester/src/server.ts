@@ -44,8 +44,11 @@ const consumer = createConsumer(kafka, {
   maxWaitTimeInMs: config.INGEST_BATCH_MAX_WAIT_MS,
   maxBytesPerPartition: config.INGEST_FETCH_MAX_BYTES,
   maxBytes: config.INGEST_FETCH_MAX_BYTES * 2,
-  sessionTimeout: 30_000,
-  heartbeatInterval: 3000,
+  // Short enough that a crashed member's partitions move on quickly; our retry
+  // loops heartbeat, so a long dependency outage does not cost the membership.
+  sessionTimeout: config.INGEST_SESSION_TIMEOUT_MS,
+  rebalanceTimeout: config.INGEST_SESSION_TIMEOUT_MS + 5000,
+  heartbeatInterval: Math.max(500, Math.floor(config.INGEST_SESSION_TIMEOUT_MS / 10)),
 });
 await consumer.connect();
 

@@ -33,6 +33,13 @@ export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
   });
 }
 
+/**
+ * Largest record batch a topic accepts. A usage record may be 1 MiB on its own,
+ * and the gateway batches several per partition, so the broker's 1 MB default is
+ * raised on every topic we create.
+ */
+export const TOPIC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
 /** Creates the topic when missing; an existing topic keeps its partitions. */
 export async function ensureTopic(kafka: Kafka, topic: string, partitions: number): Promise<void> {
   const admin = kafka.admin();
@@ -41,7 +48,14 @@ export async function ensureTopic(kafka: Kafka, topic: string, partitions: numbe
     const existing = await admin.listTopics();
     if (existing.includes(topic)) return;
     await admin.createTopics({
-      topics: [{ topic, numPartitions: partitions, replicationFactor: -1 }],
+      topics: [
+        {
+          topic,
+          numPartitions: partitions,
+          replicationFactor: -1,
+          configEntries: [{ name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) }],
+        },
+      ],
       waitForLeaders: true,
     });
   } catch (error) {
