@@ -1,0 +1,72 @@
+// Pure batching logic with a stand-in producer (no broker): coalescing, byte caps,
+// deadlines and producer resets. The real broker path is in the integration tests.
+import { describe, expect, it } from 'vitest';
+import type { Producer } from '@otm/shared/kafka';
+import { ProduceBatcher, ProduceUnavailableError } from './produce-batcher.js';
+
+function fakeProducer(behaviour: (messages: number) => Promise<void>) {
+  const sends: number[] = [];
+  let resets = 0;
+  const producer = {
+    send: async ({ messages }: { messages: unknown[] }) => {
+      sends.push(messages.length);
+      await behaviour(messages.length);
+    },
+  } as unknown as Producer;
+  return { sends, resets: () => resets, factory: { current: async () => producer, reset: async () => void resets++ } };
+}
+
+const options = { topic: 't', lingerMs: 5, maxBatchRecords: 100, maxBatchBytes: 1000, maxQueuedRecords: 1000, sendTimeoutMs: 200 };
+const message = (bytes = 10) => ({ key: 'k', value: Buffer.alloc(bytes) });
+
+describe('ProduceBatcher', () => {
+  it('coalesces concurrent records into one send and answers each when it is acknowledged', async () => {
+    const fake = fakeProducer(async () => {});
+    const batcher = new ProduceBatcher(fake.factory, options);
+    await Promise.all(Array.from({ length: 50 }, () => batcher.enqueue(message())));
+    expect(fake.sends).toEqual([50]);
+  });
+
+  it('caps a batch by records and by bytes; records queued during a send go in the next one', async () => {
+    const fake = fakeProducer(() => new Promise((resolve) => setTimeout(resolve, 10)));
+    const batcher = new ProduceBatcher(fake.factory, { ...options, maxBatchRecords: 30 });
+    await Promise.all(Array.from({ length: 70 }, () => batcher.enqueue(message())));
+    expect(fake.sends.reduce((a, b) => a + b, 0)).toBe(70);
+    expect(Math.max(...fake.sends)).toBeLessThanOrEqual(30);
+    const bytes = fakeProducer(async () => {});
+    const byteBatcher = new ProduceBatcher(bytes.factory, options);
+    await Promise.all(Array.from({ length: 10 }, () => byteBatcher.enqueue(message(400))));
+    expect(Math.max(...bytes.sends)).toBe(2);
+  });
+
+  it('a failed send rejects every record of its batch and resets the producer', async () => {
+    const fake = fakeProducer(async () => {
+      throw new Error('broker gone');
+    });
+    const batcher = new ProduceBatcher(fake.factory, options);
+    const results = await Promise.allSettled([batcher.enqueue(message()), batcher.enqueue(message())]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect((results[0] as PromiseRejectedResult).reason).toBeInstanceOf(ProduceUnavailableError);
+    expect(fake.resets()).toBe(1);
+  });
+
+  it('answers within the deadline when the broker hangs', async () => {
+    const fake = fakeProducer(() => new Promise(() => {}));
+    const batcher = new ProduceBatcher(fake.factory, options);
+    const started = Date.now();
+    await expect(batcher.enqueue(message())).rejects.toBeInstanceOf(ProduceUnavailableError);
+    const queuedBehind = batcher.enqueue(message());
+    await expect(queuedBehind).rejects.toBeInstanceOf(ProduceUnavailableError);
+    expect(Date.now() - started).toBeLessThan(2 * options.sendTimeoutMs + 250);
+  });
+
+  it('refuses new records when the queue is full and after drain()', async () => {
+    const fake = fakeProducer(() => new Promise((resolve) => setTimeout(resolve, 50)));
+    const batcher = new ProduceBatcher(fake.factory, { ...options, maxQueuedRecords: 2 });
+    const accepted = [batcher.enqueue(message()), batcher.enqueue(message())];
+    await expect(batcher.enqueue(message())).rejects.toThrow(/full/);
+    await batcher.drain();
+    await Promise.all(accepted);
+    await expect(batcher.enqueue(message())).rejects.toThrow(/shutting down/);
+  });
+});

@@ -1,0 +1,90 @@
+import { describe, expect, it } from 'vitest';
+import type { QueuedUsageRecord, UsageRecord } from '@otm/schemas';
+import { enrich, latencyDisagrees } from './enrich-step.js';
+import { PriceTable } from './prices.js';
+
+const prices = new PriceTable('test-1', {
+  openai: { 'gpt-4o': { input: 2.5, output: 10 }, 'gpt-4o-mini': { input: 0.15, output: 0.6 } },
+});
+
+function queued(record: UsageRecord): QueuedUsageRecord {
+  return {
+    meta: {
+      requestId: 'r1',
+      eventKey: 'key_1:abc',
+      receivedAt: '2026-11-22T12:00:00.123Z',
+      apiKeyId: 'key_1',
+      environment: 'prod',
+      idempotencyKey: 'abc',
+      gatewayId: 'gw',
+    },
+    record,
+  };
+}
+
+const base: UsageRecord = {
+  request: { modelId: 'gpt-4o-2024-08-06', status: 'success', provider: 'OpenAI' },
+  user: { id: 'u1', type: 'external' },
+  tokens: { input: 1000, output: 500 },
+  timing: { startTime: '2026-11-22T10:00:00Z', firstTokenTime: '2026-11-22T10:00:00.250Z', lastTokenTime: '2026-11-22T10:00:02.250Z' },
+  io: { prompt: 'p' },
+};
+
+describe('enrich', () => {
+  it('derives total, latency, ttft, tokens/s and cost without touching what was sent', () => {
+    const record = structuredClone(base);
+    const { event, io } = enrich(queued(record), prices, Date.UTC(2026, 10, 22, 12, 0, 1));
+    expect(record).toEqual(base);
+    expect(event).toMatchObject({
+      sent_total_tokens: null,
+      total_tokens: 1500,
+      sent_latency_ms: null,
+      latency_ms: 2250,
+      ttft_ms: 250,
+      output_tokens_per_sec: 250,
+      price_known: 1,
+      event_time: '2026-11-22 10:00:00',
+      event_date: '2026-11-22',
+      received_at: '2026-11-22 12:00:00',
+      received_at_ms: Date.parse('2026-11-22T12:00:00.123Z'),
+      ingested_at: '2026-11-22 12:00:01',
+      flag_out_of_order: 0,
+      flag_total_mismatch: 0,
+      flag_latency_mismatch: 0,
+    });
+    expect(event.cost_usd).toBeCloseTo((1000 * 2.5 + 500 * 10) / 1e6, 15);
+    expect(io).toEqual({ event_key: 'key_1:abc', event_date: '2026-11-22', prompt: 'p', response: null, ingested_at: '2026-11-22 12:00:01' });
+  });
+
+  it('prices the longest matching model prefix, case-insensitively; unknown models cost null', () => {
+    const mini = structuredClone(base);
+    mini.request.modelId = 'gpt-4o-mini-2024-07-18';
+    expect(enrich(queued(mini), prices).event.cost_usd).toBeCloseTo((1000 * 0.15 + 500 * 0.6) / 1e6, 15);
+    const unknown = structuredClone(base);
+    unknown.request.modelId = 'gpt-4oz';
+    expect(enrich(queued(unknown), prices).event).toMatchObject({ cost_usd: null, price_known: 0 });
+  });
+
+  it('flags out-of-order timestamps, a total that is not the sum, and a latency far from the timestamps', () => {
+    const odd = structuredClone(base);
+    odd.tokens = { input: 1, output: 2, total: 4 };
+    odd.timing = { startTime: '2026-11-22T10:00:05Z', firstTokenTime: '2026-11-22T10:00:04Z', lastTokenTime: '2026-11-22T10:00:06Z', latencyMs: 5000 };
+    const { event } = enrich(queued(odd), prices);
+    expect(event).toMatchObject({ flag_out_of_order: 1, flag_total_mismatch: 1, flag_latency_mismatch: 1, total_tokens: 4, latency_ms: 5000, ttft_ms: null });
+  });
+
+  it('an error record without tokens or timing has zero tokens, no latency, no cost, and is bucketed at receive time', () => {
+    const { event, io } = enrich(
+      queued({ request: { modelId: 'gpt-4o', status: 'error', provider: 'openai' }, user: { id: 'u', type: 'internal' }, error: { code: 'c', message: 'm', stack: 's' } }),
+      prices,
+    );
+    expect(event).toMatchObject({ total_tokens: 0, input_tokens: null, latency_ms: null, cost_usd: null, error_stack: 's', event_time: '2026-11-22 12:00:00' });
+    expect(io).toBeNull();
+  });
+
+  it('latency tolerance: 100 ms plus 5%', () => {
+    expect(latencyDisagrees(2100, 2000)).toBe(false);
+    expect(latencyDisagrees(2300, 2000)).toBe(true);
+    expect(latencyDisagrees(0, 150)).toBe(true);
+  });
+});
