@@ -417,6 +417,12 @@ export class ClickHouseService extends ProcessService {
   }
 }
 
+/** Debian's Chromium, for the dashboard's browser tests (never a downloaded browser). */
+export function ensureChromium(): string {
+  ensureDebianPackage('chromium', 'chromium');
+  return '/usr/bin/chromium';
+}
+
 export function stackServices(config: StackConfig): StackService[] {
   return [new KafkaService(config), new RegistryService(config), new RedisService(config), new ClickHouseService(config)];
 }

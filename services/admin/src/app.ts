@@ -18,6 +18,8 @@ export interface AdminDeps {
 export async function buildAdminApp(options: { adminToken: string }, deps: AdminDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger,
+    // Unknown query parameters are a 400, not silently dropped.
+    ajv: { customOptions: { removeAdditional: false } },
     logController: new LogController({ disableRequestLogging: true } as never),
   }) as unknown as FastifyInstance;
 
@@ -27,7 +29,7 @@ export async function buildAdminApp(options: { adminToken: string }, deps: Admin
       return reply.code(400).send({
         ...errorBody('ValidationError', 'The request does not match the expected parameters.'),
         errors: error.validation.map((issue) => ({
-          path: `${error.validationContext ?? ''}${issue.instancePath || ''}${issue.keyword === 'required' ? `/${(issue.params as { missingProperty: string }).missingProperty}` : ''}`,
+          path: `${issue.instancePath || ''}${issue.keyword === 'required' ? `/${(issue.params as { missingProperty: string }).missingProperty}` : ''}${issue.keyword === 'additionalProperties' ? `/${(issue.params as { additionalProperty: string }).additionalProperty}` : ''}` || '/',
           message: issue.message ?? 'is invalid',
         })),
       });

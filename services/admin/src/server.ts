@@ -2,6 +2,9 @@
 import { createLogger } from '@otm/shared/logger';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
+import { createClickHouse } from '@otm/shared/clickhouse';
+import { registerAnalyticsRoutes } from './analytics-routes.js';
+import { registerDashboard } from './dashboard.js';
 import { buildAdminApp } from './app.js';
 import { loadAdminConfig } from './config.js';
 
@@ -10,9 +13,21 @@ const logger = createLogger('admin', config.LOG_LEVEL);
 const redis = createRedis(config.REDIS_URL, { name: 'admin' });
 await redis.connect();
 
+const clickhouse = createClickHouse({
+  url: config.CLICKHOUSE_URL,
+  database: config.CLICKHOUSE_DATABASE,
+  username: config.CLICKHOUSE_USER,
+  password: config.CLICKHOUSE_PASSWORD,
+});
+
 const app = await buildAdminApp(
   { adminToken: config.ADMIN_TOKEN },
-  { logger, keyStore: new KeyStore(redis, config.REDIS_KEY_PREFIX) },
+  {
+    logger,
+    keyStore: new KeyStore(redis, config.REDIS_KEY_PREFIX),
+    protectedRoutes: [(secured) => registerAnalyticsRoutes(secured, clickhouse)],
+    publicRoutes: [registerDashboard],
+  },
 );
 const address = await app.listen({ host: config.ADMIN_HOST, port: config.ADMIN_PORT });
 logger.info({ address }, 'admin listening');
@@ -20,6 +35,7 @@ logger.info({ address }, 'admin listening');
 async function shutdown(): Promise<void> {
   await app.close();
   redis.disconnect();
+  await clickhouse.close();
   process.exit(0);
 }
 process.on('SIGTERM', () => void shutdown());

@@ -6,10 +6,11 @@
 //   2. then their event keys are marked seen in Redis,
 //   3. then the Kafka offsets of exactly those messages are committed.
 // A crash before 1 redelivers and nothing was written. A crash between 1 and 2
-// redelivers rows that Redis does not know yet: they are inserted again with the
-// same event_key, ReplacingMergeTree collapses them, and every query groups by
-// event_key meanwhile. A crash between 2 and 3 redelivers rows Redis has seen:
-// they are dropped. Nothing answered 202 is lost, nothing is counted twice.
+// redelivers rows that Redis does not know yet: the load step finds their event
+// keys in ClickHouse and skips them (and were one to slip through, e.g. from a
+// zombie consumer, ReplacingMergeTree collapses it and raw queries group by
+// event_key). A crash between 2 and 3 redelivers rows Redis has seen: they are
+// dropped. Nothing answered 202 is lost, nothing is counted twice.
 import type { Consumer, EachBatchPayload, KafkaMessage, Producer } from '@otm/shared/kafka';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Logger } from '@otm/shared/logger';
@@ -111,9 +112,12 @@ export class UsageConsumer {
       dedupe.filterSeen(items, (item) => item.record.event.event_key),
     );
 
+    let alreadyLoaded = 0;
     const loaded = await retry('clickhouse', async () => {
+      // A consumer that lost its partitions must not write what the new owner writes.
+      if (!alive()) throw new Abandoned();
       try {
-        await loadStep(clickhouse, fresh.map((item) => item.record));
+        alreadyLoaded = await loadStep(clickhouse, fresh.map((item) => item.record));
         return fresh;
       } catch (error) {
         if (!isDataError(error)) throw error;
@@ -136,7 +140,7 @@ export class UsageConsumer {
     await retry('redis (mark seen)', () => dedupe.markSeen(loaded.map((item) => item.record.event.event_key)));
 
     metrics.rowsLoaded.inc(loaded.length);
-    metrics.duplicatesDropped.inc(duplicates);
+    metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
     metrics.deadLetters.inc(letters.length);
     metrics.unknownPrice.inc(loaded.filter((item) => item.record.event.price_known === 0).length);
     metrics.batchSeconds.observe((performance.now() - started) / 1000);

@@ -1,0 +1,214 @@
+// Analytics against real ClickHouse: the materialized rollups equal the same
+// numbers computed from the raw rows, with duplicates delivered and a replay that
+// Redis knows nothing about; the API validates its parameters and wants the admin
+// token; the report CLI prints the table.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../scripts/lib/sample-records.js';
+import { produceQueued } from '../../../test/helpers/produce.js';
+import {
+  createTestKey,
+  eventually,
+  httpRequest,
+  projectRoot,
+  queryRows,
+  stackEnv,
+  startIngester,
+  startService,
+  testClickHouse,
+  uniqueName,
+  type ServiceProcess,
+} from '../../../test/helpers/stack.js';
+
+const n = {
+  topic: uniqueName('analytics'),
+  keyPrefix: `${uniqueName('analytics')}:`,
+  database: uniqueName('analytics'),
+  groupId: uniqueName('analytics'),
+};
+const adminToken = `analytics-${uniqueName('token')}-abcdefghijklmnop`;
+const auth = { authorization: `Bearer ${adminToken}` };
+const startMs = Math.floor((Date.now() - 3 * 3600_000) / 60_000) * 60_000;
+const from = new Date(startMs - 3600_000).toISOString();
+const to = new Date(Date.now() + 60_000).toISOString();
+const COUNT = 3000;
+
+let admin: ServiceProcess;
+const services: ServiceProcess[] = [];
+const clickhouse = testClickHouse(n.database);
+
+beforeAll(async () => {
+  const random = seededRandom(3);
+  const records = queuedRecords(sampleUsageRecords(COUNT, { seed: 3, startMs, users: 30 }), { eventKey: (index) => `an-${index}` });
+  // Duplicates delivered: 15% of the records come again (other request ids).
+  const duplicates = records.filter(() => random() < 0.15).map((record) => ({ ...record, meta: { ...record.meta, requestId: `${record.meta.requestId}-again` } }));
+  await produceQueued(n.topic, [...records, ...duplicates]);
+  services.push(await startIngester(n));
+  await eventually(async () => {
+    const [row] = await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM (SELECT event_key FROM usage_events GROUP BY event_key)');
+    return Number(row?.n) === COUNT;
+  }, 60_000);
+  // A replay Redis knows nothing about (as after a crash between the insert and
+  // marking the keys, or a Redis that lost its data): a second consumer group with
+  // its own Redis prefix reads the whole topic again into the same database.
+  services.push(await startIngester({ ...n, groupId: uniqueName('replay'), keyPrefix: `${uniqueName('replay')}:` }));
+  await eventually(async () => services[1]!.logs.some((line) => line.includes('ingester consuming')), 10_000);
+  await new Promise((resolve) => setTimeout(resolve, 5000));
+  admin = await startService(
+    'admin',
+    stackEnv({ ADMIN_TOKEN: adminToken, ADMIN_PORT: 0, CLICKHOUSE_DATABASE: n.database, REDIS_KEY_PREFIX: n.keyPrefix }),
+    /admin listening/,
+  );
+  services.push(admin);
+}, 180_000);
+
+afterAll(async () => {
+  await Promise.all(services.map((service) => service.stop()));
+  await clickhouse.close();
+});
+
+/** The same figures computed from the raw rows, each event key once. */
+async function rawByModel() {
+  return queryRows<Record<string, any>>(
+    clickhouse,
+    `SELECT provider, model_id AS model, count() AS requests, countIf(status = 'success') AS successes, countIf(status = 'error') AS errors,
+            sum(ifNull(input_tokens, 0)) AS inputTokens, sum(ifNull(output_tokens, 0)) AS outputTokens, sum(total_tokens) AS totalTokens,
+            sum(ifNull(cost_usd, 0)) AS costUsd, countIf(price_known = 0) AS unpricedRequests,
+            quantilesIf(0.5, 0.9, 0.99)(ifNull(latency_ms, 0), isNotNull(latency_ms)) AS latency,
+            quantilesIf(0.5, 0.9, 0.99)(ifNull(ttft_ms, 0), isNotNull(ttft_ms)) AS ttft
+     FROM (SELECT event_key, any(provider) AS provider, any(model_id) AS model_id, any(status) AS status, any(input_tokens) AS input_tokens,
+                  any(output_tokens) AS output_tokens, any(total_tokens) AS total_tokens, any(cost_usd) AS cost_usd, any(price_known) AS price_known,
+                  any(latency_ms) AS latency_ms, any(ttft_ms) AS ttft_ms
+           FROM usage_events GROUP BY event_key)
+     GROUP BY provider, model ORDER BY provider, model`,
+  );
+}
+
+describe('rollups', () => {
+  it('usage_events holds each event key once, despite duplicates and a replay unknown to Redis', async () => {
+    const [row] = await queryRows<{ rows: string; keys: string }>(clickhouse, 'SELECT count() AS rows, uniqExact(event_key) AS keys FROM usage_events');
+    expect([Number(row!.rows), Number(row!.keys)]).toEqual([COUNT, COUNT]);
+  });
+
+  it('usage and latency per model equal the raw rows', async () => {
+    const raw = await rawByModel();
+    const usage = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=provider,model`, { headers: auth });
+    const latency = await httpRequest(`${admin.url}/v1/analytics/latency?from=${from}&to=${to}&bucket=none&groupBy=provider,model`, { headers: auth });
+    expect(usage.status, usage.text).toBe(200);
+    expect(latency.status).toBe(200);
+    const sort = (rows: Record<string, any>[]) => [...rows].sort((a, b) => `${a.provider}/${a.model}`.localeCompare(`${b.provider}/${b.model}`));
+    const api = sort(usage.body.rows);
+    const apiLatency = sort(latency.body.rows);
+    expect(api.map((row) => `${row.provider}/${row.model}`)).toEqual(raw.map((row) => `${row.provider}/${row.model}`));
+    raw.forEach((expected, index) => {
+      const got = api[index]!;
+      for (const field of ['requests', 'successes', 'errors', 'inputTokens', 'outputTokens', 'totalTokens', 'unpricedRequests']) {
+        expect(Number(got[field]), `${expected.model} ${field}`).toBe(Number(expected[field]));
+      }
+      expect(got.costUsd).toBeCloseTo(Number(expected.costUsd), 9);
+      const l = apiLatency[index]!;
+      expect([l.latencyP50Ms, l.latencyP90Ms, l.latencyP99Ms]).toEqual((expected.latency as number[]).map((v) => (Number.isFinite(v) ? v : null)));
+      expect([l.ttftP50Ms, l.ttftP90Ms, l.ttftP99Ms]).toEqual((expected.ttft as number[]).map((v) => (Number.isFinite(v) ? v : null)));
+    });
+    expect(api.reduce((sum, row) => sum + row.requests, 0)).toBe(COUNT);
+  });
+
+  it('per-minute, per-hour and per-day buckets add up to the same totals as the raw rows', async () => {
+    const [raw] = await queryRows<{ requests: string; tokens: string }>(
+      clickhouse,
+      'SELECT count() AS requests, sum(t) AS tokens FROM (SELECT event_key, any(total_tokens) AS t FROM usage_events GROUP BY event_key)',
+    );
+    for (const bucket of ['minute', 'hour', 'day']) {
+      const answer = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=${bucket}&limit=10000`, { headers: auth });
+      expect(answer.status).toBe(200);
+      const rows = answer.body.rows as { requests: number; totalTokens: number; bucket: string }[];
+      expect(rows.reduce((sum, row) => sum + row.requests, 0), bucket).toBe(Number(raw!.requests));
+      expect(rows.reduce((sum, row) => sum + row.totalTokens, 0), bucket).toBe(Number(raw!.tokens));
+      expect(rows[0]!.bucket).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:00\.000Z$/);
+    }
+  });
+
+  it('errors by code, top users and the internal/external split equal the raw rows', async () => {
+    const rawErrors = await queryRows<{ code: string; n: string }>(
+      clickhouse,
+      "SELECT ifNull(c, '') AS code, count() AS n FROM (SELECT event_key, any(error_code) AS c, any(status) AS s FROM usage_events GROUP BY event_key) WHERE s = 'error' GROUP BY code ORDER BY code",
+    );
+    const errors = await httpRequest(`${admin.url}/v1/analytics/errors?from=${from}&to=${to}&bucket=none&groupBy=errorCode`, { headers: auth });
+    expect(errors.status).toBe(200);
+    expect([...errors.body.rows].sort((a: any, b: any) => a.errorCode.localeCompare(b.errorCode)).map((row: any) => [row.errorCode, row.errors])).toEqual(
+      rawErrors.map((row) => [row.code, Number(row.n)]),
+    );
+
+    const rawUsers = await queryRows<{ user: string; tokens: string }>(
+      clickhouse,
+      'SELECT u AS user, sum(t) AS tokens FROM (SELECT event_key, any(user_id) AS u, any(total_tokens) AS t FROM usage_events GROUP BY event_key) GROUP BY user ORDER BY tokens DESC, user LIMIT 5',
+    );
+    const top = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userId&orderBy=totalTokens&limit=5`, { headers: auth });
+    expect(top.body.rows.map((row: any) => [row.userId, row.totalTokens])).toEqual(rawUsers.map((row) => [row.user, Number(row.tokens)]));
+    expect(top.body.truncated).toBe(true);
+
+    const split = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userType`, { headers: auth });
+    expect(split.body.rows.map((row: any) => row.userType).sort()).toEqual(['external', 'internal']);
+  });
+
+  it('filters by environment', async () => {
+    const [raw] = await queryRows<{ n: string }>(
+      clickhouse,
+      "SELECT count() AS n FROM (SELECT event_key, any(environment) AS e FROM usage_events GROUP BY event_key) WHERE e = 'qa'",
+    );
+    const answer = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&environment=qa`, { headers: auth });
+    expect(answer.body.rows[0].requests).toBe(Number(raw!.n));
+  });
+});
+
+describe('analytics API', () => {
+  it.each([
+    ['bucket=week', '/bucket'],
+    ['groupBy=colour', '/groupBy'],
+    ['groupBy=model,model', '/groupBy'],
+    ['limit=0', '/limit'],
+    ['limit=100001', '/limit'],
+    ['from=yesterday', '/from'],
+    [`from=${to}&to=${from}`, '/from'],
+    ['environment=staging', '/environment'],
+    ['since=forever', '/since'],
+    ['colour=blue', '/colour'],
+  ])('400 for %s', async (query, path) => {
+    const answer = await httpRequest(`${admin.url}/v1/analytics/usage?${query}`, { headers: auth });
+    expect(answer.status, answer.text).toBe(400);
+    expect(answer.body).toMatchObject({ statusCode: 400, errorType: 'ValidationError' });
+    expect(answer.body.errors.map((error: { path: string }) => error.path)).toContain(path);
+  });
+
+  it('401 without the admin token, with a wrong one, or with an ingest key', async () => {
+    const ingestKey = (await createTestKey(n.keyPrefix, 'prod', 'reader')).key;
+    const attempts: Record<string, string>[] = [{}, { authorization: 'Bearer nope-nope-nope-nope-nope-nope-nope' }, { authorization: `Bearer ${ingestKey}` }, { 'x-api-key': ingestKey }];
+    for (const endpoint of ['usage', 'latency', 'errors']) {
+      for (const headers of attempts) {
+        const answer = await httpRequest(`${admin.url}/v1/analytics/${endpoint}`, { headers });
+        expect(answer.status).toBe(401);
+        expect(answer.body).toMatchObject({ statusCode: 401, errorType: 'AuthError' });
+      }
+    }
+  });
+});
+
+describe('report CLI', () => {
+  it('prints usage per model as a table', async () => {
+    const output = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', path.join(projectRoot, 'scripts/report.ts'), '--since', '24h', '--by', 'model', '--admin-url', admin.url], {
+        env: { ...stackEnv(), ADMIN_TOKEN: adminToken },
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk) => (stdout += chunk));
+      child.stderr.on('data', (chunk) => (stderr += chunk));
+      child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(output.code, output.stderr).toBe(0);
+    expect(output.stdout).toContain('openai / gpt-4o');
+    expect(output.stdout).toContain('anthropic / claude-3-5-sonnet');
+    expect(output.stdout).toMatch(/cost USD/);
+  });
+});

@@ -1,0 +1,233 @@
+// Analytics over the ClickHouse rollups (usage_rollup_minute, usage_errors_minute).
+// Buckets are computed from epoch seconds so they are UTC whatever the server's
+// time zone; hours and days merge the minute states. Every value is a string
+// literal or a number we produced: ClickHouse 18.16 has no query parameters.
+import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { ENVIRONMENTS } from '@otm/schemas';
+
+export const BUCKETS = { minute: 60, hour: 3600, day: 86400, none: 0 } as const;
+export type Bucket = keyof typeof BUCKETS;
+
+/** Dimensions: API name -> rollup column. */
+export const DIMENSIONS = {
+  environment: 'environment',
+  provider: 'provider',
+  model: 'model_id',
+  userType: 'user_type',
+  userId: 'user_id',
+  keyId: 'api_key_id',
+} as const;
+export type Dimension = keyof typeof DIMENSIONS;
+export const ERROR_DIMENSIONS = ['environment', 'provider', 'model', 'errorCode', 'errorMessage'] as const;
+export type ErrorDimension = (typeof ERROR_DIMENSIONS)[number];
+const ERROR_COLUMNS: Record<ErrorDimension, string> = {
+  environment: 'environment',
+  provider: 'provider',
+  model: 'model_id',
+  errorCode: 'error_code',
+  errorMessage: 'error_message',
+};
+
+export const MAX_ROWS = 10_000;
+
+export interface AnalyticsQuery {
+  from: Date;
+  to: Date;
+  bucket: Bucket;
+  groupBy: string[];
+  filters: Partial<Record<string, string>>;
+  limit: number;
+  orderBy?: string;
+}
+
+/** JSON Schema of the query string, shared by every analytics route (Fastify validates it). */
+export const analyticsQuerySchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    from: { type: 'string', maxLength: 40 },
+    to: { type: 'string', maxLength: 40 },
+    since: { type: 'string', pattern: '^[0-9]{1,4}[mhd]$' },
+    bucket: { type: 'string', enum: Object.keys(BUCKETS) },
+    groupBy: { type: 'string', maxLength: 200 },
+    limit: { type: 'integer', minimum: 1, maximum: MAX_ROWS },
+    orderBy: { type: 'string', enum: ['requests', 'totalTokens', 'costUsd', 'errors'] },
+    environment: { type: 'string', enum: [...ENVIRONMENTS] },
+    provider: { type: 'string', maxLength: 1024 },
+    model: { type: 'string', maxLength: 1024 },
+    userType: { type: 'string', enum: ['external', 'internal'] },
+    userId: { type: 'string', maxLength: 1024 },
+    keyId: { type: 'string', maxLength: 64 },
+  },
+} as const;
+
+export interface RawQuery {
+  from?: string;
+  to?: string;
+  since?: string;
+  bucket?: Bucket;
+  groupBy?: string;
+  limit?: number;
+  orderBy?: string;
+  [filter: string]: string | number | undefined;
+}
+
+export class QueryError extends Error {
+  constructor(
+    readonly path: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+export function parseSince(since: string): number {
+  const unit = since.slice(-1) as keyof typeof UNIT_MS;
+  return Number(since.slice(0, -1)) * UNIT_MS[unit];
+}
+
+/** Turns validated query-string values into a query; throws QueryError on a bad combination. */
+export function parseAnalyticsQuery(raw: RawQuery, allowed: readonly string[], now = Date.now()): AnalyticsQuery {
+  const to = raw.to ? new Date(raw.to) : new Date(now);
+  if (Number.isNaN(to.getTime())) throw new QueryError('/to', 'must be an RFC 3339 date-time');
+  let from: Date;
+  if (raw.from) {
+    from = new Date(raw.from);
+    if (Number.isNaN(from.getTime())) throw new QueryError('/from', 'must be an RFC 3339 date-time');
+  } else {
+    from = new Date(to.getTime() - (raw.since ? parseSince(raw.since) : 86_400_000));
+  }
+  if (from >= to) throw new QueryError('/from', 'must be before to');
+  if (to.getTime() - from.getTime() > 400 * 86_400_000) throw new QueryError('/from', 'the range may span at most 400 days');
+  const bucket = raw.bucket ?? 'hour';
+  if (bucket === 'minute' && to.getTime() - from.getTime() > 7 * 86_400_000) {
+    throw new QueryError('/bucket', 'minute buckets cover at most 7 days; use hour or day');
+  }
+  const groupBy = raw.groupBy ? raw.groupBy.split(',').map((item) => item.trim()).filter(Boolean) : [];
+  for (const item of groupBy) {
+    if (!allowed.includes(item)) throw new QueryError('/groupBy', `unknown dimension "${item}"; one of ${allowed.join(', ')}`);
+  }
+  if (new Set(groupBy).size !== groupBy.length || groupBy.length > 3) throw new QueryError('/groupBy', 'at most 3 distinct dimensions');
+  const filters: Partial<Record<string, string>> = {};
+  for (const name of allowed) {
+    const value = raw[name];
+    if (typeof value === 'string') filters[name] = value;
+  }
+  return { from, to, bucket, groupBy, filters, limit: raw.limit ?? 1000, orderBy: raw.orderBy };
+}
+
+function literal(value: string): string {
+  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+function whereClause(query: AnalyticsQuery, columns: Record<string, string>): string {
+  const from = Math.floor(query.from.getTime() / 1000);
+  const to = Math.ceil(query.to.getTime() / 1000);
+  const conditions = [`minute >= toDateTime(${from})`, `minute < toDateTime(${to})`];
+  for (const [name, value] of Object.entries(query.filters)) {
+    if (value !== undefined) conditions.push(`${columns[name]} = ${literal(value)}`);
+  }
+  return conditions.join(' AND ');
+}
+
+function bucketSelect(bucket: Bucket): { select: string; group: string[] } {
+  const seconds = BUCKETS[bucket];
+  if (seconds === 0) return { select: '', group: [] };
+  return { select: `intDiv(toUInt32(minute), ${seconds}) * ${seconds} AS bucket, `, group: ['bucket'] };
+}
+
+function groupSelect(groupBy: string[], columns: Record<string, string>): string {
+  return groupBy.map((name) => `${columns[name]} AS ${name}, `).join('');
+}
+
+type Row = Record<string, string | number | number[] | null>;
+
+async function run(clickhouse: ClickHouseClient, sql: string): Promise<Row[]> {
+  const result = await clickhouse.query({ query: sql, format: 'JSONEachRow', clickhouse_settings: { output_format_json_quote_64bit_integers: 0 } });
+  return result.json<Row>();
+}
+
+function shape(rows: Row[]): Row[] {
+  return rows.map((row) => {
+    const out: Row = {};
+    for (const [key, value] of Object.entries(row)) {
+      if (key === 'bucket') out.bucket = new Date(Number(value) * 1000).toISOString() as never;
+      else out[key] = value;
+    }
+    return out;
+  });
+}
+
+export const USAGE_SQL = `
+    countMerge(requests) AS requests,
+    countIfMerge(successes) AS successes,
+    countIfMerge(errors) AS errors,
+    sumMerge(input_tokens) AS inputTokens,
+    sumMerge(output_tokens) AS outputTokens,
+    sumMerge(total_tokens) AS totalTokens,
+    sumMerge(cost_usd) AS costUsd,
+    countIfMerge(unpriced) AS unpricedRequests`;
+
+export async function usageAnalytics(clickhouse: ClickHouseClient, query: AnalyticsQuery): Promise<Row[]> {
+  const bucket = bucketSelect(query.bucket);
+  const group = [...bucket.group, ...query.groupBy];
+  const order = query.orderBy ? `${query.orderBy} DESC` : group.length ? group.join(', ') : 'requests DESC';
+  const rows = await run(
+    clickhouse,
+    `SELECT ${bucket.select}${groupSelect(query.groupBy, DIMENSIONS)}${USAGE_SQL}
+     FROM usage_rollup_minute WHERE ${whereClause(query, DIMENSIONS)}
+     ${group.length ? `GROUP BY ${group.join(', ')}` : ''} ORDER BY ${order} LIMIT ${query.limit}`,
+  );
+  return shape(rows).map((row) => ({
+    ...row,
+    errorRate: Number(row.requests) > 0 ? Number(row.errors) / Number(row.requests) : 0,
+    unknownPriceShare: Number(row.requests) > 0 ? Number(row.unpricedRequests) / Number(row.requests) : 0,
+  }));
+}
+
+export async function latencyAnalytics(clickhouse: ClickHouseClient, query: AnalyticsQuery): Promise<Row[]> {
+  const bucket = bucketSelect(query.bucket);
+  const group = [...bucket.group, ...query.groupBy];
+  const rows = await run(
+    clickhouse,
+    `SELECT ${bucket.select}${groupSelect(query.groupBy, DIMENSIONS)}
+        countMerge(requests) AS requests,
+        quantilesIfMerge(0.5, 0.9, 0.99)(latency_ms) AS latency,
+        quantilesIfMerge(0.5, 0.9, 0.99)(ttft_ms) AS ttft,
+        avgIfMerge(tokens_per_sec) AS outputTokensPerSec
+     FROM usage_rollup_minute WHERE ${whereClause(query, DIMENSIONS)}
+     ${group.length ? `GROUP BY ${group.join(', ')}` : ''} ORDER BY ${group.length ? group.join(', ') : 'requests DESC'} LIMIT ${query.limit}`,
+  );
+  return shape(rows).map(({ latency, ttft, outputTokensPerSec, ...rest }) => {
+    const [l50, l90, l99] = (latency as number[]) ?? [];
+    const [t50, t90, t99] = (ttft as number[]) ?? [];
+    const finite = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : null);
+    return {
+      ...rest,
+      latencyP50Ms: finite(l50),
+      latencyP90Ms: finite(l90),
+      latencyP99Ms: finite(l99),
+      ttftP50Ms: finite(t50),
+      ttftP90Ms: finite(t90),
+      ttftP99Ms: finite(t99),
+      outputTokensPerSec: finite(outputTokensPerSec),
+    };
+  });
+}
+
+export async function errorAnalytics(clickhouse: ClickHouseClient, query: AnalyticsQuery): Promise<Row[]> {
+  const bucket = bucketSelect(query.bucket);
+  const group = [...bucket.group, ...query.groupBy];
+  return shape(
+    await run(
+      clickhouse,
+      `SELECT ${bucket.select}${groupSelect(query.groupBy, ERROR_COLUMNS)} countMerge(errors) AS errors
+       FROM usage_errors_minute WHERE ${whereClause(query, ERROR_COLUMNS)}
+       ${group.length ? `GROUP BY ${group.join(', ')}` : ''} ORDER BY ${query.bucket === 'none' ? 'errors DESC' : group.join(', ') || 'errors DESC'} LIMIT ${query.limit}`,
+    ),
+  );
+}
+
+export const USAGE_DIMENSIONS = Object.keys(DIMENSIONS);
