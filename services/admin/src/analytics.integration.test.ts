@@ -40,7 +40,10 @@ const clickhouse = testClickHouse(n.database);
 
 beforeAll(async () => {
   const random = seededRandom(3);
-  const records = queuedRecords(sampleUsageRecords(COUNT, { seed: 3, startMs, users: 30 }), { eventKey: (index) => `an-${index}` });
+  const records = queuedRecords(sampleUsageRecords(COUNT, { seed: 3, startMs, users: 30 }), {
+    eventKey: (index) => `an-${index}`,
+    receivedAtMs: startMs + 1800_000,
+  });
   // Duplicates delivered: 15% of the records come again (other request ids).
   const duplicates = records.filter(() => random() < 0.15).map((record) => ({ ...record, meta: { ...record.meta, requestId: `${record.meta.requestId}-again` } }));
   await produceQueued(n.topic, [...records, ...duplicates]);
