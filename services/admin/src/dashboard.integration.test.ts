@@ -1,0 +1,147 @@
+// The dashboard in real headless Chromium (Debian's package, driven by
+// playwright-core): sign in with the admin token, see charts drawn from records
+// posted through the gateway, and manage a key end to end in AI Module
+// Configurations. Screenshots of every page go to screenshots/ (git-ignored).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { ensureChromium } from '../../../scripts/stack/services.js';
+import { sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
+import {
+  createTestKey,
+  eventually,
+  postUsage,
+  projectRoot,
+  queryRows,
+  stackEnv,
+  startGateway,
+  startIngester,
+  startService,
+  testClickHouse,
+  uniqueName,
+  type ServiceProcess,
+} from '../../../test/helpers/stack.js';
+
+const n = { topic: uniqueName('dash'), keyPrefix: `${uniqueName('dash')}:`, database: uniqueName('dash'), groupId: uniqueName('dash') };
+const adminToken = `dashboard-${uniqueName('token')}-abcdefghijkl`;
+const shots = path.join(projectRoot, 'screenshots');
+const services: ServiceProcess[] = [];
+let gateway: ServiceProcess;
+let admin: ServiceProcess;
+let browser: Browser;
+let page: Page;
+
+beforeAll(async () => {
+  const executablePath = ensureChromium();
+  const ingester = await startIngester(n);
+  gateway = await startGateway({ topic: n.topic, keyPrefix: n.keyPrefix });
+  admin = await startService('admin', stackEnv({ ADMIN_TOKEN: adminToken, ADMIN_PORT: 0, CLICKHOUSE_DATABASE: n.database, REDIS_KEY_PREFIX: n.keyPrefix }), /admin listening/);
+  services.push(ingester, gateway, admin);
+
+  // Two hours of traffic posted through the gateway, ending now.
+  const key = await createTestKey(n.keyPrefix, 'prod', 'dashboard-data');
+  const records = sampleUsageRecords(240, { seed: 9, startMs: Date.now() - 2 * 3600_000 });
+  for (const [index, record] of records.entries()) {
+    if (record.timing) {
+      const shift = Date.now() - 2 * 3600_000 + index * 30_000 - Date.parse(record.timing.startTime);
+      for (const field of ['startTime', 'firstTokenTime', 'lastTokenTime'] as const) {
+        record.timing[field] = new Date(Date.parse(record.timing[field]) + shift).toISOString();
+      }
+    }
+  }
+  const answers = await Promise.all(records.map((record) => postUsage(gateway.url, record, { 'x-api-key': key.key })));
+  expect(answers.every((answer) => answer.status === 202)).toBe(true);
+  const clickhouse = testClickHouse(n.database);
+  await eventually(async () => Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events'))[0]?.n) === 240, 30_000);
+  await clickhouse.close();
+
+  fs.mkdirSync(shots, { recursive: true });
+  browser = await chromium.launch({
+    executablePath,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+  page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  page.on('dialog', (dialog) => void dialog.accept());
+}, 180_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await Promise.all(services.map((service) => service.stop()));
+});
+
+async function openPage(id: string) {
+  await page.evaluate((target) => (location.hash = target), id);
+  await page.waitForSelector(`body[data-ready="${id}"]`, { timeout: 15_000 });
+  await page.waitForTimeout(300);
+  await page.screenshot({ path: path.join(shots, `${id}.png`), fullPage: true });
+}
+
+describe('dashboard', () => {
+  it('refuses a wrong token and signs in with the admin token', async () => {
+    await page.goto(admin.url);
+    await page.fill('#token', 'not-the-token');
+    await page.click('#sign-in');
+    await page.waitForSelector('text=That token was refused.');
+    await page.fill('#token', adminToken);
+    await page.click('#sign-in');
+    await page.waitForSelector('body[data-ready="overview"]', { timeout: 15_000 });
+  });
+
+  it('Overview draws charts from the posted records', async () => {
+    await openPage('overview');
+    expect(await page.textContent('[data-metric="Requests"]')).toBe('240');
+    expect(await page.locator('#page-overview canvas').count()).toBe(5);
+    // A drawn chart has non-blank pixels.
+    const drawn = await page.evaluate(() => {
+      const canvas = document.querySelector('#page-overview canvas') as HTMLCanvasElement;
+      const data = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height).data;
+      let painted = 0;
+      for (let i = 3; i < data.length; i += 4) if (data[i]! > 0) painted++;
+      return painted;
+    });
+    expect(drawn).toBeGreaterThan(1000);
+  });
+
+  it('Models, Errors and Users show their tables and charts', async () => {
+    await openPage('models');
+    expect(await page.locator('#page-models canvas').count()).toBe(3);
+    expect(await page.textContent('#page-models table')).toContain('openai/gpt-4o');
+    await openPage('errors');
+    expect(await page.textContent('#page-errors')).toMatch(/rate_limit_exceeded|timeout|context_length_exceeded/);
+    await openPage('users');
+    expect(await page.textContent('#page-users table')).toMatch(/user-\d+/);
+  });
+
+  it('the environment filter and an empty range show the empty state', async () => {
+    await page.selectOption('#environment', 'dev');
+    await page.waitForSelector('body[data-ready="users"]');
+    await page.evaluate(() => (location.hash = 'overview'));
+    await page.waitForSelector('text=No data in this time range yet.', { timeout: 15_000 });
+    await page.screenshot({ path: path.join(shots, 'overview-empty.png'), fullPage: true });
+    await page.selectOption('#environment', '');
+    await page.waitForSelector('[data-metric="Requests"]:has-text("240")', { timeout: 15_000 });
+  });
+
+  it('AI Module Configurations: create a key, post with it, delete it, and the next post is refused', async () => {
+    await openPage('keys');
+    await page.fill('#key-name', 'browser-made');
+    await page.selectOption('#key-env', 'qa');
+    await page.click('#create-key');
+    const key = (await page.textContent('#new-key', { timeout: 10_000 }))!.trim();
+    expect(key).toMatch(/^otm_qa_/);
+    await page.screenshot({ path: path.join(shots, 'keys-created.png'), fullPage: true });
+    expect((await postUsage(gateway.url, sampleUsageRecords(1, { seed: 1 })[0], { 'x-api-key': key })).status).toBe(202);
+
+    const row = page.locator('tr', { hasText: 'browser-made' });
+    await row.locator('button[data-delete]').click();
+    await row.waitFor({ state: 'detached', timeout: 10_000 });
+    const deletedAt = Date.now();
+    let status = 0;
+    while (status !== 401 && Date.now() - deletedAt < 2000) {
+      status = (await postUsage(gateway.url, sampleUsageRecords(1, { seed: 1 })[0], { 'x-api-key': key })).status;
+    }
+    expect(status).toBe(401);
+    await page.screenshot({ path: path.join(shots, 'keys-deleted.png'), fullPage: true });
+  });
+});
