@@ -1,11 +1,9 @@
 // Helpers for integration tests: the stack's addresses, unique names per test
 // file, real service processes, an HTTPS client that trusts the local certificate,
 // and readers for the topic and ClickHouse.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { Agent, request as undiciRequest } from 'undici';
@@ -16,6 +14,7 @@ import { decodeWire } from '@otm/shared/registry';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import type { Environment, QueuedUsageRecord } from '@otm/schemas';
 import { ensureLocalCertificate } from '../../scripts/local-tls.js';
+import { startService, type ServiceProcess } from '../../scripts/lib/service-process.js';
 
 export interface StackAddresses {
   KAFKA_BROKERS: string;
@@ -50,89 +49,7 @@ export async function testCertificate() {
   return ensureLocalCertificate(path.join(projectRoot, '.stack', 'tls'));
 }
 
-export interface ServiceProcess {
-  child: ChildProcess;
-  /** Every log line so far, parsed when JSON. */
-  logs: string[];
-  /** The address from the "listening" line, when the service listens. */
-  url: string;
-  metricsPort?: number;
-  /** SIGTERM and wait for exit; resolves with the exit code. */
-  stop(): Promise<number | null>;
-  /** SIGKILL, as a crash. */
-  kill(): Promise<void>;
-  waitForLog(pattern: RegExp, timeoutMs?: number): Promise<string>;
-}
-
-export async function startService(
-  entry: 'gateway' | 'ingester' | 'admin',
-  env: NodeJS.ProcessEnv,
-  ready: RegExp,
-  timeoutMs = 60_000,
-): Promise<ServiceProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(projectRoot, `services/${entry}/src/server.ts`)], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const logs: string[] = [];
-  const listeners = new Set<(line: string) => void>();
-  for (const stream of [child.stdout!, child.stderr!]) {
-    readline.createInterface({ input: stream }).on('line', (line) => {
-      logs.push(line);
-      for (const listener of listeners) listener(line);
-    });
-  }
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const waitForLog = (pattern: RegExp, waitMs = timeoutMs) =>
-    new Promise<string>((resolve, reject) => {
-      const existing = logs.find((line) => pattern.test(line));
-      if (existing) return resolve(existing);
-      const timer = setTimeout(() => {
-        listeners.delete(listener);
-        reject(new Error(`${entry}: no log line matching ${pattern} within ${waitMs} ms; logs:\n${logs.slice(-30).join('\n')}`));
-      }, waitMs);
-      const listener = (line: string) => {
-        if (!pattern.test(line)) return;
-        clearTimeout(timer);
-        listeners.delete(listener);
-        resolve(line);
-      };
-      listeners.add(listener);
-      void exited.then((code) => {
-        if (!listeners.has(listener)) return;
-        clearTimeout(timer);
-        listeners.delete(listener);
-        reject(new Error(`${entry} exited with ${code} before logging ${pattern}; logs:\n${logs.slice(-30).join('\n')}`));
-      });
-    });
-  const line = await waitForLog(ready);
-  let url = '';
-  let metricsPort: number | undefined;
-  try {
-    const parsed = JSON.parse(line) as { address?: string; metricsPort?: number };
-    url = parsed.address ?? '';
-    metricsPort = parsed.metricsPort;
-  } catch {
-    // not a JSON line
-  }
-  return {
-    child,
-    logs,
-    url,
-    metricsPort,
-    waitForLog,
-    async stop() {
-      if (child.exitCode !== null) return child.exitCode;
-      child.kill('SIGTERM');
-      return exited;
-    },
-    async kill() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGKILL');
-      await exited;
-    },
-  };
-}
+export { startService, type ServiceProcess };
 
 export interface GatewayOptions {
   topic: string;

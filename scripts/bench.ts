@@ -1,0 +1,535 @@
+// npm run bench [-- --quick] [-- --runs N]
+// Measures the pipeline on this machine against baselines measured in the same run,
+// each figure the median of several runs (min and max kept), and writes
+// bench/results/latest.json and BENCHMARKS.md. Never fails on a number. All load
+// targets loopback and is bounded in count and time.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Command } from 'commander';
+import { Agent, request } from 'undici';
+import { buildQueuedRecordSchema, type QueuedUsageRecord } from '@otm/schemas';
+import { createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
+import { createRegistry, decodeWire, encodeWire, registerJsonSchema } from '@otm/shared/registry';
+import { createRedis } from '@otm/shared/redis';
+import { createClickHouse, serverVersion } from '@otm/shared/clickhouse';
+import { KeyStore } from '@otm/shared/keys/key-store';
+import { ProduceBatcher } from '../services/gateway/src/produce-batcher.js';
+import { ProducerHandle } from '../services/gateway/src/producer-handle.js';
+import { loadStackConfig, stackAddresses } from './stack/config.js';
+import { stackUp } from './stack/services.js';
+import { ensureLocalCertificate } from './local-tls.js';
+import { queuedRecords, sampleUsageRecords } from './lib/sample-records.js';
+import { startService, type ServiceProcess } from './lib/service-process.js';
+
+const options = new Command('bench')
+  .option('--quick', 'short runs (under 2 minutes in all)')
+  .option('--runs <n>', 'runs per figure (median, min, max)', '3')
+  .parse(process.argv)
+  .opts<{ quick?: boolean; runs: string }>();
+const quick = Boolean(options.quick);
+const runs = Math.max(3, Number(options.runs));
+const scale = quick
+  ? { loadSeconds: 3, latencySeconds: 2, produceRecords: 10_000, ingestRecords: 20_000, freshnessSeconds: 3, revokedKeys: 20 }
+  : { loadSeconds: 10, latencySeconds: 8, produceRecords: 60_000, ingestRecords: 200_000, freshnessSeconds: 10, revokedKeys: 100 };
+
+const stack = loadStackConfig(process.env);
+const addresses = stackAddresses(stack);
+const root = stack.root;
+const runId = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+const work = path.join(stack.dir, 'bench');
+fs.mkdirSync(work, { recursive: true });
+const log = (line: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
+
+interface Figure {
+  median: number;
+  min: number;
+  max: number;
+  samples: number[];
+}
+function figure(samples: number[]): Figure {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return { median: sorted[Math.floor(sorted.length / 2)]!, min: sorted[0]!, max: sorted[sorted.length - 1]!, samples };
+}
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+}
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Peak resident memory of a process so far, in MB (VmHWM). */
+function peakRssMb(pid: number | undefined): number {
+  if (!pid) return NaN;
+  try {
+    const match = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/);
+    return match ? Number(match[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Sum of VmHWM over a process and its children (the cluster primary and workers). */
+function treePeakRssMb(pid: number | undefined): number {
+  if (!pid) return NaN;
+  let total = peakRssMb(pid);
+  try {
+    for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
+      total += peakRssMb(Number(child));
+    }
+  } catch {
+    // no children
+  }
+  return total;
+}
+
+interface LoadResult {
+  accepted: number;
+  non2xx: number;
+  errors: number;
+  perSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+}
+
+function runLoad(spec: Record<string, unknown>): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/bench/load.ts'), JSON.stringify(spec)], {
+      // The local certificate is self-signed; the load stays on loopback.
+      env: { ...process.env, NODE_TLS_REJECT_UNAUTHORIZED: '0', NODE_NO_WARNINGS: '1' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk) => (out += chunk));
+    child.on('exit', (code) => {
+      const line = out.trim().split('\n').pop() ?? '';
+      if (code !== 0) return reject(new Error(`load generator exited ${code}: ${out}`));
+      resolve(JSON.parse(line) as LoadResult);
+    });
+  });
+}
+
+const tls = await ensureLocalCertificate(path.join(stack.dir, 'tls'));
+const serviceEnv = (extra: Record<string, string | number>): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses };
+  for (const [name, value] of Object.entries(extra)) env[name] = String(value);
+  return env;
+};
+// The ready lines are logged at info.
+async function startQuiet(entry: 'gateway' | 'ingester' | 'gateway-cluster', env: NodeJS.ProcessEnv, ready: RegExp): Promise<ServiceProcess> {
+  return startService(entry, { ...env, LOG_LEVEL: 'info' }, ready, 90_000);
+}
+
+log(`starting the local stack (${quick ? 'quick' : 'full'} run, ${runs} runs per figure)`);
+await stackUp(stack);
+
+// Realistic bodies: success records with prompts of 0.5-4 KB and error records, from a seed.
+const bodies = sampleUsageRecords(1000, { seed: 2026 }).map((record) => JSON.stringify(record));
+const bodiesFile = path.join(work, 'bodies.json');
+fs.writeFileSync(bodiesFile, JSON.stringify(bodies));
+const meanBodyBytes = Math.round(bodies.reduce((sum, body) => sum + body.length, 0) / bodies.length);
+
+const redis = createRedis(addresses.REDIS_URL);
+await redis.connect();
+const keyPrefix = `bench-${runId}:`;
+const keyStore = new KeyStore(redis, keyPrefix);
+const benchKey = await keyStore.create({ environment: 'prod', name: 'bench' });
+const kafka = createKafka({ brokers: addresses.KAFKA_BROKERS.split(','), clientId: 'bench' });
+
+const results: Record<string, Record<string, number | string | Figure>> = {};
+
+// 1. Gateway throughput and latency ------------------------------------------------
+{
+  log('1. gateway throughput and latency (baseline: bare Fastify with TLS)');
+  const baseline: number[] = [];
+  const single: number[] = [];
+  const perCore: number[] = [];
+  const p50at50: number[] = [];
+  const p99at50: number[] = [];
+  const p999at50: number[] = [];
+  const p99at80: number[] = [];
+  const non2xx: number[] = [];
+  const rss: number[] = [];
+  const port = 18443;
+  const load = (url: string, extra: Record<string, unknown> = {}) =>
+    runLoad({ url, bodiesFile, headers: { 'x-api-key': benchKey.key }, connections: 50, durationSeconds: scale.loadSeconds, ...extra });
+  for (let run = 0; run < runs; run++) {
+    const baselineServer = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    await new Promise<void>((resolve) => baselineServer.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('baseline listening') && resolve()));
+    baseline.push((await load(`https://127.0.0.1:${port}/v1/telemetry/usage`)).perSec);
+    baselineServer.kill('SIGTERM');
+    await new Promise((resolve) => baselineServer.on('exit', resolve));
+
+    const topic = `bench.gateway.${runId}.${run}`;
+    const gatewayEnv = serviceEnv({
+      USAGE_TOPIC: topic,
+      REDIS_KEY_PREFIX: keyPrefix,
+      GATEWAY_PORT: port,
+      METRICS_PORT: 0,
+      TLS_CERT_FILE: tls.certFile,
+      TLS_KEY_FILE: tls.keyFile,
+    });
+    const gateway = await startQuiet('gateway', gatewayEnv, /gateway listening/);
+    const url = `https://127.0.0.1:${port}/v1/telemetry/usage`;
+    const max = await load(url);
+    single.push(max.perSec);
+    non2xx.push(max.non2xx + max.errors);
+    const at50 = await load(url, { overallRate: Math.max(1, Math.floor(max.perSec * 0.5)), durationSeconds: scale.latencySeconds });
+    p50at50.push(at50.p50Ms);
+    p99at50.push(at50.p99Ms);
+    p999at50.push(at50.p999Ms);
+    const at80 = await load(url, { overallRate: Math.max(1, Math.floor(max.perSec * 0.8)), durationSeconds: scale.latencySeconds });
+    p99at80.push(at80.p99Ms);
+    rss.push(peakRssMb(gateway.child.pid));
+    await gateway.stop();
+
+    const cluster = await startQuiet('gateway-cluster', { ...gatewayEnv, GATEWAY_WORKERS: String(os.availableParallelism()) }, /gateway listening/);
+    await sleep(1500); // let every worker listen
+    perCore.push((await load(url)).perSec);
+    await cluster.stop();
+    log(`   run ${run + 1}: baseline ${baseline.at(-1)!.toFixed(0)}/s, gateway ${single.at(-1)!.toFixed(0)}/s, per-core ${perCore.at(-1)!.toFixed(0)}/s, p99@50% ${p99at50.at(-1)} ms`);
+  }
+  const gateway = figure(single);
+  const base = figure(baseline);
+  results.gateway = {
+    recordsPerSec: gateway.median,
+    baselinePerSec: base.median,
+    ratio: gateway.median / base.median,
+    perCoreRecordsPerSec: figure(perCore).median,
+    p50Ms: figure(p50at50).median,
+    p99Ms: figure(p99at50).median,
+    p999Ms: figure(p999at50).median,
+    p99MsAt80: figure(p99at80).median,
+    non2xxAtMax: figure(non2xx).median,
+    meanBodyBytes,
+    single: gateway,
+    baseline: base,
+    perCore: figure(perCore),
+    p99At50: figure(p99at50),
+    p99At80: figure(p99at80),
+  };
+  results.memory = { gatewayRssMb: figure(rss).median, gatewayRss: figure(rss) };
+}
+
+// 2. Produce path ------------------------------------------------------------------
+{
+  log('2. produce path: the gateway batcher vs kafkajs sendBatch in large batches');
+  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
+  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
+  const messages = queuedRecords(sampleUsageRecords(scale.produceRecords, { seed: 7 }), { eventKey: (i) => `p-${runId}-${i}` }).map((record) => ({
+    key: record.meta.eventKey,
+    value: encodeWire(schemaId, JSON.stringify(record)),
+  }));
+  const batcherRates: number[] = [];
+  const baselineRates: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    const topic = `bench.produce.${runId}.${run}`;
+    await ensureTopic(kafka, topic, 6);
+    const handle = new ProducerHandle(kafka, { retries: 2, maxRetryTimeMs: 5000 });
+    await handle.current();
+    const batcher = new ProduceBatcher(handle, {
+      topic,
+      lingerMs: 2,
+      maxBatchRecords: 1000,
+      maxBatchBytes: 4 * 1024 * 1024,
+      maxQueuedRecords: messages.length,
+      sendTimeoutMs: 30_000,
+    });
+    let started = performance.now();
+    await Promise.all(messages.map((message) => batcher.enqueue(message)));
+    batcherRates.push(messages.length / ((performance.now() - started) / 1000));
+    await handle.reset();
+
+    const baselineTopic = `${topic}.baseline`;
+    await ensureTopic(kafka, baselineTopic, 6);
+    const producer = createDurableProducer(kafka, { retries: 2, maxRetryTimeMs: 5000 });
+    await producer.connect();
+    started = performance.now();
+    for (let start = 0; start < messages.length; start += 1000) {
+      await producer.sendBatch({ acks: -1, topicMessages: [{ topic: baselineTopic, messages: messages.slice(start, start + 1000) }] });
+    }
+    baselineRates.push(messages.length / ((performance.now() - started) / 1000));
+    await producer.disconnect();
+    log(`   run ${run + 1}: batcher ${batcherRates.at(-1)!.toFixed(0)}/s, sendBatch ${baselineRates.at(-1)!.toFixed(0)}/s`);
+  }
+  const batched = figure(batcherRates);
+  const base = figure(baselineRates);
+  results.produce = { recordsPerSec: batched.median, baselinePerSec: base.median, ratio: batched.median / base.median, batcher: batched, baseline: base };
+}
+
+// 3. Ingester throughput -----------------------------------------------------------
+{
+  log(`3. ingester throughput: ${scale.ingestRecords} records pre-filled (baseline: bare kafkajs consumer + JSON.parse)`);
+  const topic = `bench.ingest.${runId}`;
+  await ensureTopic(kafka, topic, 6);
+  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
+  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
+  const producer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
+  await producer.connect();
+  const chunk = 10_000;
+  for (let start = 0; start < scale.ingestRecords; start += chunk) {
+    const records: QueuedUsageRecord[] = queuedRecords(sampleUsageRecords(Math.min(chunk, scale.ingestRecords - start), { seed: start + 1, startMs: Date.now() - 3600_000 }), {
+      eventKey: (i) => `i-${runId}-${start + i}`,
+    });
+    const encoded = records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
+    for (let offset = 0; offset < encoded.length; offset += 1000) {
+      await producer.send({ topic, acks: -1, messages: encoded.slice(offset, offset + 1000) });
+    }
+  }
+  await producer.disconnect();
+
+  const ingestRates: number[] = [];
+  const bareRates: number[] = [];
+  const rss: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    // Baseline: read and decode the same topic, nothing else.
+    const consumer = kafka.consumer({ groupId: `bench-bare-${runId}-${run}`, maxBytesPerPartition: 16 * 1024 * 1024, maxWaitTimeInMs: 250 });
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    let seen = 0;
+    let started = 0;
+    await new Promise<void>((resolve) => {
+      void consumer.run({
+        eachBatch: async ({ batch }) => {
+          if (started === 0) started = performance.now();
+          for (const message of batch.messages) {
+            const wire = decodeWire(message.value);
+            if (wire.ok) JSON.parse(wire.json);
+            seen++;
+          }
+          if (seen >= scale.ingestRecords) resolve();
+        },
+      });
+    });
+    bareRates.push(scale.ingestRecords / ((performance.now() - started) / 1000));
+    await consumer.disconnect();
+
+    const database = `bench_${runId}_${run}`;
+    const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
+    const ingester = await startQuiet(
+      'ingester',
+      serviceEnv({ USAGE_TOPIC: topic, CLICKHOUSE_DATABASE: database, INGEST_GROUP_ID: `bench-ingest-${runId}-${run}`, REDIS_KEY_PREFIX: `bench-${runId}-${run}:`, METRICS_PORT: 0 }),
+      /ingester consuming/,
+    );
+    const ingestStart = performance.now();
+    for (;;) {
+      const result = await clickhouse.query({ query: 'SELECT count() AS n FROM usage_events', format: 'JSONEachRow' });
+      const [row] = await result.json<{ n: string }>();
+      if (Number(row?.n) >= scale.ingestRecords) break;
+      if (performance.now() - ingestStart > 600_000) throw new Error('ingester did not finish within 10 minutes');
+      await sleep(100);
+    }
+    ingestRates.push(scale.ingestRecords / ((performance.now() - ingestStart) / 1000));
+    rss.push(peakRssMb(ingester.child.pid));
+    await ingester.stop();
+    await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
+    await clickhouse.close();
+    log(`   run ${run + 1}: ingester ${ingestRates.at(-1)!.toFixed(0)} rows/s, bare consumer ${bareRates.at(-1)!.toFixed(0)}/s, ingester peak RSS ${rss.at(-1)!.toFixed(0)} MB`);
+  }
+  const ingest = figure(ingestRates);
+  const bare = figure(bareRates);
+  results.ingester = { rowsPerSec: ingest.median, baselinePerSec: bare.median, ratio: ingest.median / bare.median, records: scale.ingestRecords, ingester: ingest, baseline: bare };
+  results.memory = { ...results.memory, ingesterRssMb: figure(rss).median, ingesterRss: figure(rss) };
+}
+
+// 4. Freshness ---------------------------------------------------------------------
+{
+  log('4. freshness: 202 -> row visible to an analytics query, at fixed rates');
+  const port = 18444;
+  const agent = new Agent({ connect: { ca: fs.readFileSync(tls.certFile) } });
+  for (const rate of [2000, 5000]) {
+    const p50s: number[] = [];
+    const p99s: number[] = [];
+    const achieved: number[] = [];
+    for (let run = 0; run < runs; run++) {
+      const topic = `bench.fresh.${runId}.${rate}.${run}`;
+      const database = `bench_fresh_${runId}_${rate}_${run}`;
+      const prefix = `bench-fresh-${runId}-${rate}-${run}:`;
+      const key = await new KeyStore(redis, prefix).create({ environment: 'prod', name: 'freshness' });
+      const ingester = await startQuiet(
+        'ingester',
+        serviceEnv({ USAGE_TOPIC: topic, CLICKHOUSE_DATABASE: database, INGEST_GROUP_ID: `bench-fresh-${runId}-${rate}-${run}`, REDIS_KEY_PREFIX: prefix, METRICS_PORT: 0 }),
+        /ingester consuming/,
+      );
+      const gateway = await startQuiet(
+        'gateway',
+        serviceEnv({ USAGE_TOPIC: topic, REDIS_KEY_PREFIX: prefix, GATEWAY_PORT: port, METRICS_PORT: 0, TLS_CERT_FILE: tls.certFile, TLS_KEY_FILE: tls.keyFile }),
+        /gateway listening/,
+      );
+      const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
+      const url = `https://127.0.0.1:${port}/v1/telemetry/usage`;
+      const background = runLoad({ url, bodiesFile, headers: { 'x-api-key': key.key }, connections: 50, durationSeconds: scale.freshnessSeconds, overallRate: rate });
+      // Markers: 10 per second, each with a user id of its own, timed from its 202.
+      const accepted = new Map<string, number>();
+      const visible = new Map<string, number>();
+      const markerEnd = Date.now() + scale.freshnessSeconds * 1000 - 500;
+      let index = 0;
+      const markers = (async () => {
+        while (Date.now() < markerEnd) {
+          const userId = `fresh-${runId}-${index++}`;
+          const record = JSON.parse(bodies[index % bodies.length]!);
+          record.user.id = userId;
+          const response = await request(url, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json', 'x-api-key': key.key }, body: JSON.stringify(record) });
+          await response.body.text();
+          if (response.statusCode === 202) accepted.set(userId, performance.now());
+          await sleep(100);
+        }
+      })();
+      const poll = (async () => {
+        const deadline = Date.now() + scale.freshnessSeconds * 1000 + 15_000;
+        while (Date.now() < deadline) {
+          const pending = [...accepted.keys()].filter((id) => !visible.has(id));
+          if (pending.length > 0) {
+            try {
+              const result = await clickhouse.query({
+                query: `SELECT user_id FROM usage_rollup_minute WHERE user_id IN (${pending.map((id) => `'${id}'`).join(',')}) GROUP BY user_id`,
+                format: 'JSONEachRow',
+              });
+              const now = performance.now();
+              for (const row of await result.json<{ user_id: string }>()) visible.set(row.user_id, now);
+            } catch {
+              // the database appears with the ingester's first migration
+            }
+          } else if (Date.now() > markerEnd + 1000) break;
+          await sleep(20);
+        }
+      })();
+      const [load] = await Promise.all([background, markers, poll]);
+      const delays = [...visible.entries()].map(([id, at]) => at - accepted.get(id)!);
+      p50s.push(percentile(delays, 50));
+      p99s.push(percentile(delays, 99));
+      achieved.push(load.perSec);
+      await Promise.all([gateway.stop(), ingester.stop()]);
+      await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
+      await clickhouse.close();
+      log(`   ${rate}/s run ${run + 1}: achieved ${load.perSec.toFixed(0)}/s, ${delays.length}/${accepted.size} markers seen, p50 ${percentile(delays, 50).toFixed(0)} ms, p99 ${percentile(delays, 99).toFixed(0)} ms`);
+    }
+    results.freshness = {
+      ...(results.freshness ?? {}),
+      [`p50MsAt${rate}`]: figure(p50s).median,
+      [`p99MsAt${rate}`]: figure(p99s).median,
+      [`achievedPerSecAt${rate}`]: figure(achieved).median,
+      [`p99At${rate}`]: figure(p99s),
+    };
+  }
+  results.freshness = { ...results.freshness, p99Ms: results.freshness!.p99MsAt5000 as number, p50Ms: results.freshness!.p50MsAt5000 as number };
+  await agent.close();
+}
+
+// 5. Revocation --------------------------------------------------------------------
+{
+  log(`5. revocation: ${scale.revokedKeys} keys deleted while 2 gateways serve traffic`);
+  const topic = `bench.revoke.${runId}`;
+  const prefix = `bench-revoke-${runId}:`;
+  const store = new KeyStore(redis, prefix);
+  const gateways = await Promise.all(
+    [18445, 18446].map((port) =>
+      startQuiet('gateway', serviceEnv({ USAGE_TOPIC: topic, REDIS_KEY_PREFIX: prefix, GATEWAY_PORT: port, METRICS_PORT: 0, TLS_CERT_FILE: tls.certFile, TLS_KEY_FILE: tls.keyFile }), /gateway listening/),
+    ),
+  );
+  const agent = new Agent({ connect: { ca: fs.readFileSync(tls.certFile) } });
+  const post = async (gateway: ServiceProcess, key: string) => {
+    const response = await request(`${gateway.url}/v1/telemetry/usage`, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json', 'x-api-key': key }, body: bodies[0] });
+    await response.body.text();
+    return response.statusCode;
+  };
+  const samples: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    const keys = await Promise.all(Array.from({ length: scale.revokedKeys }, (_, i) => store.create({ environment: 'dev', name: `revoke-${run}-${i}` })));
+    for (const key of keys) for (const gateway of gateways) await post(gateway, key.key); // warm both caches
+    // Background traffic on both instances with a key that stays valid.
+    const steady = await store.create({ environment: 'prod', name: 'steady' });
+    const traffic = gateways.map((gateway) =>
+      runLoad({ url: `${gateway.url}/v1/telemetry/usage`, bodiesFile, headers: { 'x-api-key': steady.key }, connections: 4, durationSeconds: quick ? 4 : 10, overallRate: 300 }),
+    );
+    await sleep(500);
+    for (const key of keys) {
+      await store.delete(key.id);
+      const deletedAt = performance.now();
+      await Promise.all(
+        gateways.map(async (gateway) => {
+          while ((await post(gateway, key.key)) !== 401) {
+            if (performance.now() - deletedAt > 5000) break;
+          }
+          samples.push(performance.now() - deletedAt);
+        }),
+      );
+    }
+    await Promise.allSettled(traffic);
+    log(`   run ${run + 1}: p50 ${percentile(samples, 50).toFixed(1)} ms, max ${Math.max(...samples).toFixed(1)} ms`);
+  }
+  await Promise.all(gateways.map((gateway) => gateway.stop()));
+  await agent.close();
+  results.revocation = { p50Ms: percentile(samples, 50), p99Ms: percentile(samples, 99), maxMs: Math.max(...samples), samples: samples.length };
+}
+
+// Write the figures down ---------------------------------------------------------
+const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database: 'default', username: 'default', password: '' });
+const [chMajor, chMinor] = await serverVersion(clickhouse);
+await clickhouse.close();
+const pom = fs.readFileSync(path.join(root, 'deploy/maven/pom.xml'), 'utf8');
+const machine = {
+  cores: os.availableParallelism(),
+  memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+  cpu: os.cpus()[0]?.model ?? 'unknown',
+  node: process.version,
+  kafka: pom.match(/<kafka.version>([^<]+)/)?.[1] ?? '?',
+  clickhouse: `${chMajor}.${chMinor}`,
+};
+const output: { date: string; mode: string; runs: number; machine: typeof machine } & Record<string, any> = {
+  date: new Date().toISOString(),
+  mode: quick ? 'quick' : 'full',
+  runs,
+  machine,
+  ...results,
+};
+fs.mkdirSync(path.join(root, 'bench/results'), { recursive: true });
+fs.writeFileSync(path.join(root, 'bench/results/latest.json'), `${JSON.stringify(output, null, 2)}\n`);
+fs.writeFileSync(path.join(root, 'BENCHMARKS.md'), renderMarkdown(output));
+log('wrote bench/results/latest.json and BENCHMARKS.md');
+redis.disconnect();
+process.exit(0);
+
+function renderMarkdown(data: typeof output): string {
+  const f = (value: unknown, digits = 0) => (typeof value === 'number' && Number.isFinite(value) ? value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a');
+  const range = (fig: unknown, digits = 0) => {
+    const x = fig as Figure | undefined;
+    return x ? `${f(x.median, digits)} (${f(x.min, digits)}–${f(x.max, digits)})` : 'n/a';
+  };
+  const g = data.gateway as Record<string, any>;
+  const p = data.produce as Record<string, any>;
+  const i = data.ingester as Record<string, any>;
+  const fr = data.freshness as Record<string, any>;
+  const r = data.revocation as Record<string, any>;
+  const m = data.memory as Record<string, any>;
+  return `# Benchmarks
+
+Measured by \`npm run bench${data.mode === 'quick' ? ' -- --quick' : ''}\` on ${data.date.slice(0, 10)}; every figure is the
+median of ${data.runs} runs with min–max in brackets; ratios are against baselines measured in the same run.
+Absolute figures on this shared machine move by 20–40 % between runs; the ratios are what to compare.
+
+Machine: ${data.machine.cores} cores (${data.machine.cpu}), ${data.machine.memoryGiB} GiB, Node ${data.machine.node},
+Kafka ${data.machine.kafka} (KRaft, single node), ClickHouse ${data.machine.clickhouse}; Kafka, Apicurio, Redis,
+ClickHouse and the load generator all share the machine with the service under test.
+
+| figure | measured | baseline | ratio | target |
+| --- | --- | --- | --- | --- |
+| gateway accepted records/s (1 process, mean body ${f(g.meanBodyBytes)} B) | ${range(g.single)} | bare Fastify+TLS ${range(g.baseline)} | ${f(g.ratio, 2)} | ≥ 0.6 |
+| gateway accepted records/s, one process per core | ${range(g.perCore)} | | ${f(g.perCoreRecordsPerSec / g.baselinePerSec, 2)} | |
+| non-202 answers at maximum load | ${f(g.non2xxAtMax)} | | | 0 |
+| gateway latency at 50 % of max: p50 / p99 / p99.9 | ${f(g.p50Ms)} / ${range(g.p99At50)} / ${f(g.p999Ms)} ms | | | p99 < 20 ms |
+| gateway p99 at 80 % of max | ${range(g.p99At80)} ms | | | |
+| produce path records/s (gateway batcher, no HTTP) | ${range(p.batcher)} | kafkajs sendBatch ×1000 ${range(p.baseline)} | ${f(p.ratio, 2)} | ≥ 0.5 |
+| ingester rows/s into ClickHouse (${f(i.records)} records) | ${range(i.ingester)} | bare consumer + JSON.parse ${range(i.baseline)} | ${f(i.ratio, 2)} | ≥ 0.5 |
+| freshness at 2,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt2000)}/s) | ${f(fr.p50MsAt2000)} / ${range(fr.p99At2000)} ms | | | |
+| freshness at 5,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt5000)}/s) | ${f(fr.p50MsAt5000)} / ${range(fr.p99At5000)} ms | | | p99 < 1 s |
+| revocation, 2 instances: p50 / p99 / max (${f(r.samples)} samples) | ${f(r.p50Ms, 1)} / ${f(r.p99Ms, 1)} / ${f(r.maxMs, 1)} ms | | | p99 < 100 ms, max < 500 ms |
+| peak RSS: gateway / ingester | ${range(m.gatewayRss)} / ${range(m.ingesterRss)} MB | | | < 200 / < 300 MB |
+
+Raw figures: \`bench/results/latest.json\`.
+`;
+}

@@ -1,0 +1,93 @@
+// Runs one of the project's services as a real child process and waits for its
+// ready log line; used by the integration tests and the benchmarks.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  /** Every log line so far, parsed when JSON. */
+  logs: string[];
+  /** The address from the "listening" line, when the service listens. */
+  url: string;
+  metricsPort?: number;
+  /** SIGTERM and wait for exit; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL, as a crash. */
+  kill(): Promise<void>;
+  waitForLog(pattern: RegExp, timeoutMs?: number): Promise<string>;
+}
+
+export async function startService(
+  entry: 'gateway' | 'ingester' | 'admin' | 'gateway-cluster',
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  timeoutMs = 60_000,
+): Promise<ServiceProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(projectRoot, entry === 'gateway-cluster' ? 'services/gateway/src/cluster.ts' : `services/${entry}/src/server.ts`)], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  const listeners = new Set<(line: string) => void>();
+  for (const stream of [child.stdout!, child.stderr!]) {
+    readline.createInterface({ input: stream }).on('line', (line) => {
+      logs.push(line);
+      for (const listener of listeners) listener(line);
+    });
+  }
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const waitForLog = (pattern: RegExp, waitMs = timeoutMs) =>
+    new Promise<string>((resolve, reject) => {
+      const existing = logs.find((line) => pattern.test(line));
+      if (existing) return resolve(existing);
+      const timer = setTimeout(() => {
+        listeners.delete(listener);
+        reject(new Error(`${entry}: no log line matching ${pattern} within ${waitMs} ms; logs:\n${logs.slice(-30).join('\n')}`));
+      }, waitMs);
+      const listener = (line: string) => {
+        if (!pattern.test(line)) return;
+        clearTimeout(timer);
+        listeners.delete(listener);
+        resolve(line);
+      };
+      listeners.add(listener);
+      void exited.then((code) => {
+        if (!listeners.has(listener)) return;
+        clearTimeout(timer);
+        listeners.delete(listener);
+        reject(new Error(`${entry} exited with ${code} before logging ${pattern}; logs:\n${logs.slice(-30).join('\n')}`));
+      });
+    });
+  const line = await waitForLog(ready);
+  let url = '';
+  let metricsPort: number | undefined;
+  try {
+    const parsed = JSON.parse(line) as { address?: string; metricsPort?: number };
+    url = parsed.address ?? '';
+    metricsPort = parsed.metricsPort;
+  } catch {
+    // not a JSON line
+  }
+  return {
+    child,
+    logs,
+    url,
+    metricsPort,
+    waitForLog,
+    async stop() {
+      if (child.exitCode !== null) return child.exitCode;
+      child.kill('SIGTERM');
+      return exited;
+    },
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
