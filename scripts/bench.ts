@@ -94,9 +94,11 @@ interface LoadResult {
   p999Ms: number;
 }
 
+/** Closed-loop maximum (autocannon), or with `rate` an open-loop fixed rate (rate-load.ts). */
 function runLoad(spec: Record<string, unknown>): Promise<LoadResult> {
+  const script = spec.rate ? 'scripts/bench/rate-load.ts' : 'scripts/bench/load.ts';
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/bench/load.ts'), JSON.stringify(spec)], {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, script), JSON.stringify(spec)], {
       // The local certificate is self-signed; the load stays on loopback.
       env: { ...process.env, NODE_TLS_REJECT_UNAUTHORIZED: '0', NODE_NO_WARNINGS: '1' },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -178,11 +180,11 @@ const results: Record<string, Record<string, number | string | Figure>> = {};
     const max = await load(url);
     single.push(max.perSec);
     non2xx.push(max.non2xx + max.errors);
-    const at50 = await load(url, { overallRate: Math.max(1, Math.floor(max.perSec * 0.5)), durationSeconds: scale.latencySeconds });
+    const at50 = await load(url, { rate: Math.max(1, Math.floor(max.perSec * 0.5)), durationSeconds: scale.latencySeconds });
     p50at50.push(at50.p50Ms);
     p99at50.push(at50.p99Ms);
     p999at50.push(at50.p999Ms);
-    const at80 = await load(url, { overallRate: Math.max(1, Math.floor(max.perSec * 0.8)), durationSeconds: scale.latencySeconds });
+    const at80 = await load(url, { rate: Math.max(1, Math.floor(max.perSec * 0.8)), durationSeconds: scale.latencySeconds });
     p99at80.push(at80.p99Ms);
     rss.push(peakRssMb(gateway.child.pid));
     await gateway.stop();
@@ -229,10 +231,12 @@ const results: Record<string, Record<string, number | string | Figure>> = {};
   for (let run = 0; run < runs; run++) {
     const topic = `bench.produce.${runId}.${run}`;
     await ensureTopic(kafka, topic, 6);
-    const handle = new ProducerHandle(kafka, { retries: 2, maxRetryTimeMs: 5000 });
-    await handle.current();
-    const batcher = new ProduceBatcher(handle, {
+    // As the gateway runs it: three producers, one batch in flight on each.
+    const handles = Array.from({ length: 3 }, () => new ProducerHandle(kafka, { retries: 2, maxRetryTimeMs: 5000 }));
+    await Promise.all(handles.map((handle) => handle.current()));
+    const batcher = new ProduceBatcher(handles, {
       topic,
+      maxInFlightBatches: handles.length,
       lingerMs: 2,
       maxBatchRecords: 1000,
       maxBatchBytes: 4 * 1024 * 1024,
@@ -242,7 +246,7 @@ const results: Record<string, Record<string, number | string | Figure>> = {};
     let started = performance.now();
     await Promise.all(messages.map((message) => batcher.enqueue(message)));
     batcherRates.push(messages.length / ((performance.now() - started) / 1000));
-    await handle.reset();
+    await Promise.all(handles.map((handle) => handle.reset()));
 
     const baselineTopic = `${topic}.baseline`;
     await ensureTopic(kafka, baselineTopic, 6);
@@ -362,7 +366,7 @@ const results: Record<string, Record<string, number | string | Figure>> = {};
       );
       const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
       const url = `https://127.0.0.1:${port}/v1/telemetry/usage`;
-      const background = runLoad({ url, bodiesFile, headers: { 'x-api-key': key.key }, connections: 50, durationSeconds: scale.freshnessSeconds, overallRate: rate });
+      const background = runLoad({ url, bodiesFile, headers: { 'x-api-key': key.key }, connections: 50, durationSeconds: scale.freshnessSeconds, rate });
       // Markers: 10 per second, each with a user id of its own, timed from its 202.
       const accepted = new Map<string, number>();
       const visible = new Map<string, number>();
@@ -444,7 +448,7 @@ const results: Record<string, Record<string, number | string | Figure>> = {};
     // Background traffic on both instances with a key that stays valid.
     const steady = await store.create({ environment: 'prod', name: 'steady' });
     const traffic = gateways.map((gateway) =>
-      runLoad({ url: `${gateway.url}/v1/telemetry/usage`, bodiesFile, headers: { 'x-api-key': steady.key }, connections: 4, durationSeconds: quick ? 4 : 10, overallRate: 300 }),
+      runLoad({ url: `${gateway.url}/v1/telemetry/usage`, bodiesFile, headers: { 'x-api-key': steady.key }, connections: 4, durationSeconds: quick ? 4 : 10, rate: 300 }),
     );
     await sleep(500);
     for (const key of keys) {

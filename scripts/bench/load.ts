@@ -1,4 +1,5 @@
-// A load generator process (autocannon) against one loopback URL, bounded in time.
+// A closed-loop load generator process (autocannon) against one loopback URL,
+// bounded in time: the maximum accepted rate. Fixed rates use rate-load.ts.
 // Input: one JSON argument; output: one JSON line with the figures.
 import fs from 'node:fs';
 import autocannon from 'autocannon';
@@ -9,7 +10,6 @@ interface LoadSpec {
   headers: Record<string, string>;
   connections: number;
   durationSeconds: number;
-  overallRate?: number;
 }
 
 const spec = JSON.parse(process.argv[2]!) as LoadSpec;
@@ -20,7 +20,6 @@ const result = await autocannon({
   method: 'POST',
   connections: spec.connections,
   duration: Math.min(spec.durationSeconds, 120),
-  overallRate: spec.overallRate,
   headers: { 'content-type': 'application/json', ...spec.headers },
   requests: bodies.map((body) => ({ method: 'POST', body })),
   timeout: 10,

@@ -231,7 +231,6 @@ export class KafkaService extends ProcessService {
         `-Xms${Math.min(256, this.config.kafkaHeapMb)}m`,
         `-Xmx${this.config.kafkaHeapMb}m`,
         '-XX:+UseG1GC',
-        '-XX:TieredStopAtLevel=1',
         `-Dlog4j2.configurationFile=${path.join(this.config.root, 'deploy/kafka/log4j2.yaml')}`,
         '-cp',
         classpath,

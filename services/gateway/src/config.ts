@@ -13,6 +13,7 @@ export const gatewaySpec = {
   PRODUCE_LINGER_MS: nonNegativeInt({ default: 2, desc: 'How long a record waits for others to share its Produce request' }),
   PRODUCE_MAX_BATCH: positiveInt({ default: 1000, desc: 'Records per Produce request at most' }),
   PRODUCE_MAX_BATCH_BYTES: positiveInt({ default: 4 * 1024 * 1024, desc: 'Bytes per Produce request at most' }),
+  PRODUCE_CONCURRENCY: positiveInt({ default: 3, desc: 'Produce requests in flight at once (one idempotent producer each)' }),
   PRODUCE_MAX_QUEUE: positiveInt({ default: 20_000, desc: 'Records waiting for the broker before new ones get 503' }),
   PRODUCE_TIMEOUT_MS: positiveInt({ default: 5000, desc: 'Bound on waiting for a broker acknowledgement before 503' }),
   RETRY_AFTER_SECONDS: positiveInt({ default: 5 }),

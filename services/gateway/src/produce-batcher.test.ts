@@ -70,3 +70,25 @@ describe('ProduceBatcher', () => {
     await expect(batcher.enqueue(message())).rejects.toThrow(/shutting down/);
   });
 });
+
+describe('ProduceBatcher with several producers', () => {
+  it('keeps up to maxInFlightBatches batches in flight, one per producer', async () => {
+    let concurrent = 0;
+    let peak = 0;
+    const slots = Array.from({ length: 3 }, () =>
+      fakeProducer(async () => {
+        concurrent++;
+        peak = Math.max(peak, concurrent);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        concurrent--;
+      }),
+    );
+    const batcher = new ProduceBatcher(
+      slots.map((slot) => slot.factory),
+      { ...options, maxBatchRecords: 10, maxInFlightBatches: 3 },
+    );
+    await Promise.all(Array.from({ length: 60 }, () => batcher.enqueue(message())));
+    expect(peak).toBe(3);
+    expect(slots.reduce((sum, slot) => sum + slot.sends.reduce((a, b) => a + b, 0), 0)).toBe(60);
+  });
+});

@@ -18,6 +18,8 @@ interface Waiting extends QueuedMessage {
 
 export interface ProduceBatcherOptions {
   topic: string;
+  /** Batches in flight at once, each on a producer of its own (an idempotent kafkajs producer allows one request in flight). */
+  maxInFlightBatches?: number;
   lingerMs: number;
   maxBatchRecords: number;
   /** Bytes of record values per Produce request at most (a record larger than this travels alone). */
@@ -32,24 +34,34 @@ export interface ProduceBatcherEvents {
 
 export class ProduceUnavailableError extends Error {}
 
+export interface ProducerSlot {
+  current(): Promise<Producer>;
+  reset(): Promise<void>;
+}
+
 export class ProduceBatcher {
   private queue: Waiting[] = [];
   private timer: NodeJS.Timeout | undefined;
   private sweeper: NodeJS.Timeout | undefined;
-  private sending = false;
+  private inFlight = 0;
   private closed = false;
   private idle: (() => void)[] = [];
 
   /**
-   * @param producerFactory returns the connected producer; after a failed send the
-   * batcher asks for a fresh one, so an idempotent producer whose last request
-   * has an unknown outcome never reuses its sequence numbers.
+   * @param producers one handle per batch that may be in flight; each returns its
+   * connected producer, and after a failed send the batcher resets that handle, so
+   * an idempotent producer whose last request has an unknown outcome never reuses
+   * its sequence numbers.
    */
+  private readonly idleProducers: ProducerSlot[];
+
   constructor(
-    private readonly producerFactory: { current(): Promise<Producer>; reset(): Promise<void> },
+    producers: ProducerSlot | ProducerSlot[],
     private readonly options: ProduceBatcherOptions,
     private readonly events: ProduceBatcherEvents = {},
-  ) {}
+  ) {
+    this.idleProducers = (Array.isArray(producers) ? producers : [producers]).slice(0, options.maxInFlightBatches ?? 1);
+  }
 
   get depth(): number {
     return this.queue.length;
@@ -63,7 +75,7 @@ export class ProduceBatcher {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ ...message, deadline: Date.now() + this.options.sendTimeoutMs, resolve, reject });
       this.sweeper ??= setInterval(() => this.sweep(), 100);
-      if (this.sending) return; // flushed as soon as the in-flight batch completes
+      if (this.idleProducers.length === 0) return; // flushed as soon as an in-flight batch completes
       if (this.queue.length >= this.options.maxBatchRecords) this.flushSoon(0);
       else this.flushSoon(this.options.lingerMs);
     });
@@ -91,16 +103,18 @@ export class ProduceBatcher {
       const error = new ProduceUnavailableError('no broker acknowledgement within the bound');
       for (const waiting of expired) waiting.reject(error);
     }
-    if (this.queue.length === 0 && !this.sending) {
+    if (this.queue.length === 0 && this.inFlight === 0) {
       clearInterval(this.sweeper);
       this.sweeper = undefined;
     }
   }
 
   private async flush(): Promise<void> {
-    if (this.sending || this.queue.length === 0) return;
-    this.sending = true;
+    if (this.idleProducers.length === 0 || this.queue.length === 0) return;
+    const slot = this.idleProducers.pop()!;
+    this.inFlight++;
     const batch = this.takeBatch();
+    if (this.queue.length > 0 && this.idleProducers.length > 0) this.flushSoon(0);
     const started = performance.now();
     // The batch may wait only as long as its most urgent record may.
     const timeoutMs = Math.max(50, Math.min(...batch.map((waiting) => waiting.deadline)) - Date.now());
@@ -108,7 +122,7 @@ export class ProduceBatcher {
     try {
       // The bound covers connecting too: a broker that is down must not hold callers.
       await withTimeout(
-        this.producerFactory.current().then((producer) =>
+        slot.current().then((producer) =>
           producer.send({
             topic: this.options.topic,
             acks: -1,
@@ -124,13 +138,14 @@ export class ProduceBatcher {
       for (const waiting of batch) waiting.reject(failure);
       // The outcome of the failed request is unknown (it may still be written):
       // start over with a new producer id rather than reuse its sequence numbers.
-      await this.producerFactory.reset().catch(() => undefined);
+      await slot.reset().catch(() => undefined);
     } finally {
       this.events.onBatch?.(batch.length, performance.now() - started, ok);
-      this.sending = false;
+      this.inFlight--;
+      this.idleProducers.push(slot);
     }
     if (this.queue.length > 0) this.flushSoon(0);
-    else for (const resolve of this.idle.splice(0)) resolve();
+    else if (this.inFlight === 0) for (const resolve of this.idle.splice(0)) resolve();
   }
 
   private takeBatch(): Waiting[] {
@@ -147,7 +162,7 @@ export class ProduceBatcher {
   /** Stops intake and waits until every queued record has been answered. */
   async drain(): Promise<void> {
     this.closed = true;
-    if (!this.sending && this.queue.length === 0) return;
+    if (this.inFlight === 0 && this.queue.length === 0) return;
     await new Promise<void>((resolve) => this.idle.push(resolve));
   }
 }

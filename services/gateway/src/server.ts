@@ -39,15 +39,19 @@ const keyCache = new KeyCache(keyStore, subscriber, {
 });
 await keyCache.start();
 
-const producerFactory = new ProducerHandle(kafka, { retries: 2, maxRetryTimeMs: config.PRODUCE_TIMEOUT_MS });
-await producerFactory.current();
+const producers = Array.from(
+  { length: config.PRODUCE_CONCURRENCY },
+  () => new ProducerHandle(kafka, { retries: 2, maxRetryTimeMs: config.PRODUCE_TIMEOUT_MS }),
+);
+await Promise.all(producers.map((producer) => producer.current()));
 
 let batcher: ProduceBatcher | undefined;
 const metrics = createGatewayMetrics(() => batcher?.depth ?? 0);
 batcher = new ProduceBatcher(
-  producerFactory,
+  producers,
   {
     topic: config.USAGE_TOPIC,
+    maxInFlightBatches: config.PRODUCE_CONCURRENCY,
     lingerMs: config.PRODUCE_LINGER_MS,
     maxBatchRecords: config.PRODUCE_MAX_BATCH,
     maxBatchBytes: config.PRODUCE_MAX_BATCH_BYTES,
@@ -117,7 +121,7 @@ async function shutdown(signal: string): Promise<void> {
   // records the batcher still delivers), flush the producer, close clients.
   await app.close();
   await batcher?.drain();
-  await producerFactory.reset().catch(() => undefined);
+  await Promise.all(producers.map((producer) => producer.reset()));
   await readyAdmin.disconnect().catch(() => undefined);
   metricsServer.close();
   subscriber.disconnect();

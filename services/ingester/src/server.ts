@@ -43,7 +43,7 @@ const consumer = createConsumer(kafka, {
   groupId: config.INGEST_GROUP_ID,
   maxWaitTimeInMs: config.INGEST_BATCH_MAX_WAIT_MS,
   maxBytesPerPartition: config.INGEST_FETCH_MAX_BYTES,
-  maxBytes: config.INGEST_FETCH_MAX_BYTES * 2,
+  maxBytes: config.INGEST_FETCH_MAX_BYTES * 4,
   // Short enough that a crashed member's partitions move on quickly; our retry
   // loops heartbeat, so a long dependency outage does not cost the membership.
   sessionTimeout: config.INGEST_SESSION_TIMEOUT_MS,
