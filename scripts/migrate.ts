@@ -1,6 +1,6 @@
 // npm run migrate: applies the ClickHouse migrations (idempotent).
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
-import { createClickHouse } from '@otm/shared/clickhouse';
+import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { migrate } from '../services/ingester/src/migrate.js';
 
 const config = parseConfig(process.env, {
@@ -9,12 +9,7 @@ const config = parseConfig(process.env, {
   CLICKHOUSE_USER: infrastructureSpec.CLICKHOUSE_USER,
   CLICKHOUSE_PASSWORD: infrastructureSpec.CLICKHOUSE_PASSWORD,
 });
-const settings = {
-  url: config.CLICKHOUSE_URL,
-  database: config.CLICKHOUSE_DATABASE,
-  username: config.CLICKHOUSE_USER,
-  password: config.CLICKHOUSE_PASSWORD,
-};
+const settings = clickhouseSettingsFrom(config);
 const server = createClickHouse(settings, null);
 const inDatabase = createClickHouse(settings);
 try {

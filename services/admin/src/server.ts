@@ -2,7 +2,7 @@
 import { createLogger } from '@otm/shared/logger';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
-import { createClickHouse } from '@otm/shared/clickhouse';
+import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { registerAnalyticsRoutes } from './analytics-routes.js';
 import { registerDashboard } from './dashboard.js';
 import { buildAdminApp } from './app.js';
@@ -13,12 +13,7 @@ const logger = createLogger('admin', config.LOG_LEVEL);
 const redis = createRedis(config.REDIS_URL, { name: 'admin' });
 await redis.connect();
 
-const clickhouse = createClickHouse({
-  url: config.CLICKHOUSE_URL,
-  database: config.CLICKHOUSE_DATABASE,
-  username: config.CLICKHOUSE_USER,
-  password: config.CLICKHOUSE_PASSWORD,
-});
+const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
 
 const app = await buildAdminApp(
   { adminToken: config.ADMIN_TOKEN },

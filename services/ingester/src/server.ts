@@ -5,7 +5,7 @@ import { createLogger } from '@otm/shared/logger';
 import { createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
-import { createClickHouse } from '@otm/shared/clickhouse';
+import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
 import { loadIngesterConfig } from './config.js';
 import { UsageConsumer } from './consumer.js';
@@ -18,12 +18,7 @@ import { PriceTable } from './prices.js';
 const config = loadIngesterConfig(process.env);
 const logger = createLogger('ingester', config.LOG_LEVEL);
 
-const clickhouseSettings = {
-  url: config.CLICKHOUSE_URL,
-  database: config.CLICKHOUSE_DATABASE,
-  username: config.CLICKHOUSE_USER,
-  password: config.CLICKHOUSE_PASSWORD,
-};
+const clickhouseSettings = clickhouseSettingsFrom(config);
 const server = createClickHouse(clickhouseSettings, null);
 const clickhouse = createClickHouse(clickhouseSettings);
 await migrate(server, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.info(line));

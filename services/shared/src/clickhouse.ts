@@ -9,6 +9,16 @@ export interface ClickHouseSettings {
   password: string;
 }
 
+/** The connection settings from a parsed configuration (CLICKHOUSE_* variables). */
+export function clickhouseSettingsFrom(config: {
+  CLICKHOUSE_URL: string;
+  CLICKHOUSE_DATABASE: string;
+  CLICKHOUSE_USER: string;
+  CLICKHOUSE_PASSWORD: string;
+}): ClickHouseSettings {
+  return { url: config.CLICKHOUSE_URL, database: config.CLICKHOUSE_DATABASE, username: config.CLICKHOUSE_USER, password: config.CLICKHOUSE_PASSWORD };
+}
+
 export function createClickHouse(settings: ClickHouseSettings, database: string | null = settings.database): ClickHouseClient {
   return createClient({
     url: settings.url,
