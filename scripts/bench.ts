@@ -1,4 +1,4 @@
-// npm run bench [-- --quick] [-- --runs N]
+// npm run bench [-- --quick] [-- --runs N]   (npm run bench --quick works too)
 // Measures the pipeline on this machine against baselines measured in the same run,
 // each figure the median of several runs (min and max kept), and writes
 // bench/results/latest.json and BENCHMARKS.md. Never fails on a number. All load
@@ -29,7 +29,8 @@ const options = new Command('bench')
   .option('--runs <n>', 'runs per figure (median, min, max)', '3')
   .parse(process.argv)
   .opts<{ quick?: boolean; runs: string }>();
-const quick = Boolean(options.quick);
+// `npm run bench --quick` (without --) reaches us as npm_config_quick.
+const quick = Boolean(options.quick) || process.env.npm_config_quick === 'true';
 const runs = Math.max(3, Number(options.runs));
 const scale = quick
   ? { loadSeconds: 3, latencySeconds: 2, produceRecords: 10_000, ingestRecords: 20_000, freshnessSeconds: 3, revokedKeys: 20 }

@@ -459,3 +459,24 @@ describe('around the endpoint', () => {
     expect(Date.now() - deletedAt).toBeLessThan(2000);
   });
 });
+
+describe('per-key rate limit', () => {
+  it('answers 429 RateLimited with Retry-After past the configured rate, per key', async () => {
+    const limited = await startGateway({ topic, keyPrefix, extraEnv: { RATE_LIMIT_PER_MINUTE: 3 } });
+    try {
+      const first = await createTestKey(keyPrefix, 'prod', 'limited-1');
+      const second = await createTestKey(keyPrefix, 'prod', 'limited-2');
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await postUsage(limited.url, success(), { 'x-api-key': first.key })).status);
+      expect(statuses).toEqual([202, 202, 202, 429]);
+      const refused = await postUsage(limited.url, success(), { 'x-api-key': first.key });
+      expect(refused.status).toBe(429);
+      expect(refused.body).toMatchObject({ statusCode: 429, errorType: 'RateLimited' });
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      // Another key has its own budget.
+      expect((await postUsage(limited.url, success(), { 'x-api-key': second.key })).status).toBe(202);
+    } finally {
+      await limited.stop();
+    }
+  });
+});
