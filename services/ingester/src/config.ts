@@ -6,6 +6,7 @@ export const ingesterSpec = {
   INGEST_BATCH_MAX_ROWS: positiveInt({ default: 5000, desc: 'Rows per ClickHouse insert at most' }),
   INGEST_BATCH_MAX_WAIT_MS: positiveInt({ default: 250, desc: 'How long a fetch waits to fill a batch' }),
   INGEST_FETCH_MAX_BYTES: positiveInt({ default: 4 * 1024 * 1024, desc: 'Bytes fetched per partition at most (bounds memory)' }),
+  INGEST_CONCURRENCY: positiveInt({ default: 2, desc: 'Partition batches processed at once' }),
   INGEST_RETRY_MAX_MS: positiveInt({ default: 5000, desc: 'Longest pause between retries of a failed dependency' }),
   INGEST_SESSION_TIMEOUT_MS: positiveInt({ default: 10_000, desc: 'Consumer group session timeout' }),
   DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),

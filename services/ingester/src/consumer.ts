@@ -26,6 +26,8 @@ export interface ConsumerOptions {
   topic: string;
   dlqTopic: string;
   maxBatchRows: number;
+  /** Partitions whose batches are processed at once (overlaps waiting on ClickHouse and Redis). */
+  partitionsConcurrently: number;
   retryInitialMs: number;
   retryMaxMs: number;
 }
@@ -61,6 +63,7 @@ export class UsageConsumer {
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.options.partitionsConcurrently,
       eachBatch: (payload) => this.eachBatch(payload),
     });
   }

@@ -63,6 +63,7 @@ const usageConsumer = new UsageConsumer(
     topic: config.USAGE_TOPIC,
     dlqTopic: config.DLQ_TOPIC,
     maxBatchRows: config.INGEST_BATCH_MAX_ROWS,
+    partitionsConcurrently: config.INGEST_CONCURRENCY,
     retryInitialMs: 100,
     retryMaxMs: config.INGEST_RETRY_MAX_MS,
   },
