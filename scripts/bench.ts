@@ -536,5 +536,11 @@ ClickHouse and the load generator all share the machine with the service under t
 | peak RSS: gateway / ingester | ${range(m.gatewayRss)} / ${range(m.ingesterRss)} MB | | | < 200 / < 300 MB |
 
 Raw figures: \`bench/results/latest.json\`.
-`;
+${analysis()}`;
+}
+
+/** The hand-written reading of the figures (bench/analysis.md), kept across runs. */
+function analysis(): string {
+  const file = path.join(root, 'bench/analysis.md');
+  return fs.existsSync(file) ? `\n${fs.readFileSync(file, 'utf8')}` : '';
 }
