@@ -27,8 +27,11 @@ import { startService, type ServiceProcess } from './lib/service-process.js';
 const options = new Command('bench')
   .option('--quick', 'short runs (under 2 minutes in all)')
   .option('--runs <n>', 'runs per figure (median, min, max)', '3')
+  .option('--only <sections>', 'comma-separated subset: gateway,produce,ingester,freshness,revocation (latest.json keeps the other figures)')
   .parse(process.argv)
-  .opts<{ quick?: boolean; runs: string }>();
+  .opts<{ quick?: boolean; runs: string; only?: string }>();
+const only = options.only ? new Set(options.only.split(',')) : undefined;
+const section = (name: string) => !only || only.has(name);
 // `npm run bench --quick` (without --) reaches us as npm_config_quick.
 const quick = Boolean(options.quick) || process.env.npm_config_quick === 'true';
 const runs = Math.max(3, Number(options.runs));
@@ -117,6 +120,8 @@ function runLoad(spec: Record<string, unknown>): Promise<LoadResult> {
 const tls = await ensureLocalCertificate(path.join(stack.dir, 'tls'));
 const serviceEnv = (extra: Record<string, string | number>): NodeJS.ProcessEnv => {
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses };
+  // Tuning variables given to the bench reach the services under test.
+  for (const [name, value] of Object.entries(process.env)) if (/^(INGEST|PRODUCE|KEY_CACHE)_/.test(name)) env[name] = value;
   for (const [name, value] of Object.entries(extra)) env[name] = String(value);
   return env;
 };
@@ -141,10 +146,15 @@ const keyStore = new KeyStore(redis, keyPrefix);
 const benchKey = await keyStore.create({ environment: 'prod', name: 'bench' });
 const kafka = createKafka({ brokers: addresses.KAFKA_BROKERS.split(','), clientId: 'bench' });
 
-const results: Record<string, Record<string, number | string | Figure>> = {};
+// A partial run (--only) keeps the other figures of the last run.
+const latestFile = path.join(root, 'bench/results/latest.json');
+const previous = only && fs.existsSync(latestFile) ? (JSON.parse(fs.readFileSync(latestFile, 'utf8')) as Record<string, any>) : {};
+const results: Record<string, Record<string, number | string | Figure>> = Object.fromEntries(
+  ['gateway', 'produce', 'ingester', 'freshness', 'revocation', 'memory'].filter((key) => previous[key]).map((key) => [key, previous[key]]),
+);
 
 // 1. Gateway throughput and latency ------------------------------------------------
-{
+if (section('gateway')) {
   log('1. gateway throughput and latency (baseline: bare Fastify with TLS)');
   const baseline: number[] = [];
   const single: number[] = [];
@@ -215,11 +225,11 @@ const results: Record<string, Record<string, number | string | Figure>> = {};
     p99At50: figure(p99at50),
     p99At80: figure(p99at80),
   };
-  results.memory = { gatewayRssMb: figure(rss).median, gatewayRss: figure(rss) };
+  results.memory = { ...results.memory, gatewayRssMb: figure(rss).median, gatewayRss: figure(rss) };
 }
 
 // 2. Produce path ------------------------------------------------------------------
-{
+if (section('produce')) {
   log('2. produce path: the gateway batcher vs kafkajs sendBatch in large batches');
   const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
   const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
@@ -267,7 +277,7 @@ const results: Record<string, Record<string, number | string | Figure>> = {};
 }
 
 // 3. Ingester throughput -----------------------------------------------------------
-{
+if (section('ingester')) {
   log(`3. ingester throughput: ${scale.ingestRecords} records pre-filled (baseline: bare kafkajs consumer + JSON.parse)`);
   const topic = `bench.ingest.${runId}`;
   await ensureTopic(kafka, topic, 6);
@@ -342,7 +352,7 @@ const results: Record<string, Record<string, number | string | Figure>> = {};
 }
 
 // 4. Freshness ---------------------------------------------------------------------
-{
+if (section('freshness')) {
   log('4. freshness: 202 -> row visible to an analytics query, at fixed rates');
   const port = 18444;
   const agent = new Agent({ connect: { ca: fs.readFileSync(tls.certFile) } });
@@ -426,7 +436,7 @@ const results: Record<string, Record<string, number | string | Figure>> = {};
 }
 
 // 5. Revocation --------------------------------------------------------------------
-{
+if (section('revocation')) {
   log(`5. revocation: ${scale.revokedKeys} keys deleted while 2 gateways serve traffic`);
   const topic = `bench.revoke.${runId}`;
   const prefix = `bench-revoke-${runId}:`;
