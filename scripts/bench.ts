@@ -27,7 +27,10 @@ import { startService, type ServiceProcess } from './lib/service-process.js';
 const options = new Command('bench')
   .option('--quick', 'short runs (under 2 minutes in all)')
   .option('--runs <n>', 'runs per figure (median, min, max)', '3')
-  .option('--only <sections>', 'comma-separated subset: gateway,produce,ingester,freshness,revocation (latest.json keeps the other figures)')
+  .option(
+    '--only <sections>',
+    'comma-separated subset: gateway,produce,ingester,freshness,revocation (latest.json keeps the other figures)',
+  )
   .parse(process.argv)
   .opts<{ quick?: boolean; runs: string; only?: string }>();
 const only = options.only ? new Set(options.only.split(',')) : undefined;
@@ -74,20 +77,6 @@ function peakRssMb(pid: number | undefined): number {
   }
 }
 
-/** Sum of VmHWM over a process and its children (the cluster primary and workers). */
-function treePeakRssMb(pid: number | undefined): number {
-  if (!pid) return NaN;
-  let total = peakRssMb(pid);
-  try {
-    for (const child of fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
-      total += peakRssMb(Number(child));
-    }
-  } catch {
-    // no children
-  }
-  return total;
-}
-
 interface LoadResult {
   accepted: number;
   non2xx: number;
@@ -126,7 +115,11 @@ const serviceEnv = (extra: Record<string, string | number>): NodeJS.ProcessEnv =
   return env;
 };
 // The ready lines are logged at info.
-async function startQuiet(entry: 'gateway' | 'ingester' | 'gateway-cluster', env: NodeJS.ProcessEnv, ready: RegExp): Promise<ServiceProcess> {
+async function startQuiet(
+  entry: 'gateway' | 'ingester' | 'gateway-cluster',
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+): Promise<ServiceProcess> {
   return startService(entry, { ...env, LOG_LEVEL: 'info' }, ready, 90_000);
 }
 
@@ -169,10 +162,16 @@ if (section('gateway')) {
   const load = (url: string, extra: Record<string, unknown> = {}) =>
     runLoad({ url, bodiesFile, headers: { 'x-api-key': benchKey.key }, connections: 50, durationSeconds: scale.loadSeconds, ...extra });
   for (let run = 0; run < runs; run++) {
-    const baselineServer = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    await new Promise<void>((resolve) => baselineServer.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('baseline listening') && resolve()));
+    const baselineServer = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
+    await new Promise<void>((resolve) =>
+      baselineServer.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('baseline listening') && resolve()),
+    );
     baseline.push((await load(`https://127.0.0.1:${port}/v1/telemetry/usage`)).perSec);
     baselineServer.kill('SIGTERM');
     await new Promise((resolve) => baselineServer.on('exit', resolve));
@@ -200,11 +199,17 @@ if (section('gateway')) {
     rss.push(peakRssMb(gateway.child.pid));
     await gateway.stop();
 
-    const cluster = await startQuiet('gateway-cluster', { ...gatewayEnv, GATEWAY_WORKERS: String(os.availableParallelism()) }, /gateway listening/);
+    const cluster = await startQuiet(
+      'gateway-cluster',
+      { ...gatewayEnv, GATEWAY_WORKERS: String(os.availableParallelism()) },
+      /gateway listening/,
+    );
     await sleep(1500); // let every worker listen
     perCore.push((await load(url)).perSec);
     await cluster.stop();
-    log(`   run ${run + 1}: baseline ${baseline.at(-1)!.toFixed(0)}/s, gateway ${single.at(-1)!.toFixed(0)}/s, per-core ${perCore.at(-1)!.toFixed(0)}/s, p99@50% ${p99at50.at(-1)} ms`);
+    log(
+      `   run ${run + 1}: baseline ${baseline.at(-1)!.toFixed(0)}/s, gateway ${single.at(-1)!.toFixed(0)}/s, per-core ${perCore.at(-1)!.toFixed(0)}/s, p99@50% ${p99at50.at(-1)} ms`,
+    );
   }
   const gateway = figure(single);
   const base = figure(baseline);
@@ -233,10 +238,12 @@ if (section('produce')) {
   log('2. produce path: the gateway batcher vs kafkajs sendBatch in large batches');
   const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
   const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
-  const messages = queuedRecords(sampleUsageRecords(scale.produceRecords, { seed: 7 }), { eventKey: (i) => `p-${runId}-${i}` }).map((record) => ({
-    key: record.meta.eventKey,
-    value: encodeWire(schemaId, JSON.stringify(record)),
-  }));
+  const messages = queuedRecords(sampleUsageRecords(scale.produceRecords, { seed: 7 }), { eventKey: (i) => `p-${runId}-${i}` }).map(
+    (record) => ({
+      key: record.meta.eventKey,
+      value: encodeWire(schemaId, JSON.stringify(record)),
+    }),
+  );
   const batcherRates: number[] = [];
   const baselineRates: number[] = [];
   for (let run = 0; run < runs; run++) {
@@ -273,7 +280,13 @@ if (section('produce')) {
   }
   const batched = figure(batcherRates);
   const base = figure(baselineRates);
-  results.produce = { recordsPerSec: batched.median, baselinePerSec: base.median, ratio: batched.median / base.median, batcher: batched, baseline: base };
+  results.produce = {
+    recordsPerSec: batched.median,
+    baselinePerSec: base.median,
+    ratio: batched.median / base.median,
+    batcher: batched,
+    baseline: base,
+  };
 }
 
 // 3. Ingester throughput -----------------------------------------------------------
@@ -287,9 +300,12 @@ if (section('ingester')) {
   await producer.connect();
   const chunk = 10_000;
   for (let start = 0; start < scale.ingestRecords; start += chunk) {
-    const records: QueuedUsageRecord[] = queuedRecords(sampleUsageRecords(Math.min(chunk, scale.ingestRecords - start), { seed: start + 1, startMs: Date.now() - 3600_000 }), {
-      eventKey: (i) => `i-${runId}-${start + i}`,
-    });
+    const records: QueuedUsageRecord[] = queuedRecords(
+      sampleUsageRecords(Math.min(chunk, scale.ingestRecords - start), { seed: start + 1, startMs: Date.now() - 3600_000 }),
+      {
+        eventKey: (i) => `i-${runId}-${start + i}`,
+      },
+    );
     const encoded = records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
     for (let offset = 0; offset < encoded.length; offset += 1000) {
       await producer.send({ topic, acks: -1, messages: encoded.slice(offset, offset + 1000) });
@@ -302,7 +318,11 @@ if (section('ingester')) {
   const rss: number[] = [];
   for (let run = 0; run < runs; run++) {
     // Baseline: read and decode the same topic, nothing else.
-    const consumer = kafka.consumer({ groupId: `bench-bare-${runId}-${run}`, maxBytesPerPartition: 16 * 1024 * 1024, maxWaitTimeInMs: 250 });
+    const consumer = kafka.consumer({
+      groupId: `bench-bare-${runId}-${run}`,
+      maxBytesPerPartition: 16 * 1024 * 1024,
+      maxWaitTimeInMs: 250,
+    });
     await consumer.connect();
     await consumer.subscribe({ topic, fromBeginning: true });
     let seen = 0;
@@ -327,7 +347,13 @@ if (section('ingester')) {
     const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
     const ingester = await startQuiet(
       'ingester',
-      serviceEnv({ USAGE_TOPIC: topic, CLICKHOUSE_DATABASE: database, INGEST_GROUP_ID: `bench-ingest-${runId}-${run}`, REDIS_KEY_PREFIX: `bench-${runId}-${run}:`, METRICS_PORT: 0 }),
+      serviceEnv({
+        USAGE_TOPIC: topic,
+        CLICKHOUSE_DATABASE: database,
+        INGEST_GROUP_ID: `bench-ingest-${runId}-${run}`,
+        REDIS_KEY_PREFIX: `bench-${runId}-${run}:`,
+        METRICS_PORT: 0,
+      }),
       /ingester consuming/,
     );
     const ingestStart = performance.now();
@@ -343,11 +369,20 @@ if (section('ingester')) {
     await ingester.stop();
     await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
     await clickhouse.close();
-    log(`   run ${run + 1}: ingester ${ingestRates.at(-1)!.toFixed(0)} rows/s, bare consumer ${bareRates.at(-1)!.toFixed(0)}/s, ingester peak RSS ${rss.at(-1)!.toFixed(0)} MB`);
+    log(
+      `   run ${run + 1}: ingester ${ingestRates.at(-1)!.toFixed(0)} rows/s, bare consumer ${bareRates.at(-1)!.toFixed(0)}/s, ingester peak RSS ${rss.at(-1)!.toFixed(0)} MB`,
+    );
   }
   const ingest = figure(ingestRates);
   const bare = figure(bareRates);
-  results.ingester = { rowsPerSec: ingest.median, baselinePerSec: bare.median, ratio: ingest.median / bare.median, records: scale.ingestRecords, ingester: ingest, baseline: bare };
+  results.ingester = {
+    rowsPerSec: ingest.median,
+    baselinePerSec: bare.median,
+    ratio: ingest.median / bare.median,
+    records: scale.ingestRecords,
+    ingester: ingest,
+    baseline: bare,
+  };
   results.memory = { ...results.memory, ingesterRssMb: figure(rss).median, ingesterRss: figure(rss) };
 }
 
@@ -367,17 +402,37 @@ if (section('freshness')) {
       const key = await new KeyStore(redis, prefix).create({ environment: 'prod', name: 'freshness' });
       const ingester = await startQuiet(
         'ingester',
-        serviceEnv({ USAGE_TOPIC: topic, CLICKHOUSE_DATABASE: database, INGEST_GROUP_ID: `bench-fresh-${runId}-${rate}-${run}`, REDIS_KEY_PREFIX: prefix, METRICS_PORT: 0 }),
+        serviceEnv({
+          USAGE_TOPIC: topic,
+          CLICKHOUSE_DATABASE: database,
+          INGEST_GROUP_ID: `bench-fresh-${runId}-${rate}-${run}`,
+          REDIS_KEY_PREFIX: prefix,
+          METRICS_PORT: 0,
+        }),
         /ingester consuming/,
       );
       const gateway = await startQuiet(
         'gateway',
-        serviceEnv({ USAGE_TOPIC: topic, REDIS_KEY_PREFIX: prefix, GATEWAY_PORT: port, METRICS_PORT: 0, TLS_CERT_FILE: tls.certFile, TLS_KEY_FILE: tls.keyFile }),
+        serviceEnv({
+          USAGE_TOPIC: topic,
+          REDIS_KEY_PREFIX: prefix,
+          GATEWAY_PORT: port,
+          METRICS_PORT: 0,
+          TLS_CERT_FILE: tls.certFile,
+          TLS_KEY_FILE: tls.keyFile,
+        }),
         /gateway listening/,
       );
       const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
       const url = `https://127.0.0.1:${port}/v1/telemetry/usage`;
-      const background = runLoad({ url, bodiesFile, headers: { 'x-api-key': key.key }, connections: 50, durationSeconds: scale.freshnessSeconds, rate });
+      const background = runLoad({
+        url,
+        bodiesFile,
+        headers: { 'x-api-key': key.key },
+        connections: 50,
+        durationSeconds: scale.freshnessSeconds,
+        rate,
+      });
       // Markers: 10 per second, each with a user id of its own, timed from its 202.
       const accepted = new Map<string, number>();
       const visible = new Map<string, number>();
@@ -388,7 +443,12 @@ if (section('freshness')) {
           const userId = `fresh-${runId}-${index++}`;
           const record = JSON.parse(bodies[index % bodies.length]!);
           record.user.id = userId;
-          const response = await request(url, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json', 'x-api-key': key.key }, body: JSON.stringify(record) });
+          const response = await request(url, {
+            method: 'POST',
+            dispatcher: agent,
+            headers: { 'content-type': 'application/json', 'x-api-key': key.key },
+            body: JSON.stringify(record),
+          });
           await response.body.text();
           if (response.statusCode === 202) accepted.set(userId, performance.now());
           await sleep(100);
@@ -421,7 +481,9 @@ if (section('freshness')) {
       await Promise.all([gateway.stop(), ingester.stop()]);
       await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
       await clickhouse.close();
-      log(`   ${rate}/s run ${run + 1}: achieved ${load.perSec.toFixed(0)}/s, ${delays.length}/${accepted.size} markers seen, p50 ${percentile(delays, 50).toFixed(0)} ms, p99 ${percentile(delays, 99).toFixed(0)} ms`);
+      log(
+        `   ${rate}/s run ${run + 1}: achieved ${load.perSec.toFixed(0)}/s, ${delays.length}/${accepted.size} markers seen, p50 ${percentile(delays, 50).toFixed(0)} ms, p99 ${percentile(delays, 99).toFixed(0)} ms`,
+      );
     }
     results.freshness = {
       ...(results.freshness ?? {}),
@@ -431,7 +493,11 @@ if (section('freshness')) {
       [`p99At${rate}`]: figure(p99s),
     };
   }
-  results.freshness = { ...results.freshness, p99Ms: results.freshness!.p99MsAt5000 as number, p50Ms: results.freshness!.p50MsAt5000 as number };
+  results.freshness = {
+    ...results.freshness,
+    p99Ms: results.freshness!.p99MsAt5000 as number,
+    p50Ms: results.freshness!.p50MsAt5000 as number,
+  };
   await agent.close();
 }
 
@@ -443,23 +509,48 @@ if (section('revocation')) {
   const store = new KeyStore(redis, prefix);
   const gateways = await Promise.all(
     [18445, 18446].map((port) =>
-      startQuiet('gateway', serviceEnv({ USAGE_TOPIC: topic, REDIS_KEY_PREFIX: prefix, GATEWAY_PORT: port, METRICS_PORT: 0, TLS_CERT_FILE: tls.certFile, TLS_KEY_FILE: tls.keyFile }), /gateway listening/),
+      startQuiet(
+        'gateway',
+        serviceEnv({
+          USAGE_TOPIC: topic,
+          REDIS_KEY_PREFIX: prefix,
+          GATEWAY_PORT: port,
+          METRICS_PORT: 0,
+          TLS_CERT_FILE: tls.certFile,
+          TLS_KEY_FILE: tls.keyFile,
+        }),
+        /gateway listening/,
+      ),
     ),
   );
   const agent = new Agent({ connect: { ca: fs.readFileSync(tls.certFile) } });
   const post = async (gateway: ServiceProcess, key: string) => {
-    const response = await request(`${gateway.url}/v1/telemetry/usage`, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json', 'x-api-key': key }, body: bodies[0] });
+    const response = await request(`${gateway.url}/v1/telemetry/usage`, {
+      method: 'POST',
+      dispatcher: agent,
+      headers: { 'content-type': 'application/json', 'x-api-key': key },
+      body: bodies[0],
+    });
     await response.body.text();
     return response.statusCode;
   };
   const samples: number[] = [];
   for (let run = 0; run < runs; run++) {
-    const keys = await Promise.all(Array.from({ length: scale.revokedKeys }, (_, i) => store.create({ environment: 'dev', name: `revoke-${run}-${i}` })));
+    const keys = await Promise.all(
+      Array.from({ length: scale.revokedKeys }, (_, i) => store.create({ environment: 'dev', name: `revoke-${run}-${i}` })),
+    );
     for (const key of keys) for (const gateway of gateways) await post(gateway, key.key); // warm both caches
     // Background traffic on both instances with a key that stays valid.
     const steady = await store.create({ environment: 'prod', name: 'steady' });
     const traffic = gateways.map((gateway) =>
-      runLoad({ url: `${gateway.url}/v1/telemetry/usage`, bodiesFile, headers: { 'x-api-key': steady.key }, connections: 4, durationSeconds: quick ? 4 : 10, rate: 300 }),
+      runLoad({
+        url: `${gateway.url}/v1/telemetry/usage`,
+        bodiesFile,
+        headers: { 'x-api-key': steady.key },
+        connections: 4,
+        durationSeconds: quick ? 4 : 10,
+        rate: 300,
+      }),
     );
     await sleep(500);
     for (const key of keys) {
@@ -479,7 +570,12 @@ if (section('revocation')) {
   }
   await Promise.all(gateways.map((gateway) => gateway.stop()));
   await agent.close();
-  results.revocation = { p50Ms: percentile(samples, 50), p99Ms: percentile(samples, 99), maxMs: Math.max(...samples), samples: samples.length };
+  results.revocation = {
+    p50Ms: percentile(samples, 50),
+    p99Ms: percentile(samples, 99),
+    maxMs: Math.max(...samples),
+    samples: samples.length,
+  };
 }
 
 // Write the figures down ---------------------------------------------------------
@@ -510,7 +606,10 @@ redis.disconnect();
 process.exit(0);
 
 function renderMarkdown(data: typeof output): string {
-  const f = (value: unknown, digits = 0) => (typeof value === 'number' && Number.isFinite(value) ? value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a');
+  const f = (value: unknown, digits = 0) =>
+    typeof value === 'number' && Number.isFinite(value)
+      ? value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+      : 'n/a';
   const range = (fig: unknown, digits = 0) => {
     const x = fig as Figure | undefined;
     return x ? `${f(x.median, digits)} (${f(x.min, digits)}–${f(x.max, digits)})` : 'n/a';

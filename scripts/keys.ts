@@ -52,7 +52,11 @@ program
   .action(async (options: { json?: boolean }) => {
     const keys = await withStore((store) => store.list());
     if (options.json) {
-      console.log(JSON.stringify(keys.map(({ id, name, environment, createdAt, description }) => ({ id, name, environment, createdAt, description }))));
+      console.log(
+        JSON.stringify(
+          keys.map(({ id, name, environment, createdAt, description }) => ({ id, name, environment, createdAt, description })),
+        ),
+      );
       return;
     }
     if (keys.length === 0) {

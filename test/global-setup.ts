@@ -19,7 +19,14 @@ declare module 'vitest' {
 function fromEnvironment(): StackAddresses | undefined {
   const { KAFKA_BROKERS, SCHEMA_REGISTRY_URL, REDIS_URL, CLICKHOUSE_URL, CLICKHOUSE_DATABASE } = process.env;
   if (!KAFKA_BROKERS || !SCHEMA_REGISTRY_URL || !REDIS_URL || !CLICKHOUSE_URL) return undefined;
-  return { KAFKA_BROKERS, SCHEMA_REGISTRY_URL, REDIS_URL, CLICKHOUSE_URL, CLICKHOUSE_DATABASE: CLICKHOUSE_DATABASE || 'otm', source: 'environment' };
+  return {
+    KAFKA_BROKERS,
+    SCHEMA_REGISTRY_URL,
+    REDIS_URL,
+    CLICKHOUSE_URL,
+    CLICKHOUSE_DATABASE: CLICKHOUSE_DATABASE || 'otm',
+    source: 'environment',
+  };
 }
 
 function dockerEngineAnswers(): boolean {

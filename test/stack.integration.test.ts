@@ -55,7 +55,9 @@ describe('local stack', () => {
 
   it('ClickHouse: creates a table, inserts JSONEachRow rows and selects them', async () => {
     const table = uniqueName('stack_ch');
-    await clickhouse.command({ query: `CREATE TABLE ${table} (id UInt64, name String, at DateTime, n Nullable(UInt64)) ENGINE = MergeTree ORDER BY id` });
+    await clickhouse.command({
+      query: `CREATE TABLE ${table} (id UInt64, name String, at DateTime, n Nullable(UInt64)) ENGINE = MergeTree ORDER BY id`,
+    });
     await clickhouse.insert({
       table,
       values: [
@@ -64,7 +66,10 @@ describe('local stack', () => {
       ],
       format: 'JSONEachRow',
     });
-    const rows = await queryRows<{ id: string; name: string; n: string | null }>(clickhouse, `SELECT id, name, n FROM ${table} ORDER BY id`);
+    const rows = await queryRows<{ id: string; name: string; n: string | null }>(
+      clickhouse,
+      `SELECT id, name, n FROM ${table} ORDER BY id`,
+    );
     expect(rows.map((row) => [Number(row.id), row.name, row.n === null ? null : Number(row.n)])).toEqual([
       [1, 'one', null],
       [2, 'two', 5],

@@ -15,20 +15,32 @@ describe('usage record schema', () => {
   });
 
   it('maps errors to JSON pointers with one message each and no if/then noise', () => {
-    expect(validators.usageRecord({ request: { modelId: 'm', provider: 'p', status: 'success' }, user: { id: 'u', type: 'x' }, extra: 1 })).toBe(false);
+    expect(
+      validators.usageRecord({ request: { modelId: 'm', provider: 'p', status: 'success' }, user: { id: 'u', type: 'x' }, extra: 1 }),
+    ).toBe(false);
     const byPath = (a: { path: string }, b: { path: string }) => a.path.localeCompare(b.path);
-    expect(toFieldErrors(validators.usageRecord.errors).sort(byPath)).toEqual([
-      { path: '/extra', message: 'is not allowed' },
-      { path: '/tokens', message: 'is required' },
-      { path: '/timing', message: 'is required' },
-      { path: '/io', message: 'is required' },
-      { path: '/user/type', message: 'must be one of: external, internal' },
-    ].sort(byPath));
+    expect(toFieldErrors(validators.usageRecord.errors).sort(byPath)).toEqual(
+      [
+        { path: '/extra', message: 'is not allowed' },
+        { path: '/tokens', message: 'is required' },
+        { path: '/timing', message: 'is required' },
+        { path: '/io', message: 'is required' },
+        { path: '/user/type', message: 'must be one of: external, internal' },
+      ].sort(byPath),
+    );
   });
 
   it('the queued record embeds the usage record unchanged', () => {
     const schema = buildQueuedRecordSchema() as { definitions: { usageRecord: { properties: object } } };
-    expect(Object.keys(schema.definitions.usageRecord.properties)).toEqual(['request', 'user', 'tokens', 'timing', 'io', 'error', 'context']);
+    expect(Object.keys(schema.definitions.usageRecord.properties)).toEqual([
+      'request',
+      'user',
+      'tokens',
+      'timing',
+      'io',
+      'error',
+      'context',
+    ]);
   });
 });
 

@@ -99,7 +99,9 @@ export function createAjv(): Ajv {
     validate: function contextLimits(this: unknown, limits: ContextLimits, data: unknown) {
       const problem = checkContextLimits(data, limits);
       if (problem === undefined) return true;
-      (contextLimits as unknown as { errors: Partial<ErrorObject>[] }).errors = [{ keyword: 'contextLimits', message: problem, params: {} }];
+      (contextLimits as unknown as { errors: Partial<ErrorObject>[] }).errors = [
+        { keyword: 'contextLimits', message: problem, params: {} },
+      ];
       return false;
     },
   });

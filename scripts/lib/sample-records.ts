@@ -61,7 +61,11 @@ export function sampleUsageRecords(count: number, options: SampleOptions = {}): 
     const start = startMs + i * 1000 + Math.floor(random() * 1000);
     if (random() < (options.errorShare ?? 0.1)) {
       const [code, message] = pick(ERRORS);
-      records.push({ request: { modelId, status: 'error', provider }, user, error: { code: code!, message: message!, stack: `Error: ${message}\n    at call (client.ts:1:1)` } });
+      records.push({
+        request: { modelId, status: 'error', provider },
+        user,
+        error: { code: code!, message: message!, stack: `Error: ${message}\n    at call (client.ts:1:1)` },
+      });
       continue;
     }
     const input = 50 + Math.floor(random() * 4000);

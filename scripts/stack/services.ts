@@ -156,7 +156,11 @@ abstract class ProcessService implements StackService {
 
   async tail(lines: number): Promise<string> {
     try {
-      return fs.readFileSync(this.logFile, 'utf8').split('\n').slice(-lines - 1).join('\n');
+      return fs
+        .readFileSync(this.logFile, 'utf8')
+        .split('\n')
+        .slice(-lines - 1)
+        .join('\n');
     } catch {
       return '(no log yet)';
     }
@@ -283,7 +287,11 @@ class RegistryService extends ProcessService {
       const artifact = `io.apicurio:apicurio-registry-app:${version}:tar.gz:all`;
       // Run outside the pom: newer dependency plugins insist on the artifact's parent
       // pom, which is not published; the 2.8 copy goal does not read it.
-      run('mvn', ['-q', '-B', 'org.apache.maven.plugins:maven-dependency-plugin:2.8:copy', `-Dartifact=${artifact}`, `-DoutputDirectory=${app}`], { cwd: app });
+      run(
+        'mvn',
+        ['-q', '-B', 'org.apache.maven.plugins:maven-dependency-plugin:2.8:copy', `-Dartifact=${artifact}`, `-DoutputDirectory=${app}`],
+        { cwd: app },
+      );
       const archive = path.join(app, `apicurio-registry-app-${version}-all.tar.gz`);
       run('tar', ['xzf', archive, '-C', app]);
       fs.rmSync(archive);

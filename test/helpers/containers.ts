@@ -36,7 +36,12 @@ export async function startContainers(): Promise<{ addresses: StackAddresses; st
       .withWaitStrategy(Wait.forHttp('/ping', 8123))
       .start(),
   ]);
-  const [, registry, redis, clickhouse] = containers as [StartedTestContainer, StartedTestContainer, StartedTestContainer, StartedTestContainer];
+  const [, registry, redis, clickhouse] = containers as [
+    StartedTestContainer,
+    StartedTestContainer,
+    StartedTestContainer,
+    StartedTestContainer,
+  ];
   return {
     addresses: {
       KAFKA_BROKERS: `127.0.0.1:${kafkaPort}`,

@@ -169,11 +169,7 @@ export interface TopicRecord {
 }
 
 /** Reads the whole topic from the beginning until `until` holds or the time runs out. */
-export async function readTopic(
-  topic: string,
-  until: (records: TopicRecord[]) => boolean,
-  timeoutMs = 30_000,
-): Promise<TopicRecord[]> {
+export async function readTopic(topic: string, until: (records: TopicRecord[]) => boolean, timeoutMs = 30_000): Promise<TopicRecord[]> {
   const kafka = createKafka({ brokers: testStack().KAFKA_BROKERS.split(','), clientId: 'test-reader' });
   const consumer = kafka.consumer({ groupId: uniqueName('reader'), maxWaitTimeInMs: 100 });
   const records: TopicRecord[] = [];

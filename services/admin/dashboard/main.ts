@@ -46,7 +46,8 @@ async function api<T>(path: string, init: RequestInit = {}): Promise<T> {
     headers: { authorization: `Bearer ${state.token}`, ...(init.body ? { 'content-type': 'application/json' } : {}), ...init.headers },
   });
   if (response.status === 401) throw new Unauthorized();
-  if (!response.ok) throw new Error(((await response.json().catch(() => ({}))) as { message?: string }).message ?? `HTTP ${response.status}`);
+  if (!response.ok)
+    throw new Error(((await response.json().catch(() => ({}))) as { message?: string }).message ?? `HTTP ${response.status}`);
   return (response.status === 204 ? undefined : await response.json()) as T;
 }
 
@@ -64,7 +65,12 @@ const percent = (value: unknown) => `${(Number(value ?? 0) * 100).toFixed(2)}%`;
 const ms = (value: unknown) => (value === null || value === undefined ? '–' : `${number(value)} ms`);
 const timeLabel = (iso: string) => {
   const date = new Date(iso);
-  return state.since === '30d' ? date.toISOString().slice(5, 10) : date.toISOString().slice(state.since === '7d' ? 5 : 11, 16).replace('T', ' ');
+  return state.since === '30d'
+    ? date.toISOString().slice(5, 10)
+    : date
+        .toISOString()
+        .slice(state.since === '7d' ? 5 : 11, 16)
+        .replace('T', ' ');
 };
 
 function card(label: string, value: string) {
@@ -79,7 +85,11 @@ function empty(text = 'No data in this time range yet. Post usage records to the
   return h('div', { class: 'empty' }, text);
 }
 
-function lineChart(labels: string[], datasets: { label: string; data: (number | null)[] }[], options: { stacked?: boolean; bar?: boolean } = {}) {
+function lineChart(
+  labels: string[],
+  datasets: { label: string; data: (number | null)[] }[],
+  options: { stacked?: boolean; bar?: boolean } = {},
+) {
   const canvas = h('canvas');
   const holder = h('div', { class: 'chart' }, canvas);
   const palette = ['#3454d1', '#12b76a', '#f79009', '#d92d20', '#7a5af8', '#0ba5ec'];
@@ -115,7 +125,17 @@ function table(columns: [key: string, title: string, format?: (value: any) => st
     'table',
     {},
     h('thead', {}, h('tr', {}, ...columns.map(([, title, format]) => h('th', { class: format ? 'num' : '' }, title)))),
-    h('tbody', {}, ...rows.map((row) => h('tr', {}, ...columns.map(([key, , format]) => h('td', { class: format ? 'num' : '' }, format ? format(row[key]) : String(row[key] ?? '')))))),
+    h(
+      'tbody',
+      {},
+      ...rows.map((row) =>
+        h(
+          'tr',
+          {},
+          ...columns.map(([key, , format]) => h('td', { class: format ? 'num' : '' }, format ? format(row[key]) : String(row[key] ?? ''))),
+        ),
+      ),
+    ),
   );
 }
 
@@ -151,14 +171,21 @@ async function overview(root: HTMLElement) {
       panel('Requests', lineChart(labels, [{ label: 'requests', data: series.rows.map((row) => row.requests) }])),
       panel(
         'Tokens',
-        lineChart(labels, [
-          { label: 'input', data: series.rows.map((row) => row.inputTokens) },
-          { label: 'output', data: series.rows.map((row) => row.outputTokens) },
-        ], { stacked: true, bar: true }),
+        lineChart(
+          labels,
+          [
+            { label: 'input', data: series.rows.map((row) => row.inputTokens) },
+            { label: 'output', data: series.rows.map((row) => row.outputTokens) },
+          ],
+          { stacked: true, bar: true },
+        ),
       ),
       panel('Cost (USD)', lineChart(labels, [{ label: 'cost', data: series.rows.map((row) => row.costUsd) }])),
       panel('Error rate', lineChart(labels, [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }])),
-      panel('p99 latency (ms)', lineChart(labels, [{ label: 'p99', data: series.rows.map((row) => latencyByBucket.get(row.bucket)?.latencyP99Ms ?? null) }])),
+      panel(
+        'p99 latency (ms)',
+        lineChart(labels, [{ label: 'p99', data: series.rows.map((row) => latencyByBucket.get(row.bucket)?.latencyP99Ms ?? null) }]),
+      ),
     ),
   );
 }
@@ -169,7 +196,11 @@ async function models(root: HTMLElement) {
     analytics('latency', { bucket: 'none', groupBy: 'provider,model' }),
   ]);
   const latencyOf = new Map(latency.rows.map((row) => [`${row.provider}/${row.model}`, row]));
-  const rows: Row[] = usage.rows.map((row) => ({ ...row, ...latencyOf.get(`${row.provider}/${row.model}`), name: `${row.provider}/${row.model}` }));
+  const rows: Row[] = usage.rows.map((row) => ({
+    ...row,
+    ...latencyOf.get(`${row.provider}/${row.model}`),
+    name: `${row.provider}/${row.model}`,
+  }));
   if (rows.length > 0) {
     const labels = rows.map((row) => row.name);
     root.append(
@@ -180,11 +211,15 @@ async function models(root: HTMLElement) {
         panel('Cost by model (USD)', lineChart(labels, [{ label: 'cost', data: rows.map((row) => row.costUsd) }], { bar: true })),
         panel(
           'Latency percentiles (ms)',
-          lineChart(labels, [
-            { label: 'p50', data: rows.map((row) => row.latencyP50Ms) },
-            { label: 'p90', data: rows.map((row) => row.latencyP90Ms) },
-            { label: 'p99', data: rows.map((row) => row.latencyP99Ms) },
-          ], { bar: true }),
+          lineChart(
+            labels,
+            [
+              { label: 'p50', data: rows.map((row) => row.latencyP50Ms) },
+              { label: 'p90', data: rows.map((row) => row.latencyP90Ms) },
+              { label: 'p99', data: rows.map((row) => row.latencyP99Ms) },
+            ],
+            { bar: true },
+          ),
         ),
       ),
     );
@@ -224,12 +259,36 @@ async function errors(root: HTMLElement) {
       { class: 'grid' },
       panel(
         'Error rate over time',
-        series.rows.length ? lineChart(series.rows.map((row) => timeLabel(row.bucket)), [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }]) : empty(),
+        series.rows.length
+          ? lineChart(
+              series.rows.map((row) => timeLabel(row.bucket)),
+              [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }],
+            )
+          : empty(),
       ),
-      panel('Top error codes', codes.rows.length ? lineChart(codes.rows.map((row) => row.errorCode || '(none)'), [{ label: 'errors', data: codes.rows.map((row) => row.errors) }], { bar: true }) : empty('No errors in this time range.')),
+      panel(
+        'Top error codes',
+        codes.rows.length
+          ? lineChart(
+              codes.rows.map((row) => row.errorCode || '(none)'),
+              [{ label: 'errors', data: codes.rows.map((row) => row.errors) }],
+              { bar: true },
+            )
+          : empty('No errors in this time range.'),
+      ),
     ),
     h('div', { style: 'margin-top:16px' }),
-    panel('Top error messages', table([['errorCode', 'Code'], ['errorMessage', 'Message'], ['errors', 'Count', number]], messages.rows)),
+    panel(
+      'Top error messages',
+      table(
+        [
+          ['errorCode', 'Code'],
+          ['errorMessage', 'Message'],
+          ['errors', 'Count', number],
+        ],
+        messages.rows,
+      ),
+    ),
   );
 }
 
@@ -242,8 +301,26 @@ async function users(root: HTMLElement) {
     h(
       'div',
       { class: 'grid' },
-      panel('Internal vs external (tokens)', split.rows.length ? lineChart(split.rows.map((row) => row.userType), [{ label: 'tokens', data: split.rows.map((row) => row.totalTokens) }], { bar: true }) : empty()),
-      panel('Internal vs external (cost, USD)', split.rows.length ? lineChart(split.rows.map((row) => row.userType), [{ label: 'cost', data: split.rows.map((row) => row.costUsd) }], { bar: true }) : empty()),
+      panel(
+        'Internal vs external (tokens)',
+        split.rows.length
+          ? lineChart(
+              split.rows.map((row) => row.userType),
+              [{ label: 'tokens', data: split.rows.map((row) => row.totalTokens) }],
+              { bar: true },
+            )
+          : empty(),
+      ),
+      panel(
+        'Internal vs external (cost, USD)',
+        split.rows.length
+          ? lineChart(
+              split.rows.map((row) => row.userType),
+              [{ label: 'cost', data: split.rows.map((row) => row.costUsd) }],
+              { bar: true },
+            )
+          : empty(),
+      ),
     ),
     h('div', { style: 'margin-top:16px' }),
     panel(
@@ -266,23 +343,48 @@ async function keys(root: HTMLElement) {
   const list = await api<{ keys: Row[] }>('/v1/keys');
   const created = h('div');
   const name = h('input', { placeholder: 'Name, e.g. checkout-service', 'aria-label': 'Key name', id: 'key-name' }) as HTMLInputElement;
-  const environment = h('select', { 'aria-label': 'Environment', id: 'key-env' }, ...['prod', 'qa', 'preview', 'dev'].map((env) => h('option', { value: env }, env))) as HTMLSelectElement;
-  const create = h('button', {
-    id: 'create-key',
-    onClick: async () => {
-      if (!name.value.trim()) return name.focus();
-      const key = await api<Row>('/v1/keys', { method: 'POST', body: JSON.stringify({ environment: environment.value, name: name.value.trim() }) });
-      const secret = h('div', { class: 'secret', id: 'new-key' }, key.key);
-      const copy = h('button', { class: 'secondary', id: 'copy-key', onClick: async () => {
-        await navigator.clipboard?.writeText(key.key).catch(() => undefined);
-        copy.textContent = 'Copied';
-      } }, 'Copy');
-      created.replaceChildren(
-        h('div', { class: 'notice' }, h('strong', {}, 'Copy this key now. '), 'It is shown once and stored only as a hash.', h('div', { class: 'row', style: 'margin-top:8px' }, secret, copy)),
-      );
-      await renderKeyTable();
+  const environment = h(
+    'select',
+    { 'aria-label': 'Environment', id: 'key-env' },
+    ...['prod', 'qa', 'preview', 'dev'].map((env) => h('option', { value: env }, env)),
+  ) as HTMLSelectElement;
+  const create = h(
+    'button',
+    {
+      id: 'create-key',
+      onClick: async () => {
+        if (!name.value.trim()) return name.focus();
+        const key = await api<Row>('/v1/keys', {
+          method: 'POST',
+          body: JSON.stringify({ environment: environment.value, name: name.value.trim() }),
+        });
+        const secret = h('div', { class: 'secret', id: 'new-key' }, key.key);
+        const copy = h(
+          'button',
+          {
+            class: 'secondary',
+            id: 'copy-key',
+            onClick: async () => {
+              await navigator.clipboard?.writeText(key.key).catch(() => undefined);
+              copy.textContent = 'Copied';
+            },
+          },
+          'Copy',
+        );
+        created.replaceChildren(
+          h(
+            'div',
+            { class: 'notice' },
+            h('strong', {}, 'Copy this key now. '),
+            'It is shown once and stored only as a hash.',
+            h('div', { class: 'row', style: 'margin-top:8px' }, secret, copy),
+          ),
+        );
+        await renderKeyTable();
+      },
     },
-  }, 'Create key');
+    'Create key',
+  );
   const tableHolder = h('div');
   async function renderKeyTable() {
     const current = await api<{ keys: Row[] }>('/v1/keys');
@@ -292,7 +394,11 @@ async function keys(root: HTMLElement) {
         : h(
             'table',
             {},
-            h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Id'), h('th', {}, 'Environment'), h('th', {}, 'Created'), h('th', {}, ''))),
+            h(
+              'thead',
+              {},
+              h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Id'), h('th', {}, 'Environment'), h('th', {}, 'Created'), h('th', {}, '')),
+            ),
             h(
               'tbody',
               {},
@@ -304,15 +410,23 @@ async function keys(root: HTMLElement) {
                   h('td', {}, h('code', {}, key.id)),
                   h('td', {}, h('span', { class: 'badge' }, key.environment)),
                   h('td', {}, new Date(key.createdAt).toLocaleString()),
-                  h('td', { class: 'num' }, h('button', {
-                    class: 'danger',
-                    'data-delete': key.id,
-                    onClick: async () => {
-                      if (!confirm(`Delete key "${key.name}" (${key.id})? Every gateway refuses it within 2 seconds.`)) return;
-                      await api(`/v1/keys/${key.id}`, { method: 'DELETE' });
-                      await renderKeyTable();
-                    },
-                  }, 'Delete')),
+                  h(
+                    'td',
+                    { class: 'num' },
+                    h(
+                      'button',
+                      {
+                        class: 'danger',
+                        'data-delete': key.id,
+                        onClick: async () => {
+                          if (!confirm(`Delete key "${key.name}" (${key.id})? Every gateway refuses it within 2 seconds.`)) return;
+                          await api(`/v1/keys/${key.id}`, { method: 'DELETE' });
+                          await renderKeyTable();
+                        },
+                      },
+                      'Delete',
+                    ),
+                  ),
                 ),
               ),
             ),
@@ -339,7 +453,15 @@ function login(message = '') {
   };
   input.addEventListener('keydown', (event) => event.key === 'Enter' && submit());
   app.replaceChildren(
-    h('div', { class: 'login' }, h('h2', {}, 'otm-telemetry'), h('p', {}, 'Sign in with the admin token (npm start prints it).'), input, h('button', { id: 'sign-in', onClick: submit }, 'Sign in'), message ? h('div', { class: 'error' }, message) : null),
+    h(
+      'div',
+      { class: 'login' },
+      h('h2', {}, 'otm-telemetry'),
+      h('p', {}, 'Sign in with the admin token (npm start prints it).'),
+      input,
+      h('button', { id: 'sign-in', onClick: submit }, 'Sign in'),
+      message ? h('div', { class: 'error' }, message) : null,
+    ),
   );
   input.focus();
 }
@@ -347,26 +469,65 @@ function login(message = '') {
 async function render() {
   if (!state.token) return login();
   for (const chart of charts.splice(0)) chart.destroy();
-  const since = h('select', { id: 'range', 'aria-label': 'Time range', onChange: (event: Event) => ((state.since = (event.target as HTMLSelectElement).value), render()) },
-    ...[['1h', 'Last hour'], ['24h', 'Last 24 hours'], ['7d', 'Last 7 days'], ['30d', 'Last 30 days']].map(([value, label]) => {
+  const since = h(
+    'select',
+    {
+      id: 'range',
+      'aria-label': 'Time range',
+      onChange: (event: Event) => ((state.since = (event.target as HTMLSelectElement).value), render()),
+    },
+    ...[
+      ['1h', 'Last hour'],
+      ['24h', 'Last 24 hours'],
+      ['7d', 'Last 7 days'],
+      ['30d', 'Last 30 days'],
+    ].map(([value, label]) => {
       const option = h('option', { value: value! }, label!);
       if (value === state.since) option.setAttribute('selected', '');
       return option;
-    }));
-  const environment = h('select', { id: 'environment', 'aria-label': 'Environment', onChange: (event: Event) => ((state.environment = (event.target as HTMLSelectElement).value), render()) },
-    ...[['', 'All environments'], ['prod', 'prod'], ['qa', 'qa'], ['preview', 'preview'], ['dev', 'dev']].map(([value, label]) => {
+    }),
+  );
+  const environment = h(
+    'select',
+    {
+      id: 'environment',
+      'aria-label': 'Environment',
+      onChange: (event: Event) => ((state.environment = (event.target as HTMLSelectElement).value), render()),
+    },
+    ...[
+      ['', 'All environments'],
+      ['prod', 'prod'],
+      ['qa', 'qa'],
+      ['preview', 'preview'],
+      ['dev', 'dev'],
+    ].map(([value, label]) => {
       const option = h('option', { value: value! }, label!);
       if (value === state.environment) option.setAttribute('selected', '');
       return option;
-    }));
+    }),
+  );
   const content = h('main', {}, h('div', { class: 'loading' }, 'Loading…'));
   app.replaceChildren(
     h(
       'header',
       {},
       h('h1', {}, 'otm-telemetry'),
-      h('nav', {}, ...PAGES.map(([id, title]) => h('a', { href: `#${id}`, class: id === state.page ? 'active' : '', 'data-page': id }, title))),
-      h('div', { class: 'toolbar' }, since, environment, h('button', { class: 'secondary', onClick: () => (sessionStorage.removeItem('otm-admin-token'), (state.token = ''), login()) }, 'Sign out')),
+      h(
+        'nav',
+        {},
+        ...PAGES.map(([id, title]) => h('a', { href: `#${id}`, class: id === state.page ? 'active' : '', 'data-page': id }, title)),
+      ),
+      h(
+        'div',
+        { class: 'toolbar' },
+        since,
+        environment,
+        h(
+          'button',
+          { class: 'secondary', onClick: () => (sessionStorage.removeItem('otm-admin-token'), (state.token = ''), login()) },
+          'Sign out',
+        ),
+      ),
     ),
     content,
   );

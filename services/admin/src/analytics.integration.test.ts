@@ -45,11 +45,16 @@ beforeAll(async () => {
     receivedAtMs: startMs + 1800_000,
   });
   // Duplicates delivered: 15% of the records come again (other request ids).
-  const duplicates = records.filter(() => random() < 0.15).map((record) => ({ ...record, meta: { ...record.meta, requestId: `${record.meta.requestId}-again` } }));
+  const duplicates = records
+    .filter(() => random() < 0.15)
+    .map((record) => ({ ...record, meta: { ...record.meta, requestId: `${record.meta.requestId}-again` } }));
   await produceQueued(n.topic, [...records, ...duplicates]);
   services.push(await startIngester(n));
   await eventually(async () => {
-    const [row] = await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM (SELECT event_key FROM usage_events GROUP BY event_key)');
+    const [row] = await queryRows<{ n: string }>(
+      clickhouse,
+      'SELECT count() AS n FROM (SELECT event_key FROM usage_events GROUP BY event_key)',
+    );
     return Number(row?.n) === COUNT;
   }, 60_000);
   // A replay Redis knows nothing about (as after a crash between the insert and
@@ -90,17 +95,25 @@ async function rawByModel() {
 
 describe('rollups', () => {
   it('usage_events holds each event key once, despite duplicates and a replay unknown to Redis', async () => {
-    const [row] = await queryRows<{ rows: string; keys: string }>(clickhouse, 'SELECT count() AS rows, uniqExact(event_key) AS keys FROM usage_events');
+    const [row] = await queryRows<{ rows: string; keys: string }>(
+      clickhouse,
+      'SELECT count() AS rows, uniqExact(event_key) AS keys FROM usage_events',
+    );
     expect([Number(row!.rows), Number(row!.keys)]).toEqual([COUNT, COUNT]);
   });
 
   it('usage and latency per model equal the raw rows', async () => {
     const raw = await rawByModel();
-    const usage = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=provider,model`, { headers: auth });
-    const latency = await httpRequest(`${admin.url}/v1/analytics/latency?from=${from}&to=${to}&bucket=none&groupBy=provider,model`, { headers: auth });
+    const usage = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=provider,model`, {
+      headers: auth,
+    });
+    const latency = await httpRequest(`${admin.url}/v1/analytics/latency?from=${from}&to=${to}&bucket=none&groupBy=provider,model`, {
+      headers: auth,
+    });
     expect(usage.status, usage.text).toBe(200);
     expect(latency.status).toBe(200);
-    const sort = (rows: Record<string, any>[]) => [...rows].sort((a, b) => `${a.provider}/${a.model}`.localeCompare(`${b.provider}/${b.model}`));
+    const sort = (rows: Record<string, any>[]) =>
+      [...rows].sort((a, b) => `${a.provider}/${a.model}`.localeCompare(`${b.provider}/${b.model}`));
     const api = sort(usage.body.rows);
     const apiLatency = sort(latency.body.rows);
     expect(api.map((row) => `${row.provider}/${row.model}`)).toEqual(raw.map((row) => `${row.provider}/${row.model}`));
@@ -111,7 +124,9 @@ describe('rollups', () => {
       }
       expect(got.costUsd).toBeCloseTo(Number(expected.costUsd), 9);
       const l = apiLatency[index]!;
-      expect([l.latencyP50Ms, l.latencyP90Ms, l.latencyP99Ms]).toEqual((expected.latency as number[]).map((v) => (Number.isFinite(v) ? v : null)));
+      expect([l.latencyP50Ms, l.latencyP90Ms, l.latencyP99Ms]).toEqual(
+        (expected.latency as number[]).map((v) => (Number.isFinite(v) ? v : null)),
+      );
       expect([l.ttftP50Ms, l.ttftP90Ms, l.ttftP99Ms]).toEqual((expected.ttft as number[]).map((v) => (Number.isFinite(v) ? v : null)));
     });
     expect(api.reduce((sum, row) => sum + row.requests, 0)).toBe(COUNT);
@@ -123,11 +138,19 @@ describe('rollups', () => {
       'SELECT count() AS requests, sum(t) AS tokens FROM (SELECT event_key, any(total_tokens) AS t FROM usage_events GROUP BY event_key)',
     );
     for (const bucket of ['minute', 'hour', 'day']) {
-      const answer = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=${bucket}&limit=10000`, { headers: auth });
+      const answer = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=${bucket}&limit=10000`, {
+        headers: auth,
+      });
       expect(answer.status).toBe(200);
       const rows = answer.body.rows as { requests: number; totalTokens: number; bucket: string }[];
-      expect(rows.reduce((sum, row) => sum + row.requests, 0), bucket).toBe(Number(raw!.requests));
-      expect(rows.reduce((sum, row) => sum + row.totalTokens, 0), bucket).toBe(Number(raw!.tokens));
+      expect(
+        rows.reduce((sum, row) => sum + row.requests, 0),
+        bucket,
+      ).toBe(Number(raw!.requests));
+      expect(
+        rows.reduce((sum, row) => sum + row.totalTokens, 0),
+        bucket,
+      ).toBe(Number(raw!.tokens));
       expect(rows[0]!.bucket).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:00\.000Z$/);
     }
   });
@@ -137,21 +160,28 @@ describe('rollups', () => {
       clickhouse,
       "SELECT ifNull(c, '') AS code, count() AS n FROM (SELECT event_key, any(error_code) AS c, any(status) AS s FROM usage_events GROUP BY event_key) WHERE s = 'error' GROUP BY code ORDER BY code",
     );
-    const errors = await httpRequest(`${admin.url}/v1/analytics/errors?from=${from}&to=${to}&bucket=none&groupBy=errorCode`, { headers: auth });
+    const errors = await httpRequest(`${admin.url}/v1/analytics/errors?from=${from}&to=${to}&bucket=none&groupBy=errorCode`, {
+      headers: auth,
+    });
     expect(errors.status).toBe(200);
-    expect([...errors.body.rows].sort((a: any, b: any) => a.errorCode.localeCompare(b.errorCode)).map((row: any) => [row.errorCode, row.errors])).toEqual(
-      rawErrors.map((row) => [row.code, Number(row.n)]),
-    );
+    expect(
+      [...errors.body.rows].sort((a: any, b: any) => a.errorCode.localeCompare(b.errorCode)).map((row: any) => [row.errorCode, row.errors]),
+    ).toEqual(rawErrors.map((row) => [row.code, Number(row.n)]));
 
     const rawUsers = await queryRows<{ user: string; tokens: string }>(
       clickhouse,
       'SELECT u AS user, sum(t) AS tokens FROM (SELECT event_key, any(user_id) AS u, any(total_tokens) AS t FROM usage_events GROUP BY event_key) GROUP BY user ORDER BY tokens DESC, user LIMIT 5',
     );
-    const top = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userId&orderBy=totalTokens&limit=5`, { headers: auth });
+    const top = await httpRequest(
+      `${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userId&orderBy=totalTokens&limit=5`,
+      { headers: auth },
+    );
     expect(top.body.rows.map((row: any) => [row.userId, row.totalTokens])).toEqual(rawUsers.map((row) => [row.user, Number(row.tokens)]));
     expect(top.body.truncated).toBe(true);
 
-    const split = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userType`, { headers: auth });
+    const split = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userType`, {
+      headers: auth,
+    });
     expect(split.body.rows.map((row: any) => row.userType).sort()).toEqual(['external', 'internal']);
   });
 
@@ -186,7 +216,12 @@ describe('analytics API', () => {
 
   it('401 without the admin token, with a wrong one, or with an ingest key', async () => {
     const ingestKey = (await createTestKey(n.keyPrefix, 'prod', 'reader')).key;
-    const attempts: Record<string, string>[] = [{}, { authorization: 'Bearer nope-nope-nope-nope-nope-nope-nope' }, { authorization: `Bearer ${ingestKey}` }, { 'x-api-key': ingestKey }];
+    const attempts: Record<string, string>[] = [
+      {},
+      { authorization: 'Bearer nope-nope-nope-nope-nope-nope-nope' },
+      { authorization: `Bearer ${ingestKey}` },
+      { 'x-api-key': ingestKey },
+    ];
     for (const endpoint of ['usage', 'latency', 'errors']) {
       for (const headers of attempts) {
         const answer = await httpRequest(`${admin.url}/v1/analytics/${endpoint}`, { headers });
@@ -200,9 +235,13 @@ describe('analytics API', () => {
 describe('report CLI', () => {
   it('prints usage per model as a table', async () => {
     const output = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', path.join(projectRoot, 'scripts/report.ts'), '--since', '24h', '--by', 'model', '--admin-url', admin.url], {
-        env: { ...stackEnv(), ADMIN_TOKEN: adminToken },
-      });
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', path.join(projectRoot, 'scripts/report.ts'), '--since', '24h', '--by', 'model', '--admin-url', admin.url],
+        {
+          env: { ...stackEnv(), ADMIN_TOKEN: adminToken },
+        },
+      );
       let stdout = '';
       let stderr = '';
       child.stdout.on('data', (chunk) => (stdout += chunk));

@@ -105,7 +105,12 @@ export function parseAnalyticsQuery(raw: RawQuery, allowed: readonly string[], n
   if (bucket === 'minute' && to.getTime() - from.getTime() > 7 * 86_400_000) {
     throw new QueryError('/bucket', 'minute buckets cover at most 7 days; use hour or day');
   }
-  const groupBy = raw.groupBy ? raw.groupBy.split(',').map((item) => item.trim()).filter(Boolean) : [];
+  const groupBy = raw.groupBy
+    ? raw.groupBy
+        .split(',')
+        .map((item) => item.trim())
+        .filter(Boolean)
+    : [];
   for (const item of groupBy) {
     if (!allowed.includes(item)) throw new QueryError('/groupBy', `unknown dimension "${item}"; one of ${allowed.join(', ')}`);
   }
@@ -145,7 +150,11 @@ function groupSelect(groupBy: string[], columns: Record<string, string>): string
 type Row = Record<string, string | number | number[] | null>;
 
 async function run(clickhouse: ClickHouseClient, sql: string): Promise<Row[]> {
-  const result = await clickhouse.query({ query: sql, format: 'JSONEachRow', clickhouse_settings: { output_format_json_quote_64bit_integers: 0 } });
+  const result = await clickhouse.query({
+    query: sql,
+    format: 'JSONEachRow',
+    clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
+  });
   return result.json<Row>();
 }
 

@@ -29,7 +29,9 @@ export async function buildAdminApp(options: { adminToken: string }, deps: Admin
       return reply.code(400).send({
         ...errorBody('ValidationError', 'The request does not match the expected parameters.'),
         errors: error.validation.map((issue) => ({
-          path: `${issue.instancePath || ''}${issue.keyword === 'required' ? `/${(issue.params as { missingProperty: string }).missingProperty}` : ''}${issue.keyword === 'additionalProperties' ? `/${(issue.params as { additionalProperty: string }).additionalProperty}` : ''}` || '/',
+          path:
+            `${issue.instancePath || ''}${issue.keyword === 'required' ? `/${(issue.params as { missingProperty: string }).missingProperty}` : ''}${issue.keyword === 'additionalProperties' ? `/${(issue.params as { additionalProperty: string }).additionalProperty}` : ''}` ||
+            '/',
           message: issue.message ?? 'is invalid',
         })),
       });

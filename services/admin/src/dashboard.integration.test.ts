@@ -36,7 +36,11 @@ beforeAll(async () => {
   const executablePath = ensureChromium();
   const ingester = await startIngester(n);
   gateway = await startGateway({ topic: n.topic, keyPrefix: n.keyPrefix });
-  admin = await startService('admin', stackEnv({ ADMIN_TOKEN: adminToken, ADMIN_PORT: 0, CLICKHOUSE_DATABASE: n.database, REDIS_KEY_PREFIX: n.keyPrefix }), /admin listening/);
+  admin = await startService(
+    'admin',
+    stackEnv({ ADMIN_TOKEN: adminToken, ADMIN_PORT: 0, CLICKHOUSE_DATABASE: n.database, REDIS_KEY_PREFIX: n.keyPrefix }),
+    /admin listening/,
+  );
   services.push(ingester, gateway, admin);
 
   // Two hours of traffic posted through the gateway, ending now.
@@ -53,7 +57,10 @@ beforeAll(async () => {
   const answers = await Promise.all(records.map((record) => postUsage(gateway.url, record, { 'x-api-key': key.key })));
   expect(answers.every((answer) => answer.status === 202)).toBe(true);
   const clickhouse = testClickHouse(n.database);
-  await eventually(async () => Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events'))[0]?.n) === 240, 30_000);
+  await eventually(
+    async () => Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events'))[0]?.n) === 240,
+    30_000,
+  );
   await clickhouse.close();
 
   fs.mkdirSync(shots, { recursive: true });

@@ -111,7 +111,10 @@ describe('CLI', () => {
 
 describe('revocation across gateway instances', () => {
   it('a key deleted through the CLI is refused by every instance within 2 s', async () => {
-    const created = JSON.parse((await cli(['create', '--env', 'prod', '--name', 'propagation', '--json'])).stdout) as { id: string; key: string };
+    const created = JSON.parse((await cli(['create', '--env', 'prod', '--name', 'propagation', '--json'])).stdout) as {
+      id: string;
+      key: string;
+    };
     // Warm both caches.
     for (const gateway of gateways) expect((await postUsage(gateway.url, record(), { 'x-api-key': created.key })).status).toBe(202);
     const deleted = await cli(['delete', created.id]);
@@ -155,7 +158,13 @@ describe('revocation across gateway instances', () => {
         const stats = (await redis.info('commandstats')).match(/cmdstat_hgetall:calls=(\d+)/);
         return Number(stats?.[1] ?? 0);
       });
-    const malformed = ['nope', 'otm_prod_short', `otm_live_${'a'.repeat(43)}`, `otm_prod_${'é'.repeat(43)}`, `otm_prod_${'a'.repeat(10 * 1024)}`];
+    const malformed = [
+      'nope',
+      'otm_prod_short',
+      `otm_live_${'a'.repeat(43)}`,
+      `otm_prod_${'é'.repeat(43)}`,
+      `otm_prod_${'a'.repeat(10 * 1024)}`,
+    ];
     const before = await calls();
     for (const key of malformed) {
       const started = performance.now();
@@ -206,7 +215,12 @@ describe('admin API', () => {
 
   it('no token, a wrong token or an ingest key: 401 with the AuthError body', async () => {
     const ingestKey = (await createTestKey(keyPrefix, 'prod', 'not-admin')).key;
-    const attempts: Record<string, string>[] = [{}, { authorization: 'Bearer wrong-token-wrong-token-wrong-token' }, { authorization: `Bearer ${ingestKey}` }, { 'x-api-key': ingestKey }];
+    const attempts: Record<string, string>[] = [
+      {},
+      { authorization: 'Bearer wrong-token-wrong-token-wrong-token' },
+      { authorization: `Bearer ${ingestKey}` },
+      { 'x-api-key': ingestKey },
+    ];
     for (const headers of attempts) {
       const answer = await httpRequest(`${admin.url}/v1/keys`, { headers });
       expect(answer.status).toBe(401);

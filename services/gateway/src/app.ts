@@ -134,7 +134,13 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
       schema: { response: { 202: acceptedSchema } },
       config:
         options.rateLimitPerMinute > 0
-          ? { rateLimit: { max: options.rateLimitPerMinute, timeWindow: 60_000, keyGenerator: (request: FastifyRequest) => request.apiKey.id } }
+          ? {
+              rateLimit: {
+                max: options.rateLimitPerMinute,
+                timeWindow: 60_000,
+                keyGenerator: (request: FastifyRequest) => request.apiKey.id,
+              },
+            }
           : {},
     },
     async (request, reply) => {

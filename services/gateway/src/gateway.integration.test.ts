@@ -169,7 +169,11 @@ describe('the queued record on the topic', () => {
 
   it('normalises stacktrace to stack', () => {
     const record = records.find((r) => r.value.record.request.modelId === 'gemini-1.5-pro')!;
-    expect(record.value.record.error).toEqual({ code: 'timeout', message: 'Upstream timed out', stack: 'TimeoutError: Upstream timed out' });
+    expect(record.value.record.error).toEqual({
+      code: 'timeout',
+      message: 'Upstream timed out',
+      stack: 'TimeoutError: Upstream timed out',
+    });
   });
 
   it('is keyed by the Idempotency-Key scoped by the API key id, else by the requestId', () => {
@@ -269,7 +273,16 @@ describe('400 validation errors', () => {
     expect(answer.status).toBe(400);
     const paths = answer.body.errors.map((error: { path: string }) => error.path);
     expect(paths).toEqual(
-      expect.arrayContaining(['/request/modelId', '/request/provider', '/user/id', '/user/type', '/tokens/input', '/tokens/output', '/timing', '/io']),
+      expect.arrayContaining([
+        '/request/modelId',
+        '/request/provider',
+        '/user/id',
+        '/user/type',
+        '/tokens/input',
+        '/tokens/output',
+        '/timing',
+        '/io',
+      ]),
     );
   });
 

@@ -6,9 +6,22 @@ export function createGatewayMetrics(depth: () => number) {
   collectDefaultMetrics({ register: registry });
   return {
     registry,
-    requests: new Counter({ name: 'otm_gateway_requests_total', help: 'Ingest requests by HTTP status', labelNames: ['status'], registers: [registry] }),
-    validationFailures: new Counter({ name: 'otm_gateway_validation_failures_total', help: 'Bodies refused with 400', registers: [registry] }),
-    replays: new Counter({ name: 'otm_gateway_idempotent_replays_total', help: 'Retries answered from the replay cache', registers: [registry] }),
+    requests: new Counter({
+      name: 'otm_gateway_requests_total',
+      help: 'Ingest requests by HTTP status',
+      labelNames: ['status'],
+      registers: [registry],
+    }),
+    validationFailures: new Counter({
+      name: 'otm_gateway_validation_failures_total',
+      help: 'Bodies refused with 400',
+      registers: [registry],
+    }),
+    replays: new Counter({
+      name: 'otm_gateway_idempotent_replays_total',
+      help: 'Retries answered from the replay cache',
+      registers: [registry],
+    }),
     produceLatency: new Histogram({
       name: 'otm_gateway_produce_seconds',
       help: 'Time from batch send to broker acknowledgement',

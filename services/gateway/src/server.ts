@@ -45,9 +45,9 @@ const producers = Array.from(
 );
 await Promise.all(producers.map((producer) => producer.current()));
 
-let batcher: ProduceBatcher | undefined;
-const metrics = createGatewayMetrics(() => batcher?.depth ?? 0);
-batcher = new ProduceBatcher(
+// The depth gauge reads the batcher when scraped, after it exists.
+const metrics = createGatewayMetrics(() => batcher.depth);
+const batcher = new ProduceBatcher(
   producers,
   {
     topic: config.USAGE_TOPIC,
@@ -107,10 +107,7 @@ const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, 
 const address = await app.listen({ host: config.GATEWAY_HOST, port: config.GATEWAY_PORT });
 if (config.GATEWAY_PLAIN_HTTP) logger.warn('serving PLAIN HTTP: only for running behind a TLS-terminating proxy');
 const metricsAddress = metricsServer.address();
-logger.info(
-  { address, schemaId, metricsPort: typeof metricsAddress === 'object' ? metricsAddress?.port : undefined },
-  'gateway listening',
-);
+logger.info({ address, schemaId, metricsPort: typeof metricsAddress === 'object' ? metricsAddress?.port : undefined }, 'gateway listening');
 
 let stopping = false;
 async function shutdown(signal: string): Promise<void> {
@@ -120,7 +117,7 @@ async function shutdown(signal: string): Promise<void> {
   // Reverse order of start: stop intake (close waits for in-flight requests, whose
   // records the batcher still delivers), flush the producer, close clients.
   await app.close();
-  await batcher?.drain();
+  await batcher.drain();
   await Promise.all(producers.map((producer) => producer.reset()));
   await readyAdmin.disconnect().catch(() => undefined);
   metricsServer.close();

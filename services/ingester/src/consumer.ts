@@ -82,9 +82,7 @@ export class UsageConsumer {
         throw error;
       }
       const last = chunk[chunk.length - 1]!.offset;
-      await this.deps.consumer.commitOffsets([
-        { topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() },
-      ]);
+      await this.deps.consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
       resolveOffset(last);
       await heartbeat();
     }
@@ -120,7 +118,10 @@ export class UsageConsumer {
       // A consumer that lost its partitions must not write what the new owner writes.
       if (!alive()) throw new Abandoned();
       try {
-        alreadyLoaded = await loadStep(clickhouse, fresh.map((item) => item.record));
+        alreadyLoaded = await loadStep(
+          clickhouse,
+          fresh.map((item) => item.record),
+        );
         return fresh;
       } catch (error) {
         if (!isDataError(error)) throw error;

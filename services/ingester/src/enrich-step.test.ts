@@ -53,7 +53,13 @@ describe('enrich', () => {
       flag_latency_mismatch: 0,
     });
     expect(event.cost_usd).toBeCloseTo((1000 * 2.5 + 500 * 10) / 1e6, 15);
-    expect(io).toEqual({ event_key: 'key_1:abc', event_date: '2026-11-22', prompt: 'p', response: null, ingested_at: '2026-11-22 12:00:01' });
+    expect(io).toEqual({
+      event_key: 'key_1:abc',
+      event_date: '2026-11-22',
+      prompt: 'p',
+      response: null,
+      ingested_at: '2026-11-22 12:00:01',
+    });
   });
 
   it('prices the longest matching model prefix, case-insensitively; unknown models cost null', () => {
@@ -68,17 +74,40 @@ describe('enrich', () => {
   it('flags out-of-order timestamps, a total that is not the sum, and a latency far from the timestamps', () => {
     const odd = structuredClone(base);
     odd.tokens = { input: 1, output: 2, total: 4 };
-    odd.timing = { startTime: '2026-11-22T10:00:05Z', firstTokenTime: '2026-11-22T10:00:04Z', lastTokenTime: '2026-11-22T10:00:06Z', latencyMs: 5000 };
+    odd.timing = {
+      startTime: '2026-11-22T10:00:05Z',
+      firstTokenTime: '2026-11-22T10:00:04Z',
+      lastTokenTime: '2026-11-22T10:00:06Z',
+      latencyMs: 5000,
+    };
     const { event } = enrich(queued(odd), prices);
-    expect(event).toMatchObject({ flag_out_of_order: 1, flag_total_mismatch: 1, flag_latency_mismatch: 1, total_tokens: 4, latency_ms: 5000, ttft_ms: null });
+    expect(event).toMatchObject({
+      flag_out_of_order: 1,
+      flag_total_mismatch: 1,
+      flag_latency_mismatch: 1,
+      total_tokens: 4,
+      latency_ms: 5000,
+      ttft_ms: null,
+    });
   });
 
   it('an error record without tokens or timing has zero tokens, no latency, no cost, and is bucketed at receive time', () => {
     const { event, io } = enrich(
-      queued({ request: { modelId: 'gpt-4o', status: 'error', provider: 'openai' }, user: { id: 'u', type: 'internal' }, error: { code: 'c', message: 'm', stack: 's' } }),
+      queued({
+        request: { modelId: 'gpt-4o', status: 'error', provider: 'openai' },
+        user: { id: 'u', type: 'internal' },
+        error: { code: 'c', message: 'm', stack: 's' },
+      }),
       prices,
     );
-    expect(event).toMatchObject({ total_tokens: 0, input_tokens: null, latency_ms: null, cost_usd: null, error_stack: 's', event_time: '2026-11-22 12:00:00' });
+    expect(event).toMatchObject({
+      total_tokens: 0,
+      input_tokens: null,
+      latency_ms: null,
+      cost_usd: null,
+      error_stack: 's',
+      event_time: '2026-11-22 12:00:00',
+    });
     expect(io).toBeNull();
   });
 

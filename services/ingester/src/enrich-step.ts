@@ -131,7 +131,13 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
     ingested_at: ingestedAt,
   };
   const io = record.io
-    ? { event_key: meta.eventKey, event_date: eventDate, prompt: record.io.prompt ?? null, response: record.io.response ?? null, ingested_at: ingestedAt }
+    ? {
+        event_key: meta.eventKey,
+        event_date: eventDate,
+        prompt: record.io.prompt ?? null,
+        response: record.io.response ?? null,
+        ingested_at: ingestedAt,
+      }
     : null;
   return { event, io };
 }

@@ -47,7 +47,10 @@ describe('round trip through the gateway', () => {
     const n = names('roundtrip');
     const ingester = await startIngester(n);
     const gateway = await startGateway({ topic: n.topic, keyPrefix: n.keyPrefix });
-    cleanups.push(() => ingester.stop(), () => gateway.stop());
+    cleanups.push(
+      () => ingester.stop(),
+      () => gateway.stop(),
+    );
     const key = await createTestKey(n.keyPrefix, 'preview', 'roundtrip');
 
     const success = fixture('valid/success.json');
@@ -57,7 +60,12 @@ describe('round trip through the gateway', () => {
     outOfOrder.request.modelId = 'in-house-7b';
     outOfOrder.request.provider = 'acme';
     outOfOrder.tokens = { input: 10, output: 5, total: 99 };
-    outOfOrder.timing = { startTime: '2026-11-22T10:00:05Z', firstTokenTime: '2026-11-22T10:00:04Z', lastTokenTime: '2026-11-22T10:00:03Z', latencyMs: 9000 };
+    outOfOrder.timing = {
+      startTime: '2026-11-22T10:00:05Z',
+      firstTokenTime: '2026-11-22T10:00:04Z',
+      lastTokenTime: '2026-11-22T10:00:03Z',
+      latencyMs: 9000,
+    };
 
     const ids: Record<string, string> = {};
     for (const [name, body] of Object.entries({ success, partial, stacktrace, outOfOrder })) {
@@ -105,23 +113,47 @@ describe('round trip through the gateway', () => {
     expect(s.price_table_version).toBe(PriceTable.load().version);
 
     const p = byRequest[ids.partial!]!;
-    expect(p).toMatchObject({ status: 'error', error_code: 'stream_interrupted', error_message: 'connection reset', error_stack: null, price_known: 1 });
+    expect(p).toMatchObject({
+      status: 'error',
+      error_code: 'stream_interrupted',
+      error_message: 'connection reset',
+      error_stack: null,
+      price_known: 1,
+    });
     // Offsets in the timestamps are honoured: 10:00 at +01:00 is 09:00 UTC.
     expect(p.event_time).toBe('2026-11-22 09:00:00');
     expect([p.total_tokens, p.latency_ms, p.ttft_ms, p.sent_latency_ms].map(num)).toEqual([520, 1000, 300, null]);
     expect(p.cost_usd).toBeCloseTo((500 * 0.15 + 20 * 0.6) / 1e6, 12);
 
     const e = byRequest[ids.stacktrace!]!;
-    expect(e).toMatchObject({ status: 'error', error_code: 'timeout', error_stack: 'TimeoutError: Upstream timed out', input_tokens: null, cost_usd: null, latency_ms: null, price_known: 1 });
+    expect(e).toMatchObject({
+      status: 'error',
+      error_code: 'timeout',
+      error_stack: 'TimeoutError: Upstream timed out',
+      input_tokens: null,
+      cost_usd: null,
+      latency_ms: null,
+      price_known: 1,
+    });
     expect(num(e.total_tokens)).toBe(0);
 
     const o = byRequest[ids.outOfOrder!]!;
-    expect(o).toMatchObject({ flag_out_of_order: 1, flag_total_mismatch: 1, price_known: 0, cost_usd: null, ttft_ms: null, output_tokens_per_sec: null });
+    expect(o).toMatchObject({
+      flag_out_of_order: 1,
+      flag_total_mismatch: 1,
+      price_known: 0,
+      cost_usd: null,
+      ttft_ms: null,
+      output_tokens_per_sec: null,
+    });
     // Never "fixed": what was sent is kept, the derived latency is what the client said.
     expect([o.sent_total_tokens, o.total_tokens, o.sent_latency_ms, o.latency_ms].map(num)).toEqual([99, 99, 9000, 9000]);
 
     const io = await queryRows<Record<string, any>>(clickhouse, 'SELECT event_key, prompt, response FROM usage_io ORDER BY event_key');
-    expect(io.find((row) => row.event_key === `${key.id}:rt-success`)).toMatchObject({ prompt: success.io.prompt, response: success.io.response });
+    expect(io.find((row) => row.event_key === `${key.id}:rt-success`)).toMatchObject({
+      prompt: success.io.prompt,
+      response: success.io.response,
+    });
     expect(io.find((row) => row.event_key === `${key.id}:rt-partial`)).toMatchObject({ prompt: 'Hello', response: null });
     expect(io.some((row) => row.event_key === `${key.id}:rt-stacktrace`)).toBe(false);
   });
@@ -139,24 +171,34 @@ describe('exactly-once effect', () => {
     const key = await createTestKey(n.keyPrefix, 'prod', 'idem');
     const requestIds = new Set<string>();
     for (let attempt = 0; attempt < 5; attempt++) {
-      const answer = await postUsage(gateways[attempt % 2]!.url, fixture('valid/success.json'), { 'x-api-key': key.key, 'idempotency-key': 'charge-7' });
+      const answer = await postUsage(gateways[attempt % 2]!.url, fixture('valid/success.json'), {
+        'x-api-key': key.key,
+        'idempotency-key': 'charge-7',
+      });
       expect(answer.status).toBe(202);
       requestIds.add(answer.body.requestId);
     }
     expect(requestIds.size).toBe(5); // five distinct gateway requests
     // And a second key using the same idempotency string is a different record.
     const other = await createTestKey(n.keyPrefix, 'prod', 'idem-other');
-    expect((await postUsage(gateways[0]!.url, fixture('valid/success.json'), { 'x-api-key': other.key, 'idempotency-key': 'charge-7' })).status).toBe(202);
+    expect(
+      (await postUsage(gateways[0]!.url, fixture('valid/success.json'), { 'x-api-key': other.key, 'idempotency-key': 'charge-7' })).status,
+    ).toBe(202);
 
     const clickhouse = testClickHouse(n.database);
     cleanups.push(() => clickhouse.close());
     await eventually(async () => (await distinctCount(clickhouse)) === 2, 30_000);
     await new Promise((resolve) => setTimeout(resolve, 1500)); // let every duplicate arrive
-    const [raw] = await queryRows<{ rows: string; tokens: string }>(clickhouse, 'SELECT count() AS rows, sum(total_tokens) AS tokens FROM usage_events');
+    const [raw] = await queryRows<{ rows: string; tokens: string }>(
+      clickhouse,
+      'SELECT count() AS rows, sum(total_tokens) AS tokens FROM usage_events',
+    );
     expect(Number(raw!.rows)).toBe(2); // Redis dropped the 4 duplicates before the load
     const [grouped] = await queryRows<{ n: string; tokens: string }>(
       clickhouse,
-      "SELECT count() AS n, sum(t) AS tokens FROM (SELECT event_key, any(total_tokens) AS t FROM usage_events WHERE api_key_id = '" + key.id + "' GROUP BY event_key)",
+      "SELECT count() AS n, sum(t) AS tokens FROM (SELECT event_key, any(total_tokens) AS t FROM usage_events WHERE api_key_id = '" +
+        key.id +
+        "' GROUP BY event_key)",
     );
     expect([Number(grouped!.n), Number(grouped!.tokens)]).toEqual([1, 1550]);
   });
@@ -168,8 +210,13 @@ function duplicatedLoad(count: number, seed: number) {
   const distinct = sampleUsageRecords(count, { seed });
   const queued = queuedRecords(distinct, { eventKey: (index) => `load-${seed}-${index}` });
   // About 10% of the records are delivered again, as a client retry would.
-  const duplicates = queued.filter(() => random() < 0.1).map((record) => ({ ...record, meta: { ...record.meta, requestId: `${record.meta.requestId}-retry` } }));
-  const expectedTokens = distinct.reduce((sum, record) => sum + (record.tokens ? (record.tokens.total ?? record.tokens.input + record.tokens.output) : 0), 0);
+  const duplicates = queued
+    .filter(() => random() < 0.1)
+    .map((record) => ({ ...record, meta: { ...record.meta, requestId: `${record.meta.requestId}-retry` } }));
+  const expectedTokens = distinct.reduce(
+    (sum, record) => sum + (record.tokens ? (record.tokens.total ?? record.tokens.input + record.tokens.output) : 0),
+    0,
+  );
   const keys = queued.map((record) => record.meta.eventKey);
   return { messages: [...queued, ...duplicates].sort(() => random() - 0.5), distinct: queued.length, keys, expectedTokens };
 }
@@ -221,7 +268,10 @@ describe('ClickHouse outage', () => {
     const n = names('chdown');
     const privateClickHouse = await startPrivateClickHouse(28123);
     cleanups.push(() => privateClickHouse.stop());
-    const ingester = await startIngester({ ...n, extraEnv: { CLICKHOUSE_URL: privateClickHouse.url, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 } });
+    const ingester = await startIngester({
+      ...n,
+      extraEnv: { CLICKHOUSE_URL: privateClickHouse.url, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 },
+    });
     cleanups.push(() => ingester.stop());
     const clickhouse = createClickHouse({ url: privateClickHouse.url, database: n.database, username: 'default', password: '' });
     cleanups.push(() => clickhouse.close());

@@ -33,7 +33,10 @@ export async function existingEventKeys(clickhouse: ClickHouseClient, keys: read
 /** Inserts the records ClickHouse does not hold yet; returns how many were already there. */
 export async function loadStep(clickhouse: ClickHouseClient, records: readonly EnrichedRecord[]): Promise<number> {
   if (records.length === 0) return 0;
-  const existing = await existingEventKeys(clickhouse, records.map((record) => record.event.event_key));
+  const existing = await existingEventKeys(
+    clickhouse,
+    records.map((record) => record.event.event_key),
+  );
   const fresh = existing.size === 0 ? records : records.filter((record) => !existing.has(record.event.event_key));
   if (fresh.length === 0) return existing.size;
   const io = fresh.flatMap((record) => (record.io ? [record.io] : []));

@@ -6,10 +6,27 @@ export function createIngesterMetrics() {
   return {
     registry,
     rowsLoaded: new Counter({ name: 'otm_ingester_rows_loaded_total', help: 'Rows inserted into ClickHouse', registers: [registry] }),
-    duplicatesDropped: new Counter({ name: 'otm_ingester_duplicates_dropped_total', help: 'Records dropped as already loaded', registers: [registry] }),
-    deadLetters: new Counter({ name: 'otm_ingester_dead_letters_total', help: 'Messages sent to the dead-letter topic', registers: [registry] }),
-    unknownPrice: new Counter({ name: 'otm_ingester_unknown_price_total', help: 'Loaded records whose model has no price', registers: [registry] }),
-    retries: new Counter({ name: 'otm_ingester_dependency_retries_total', help: 'Retried dependency calls', labelNames: ['dependency'], registers: [registry] }),
+    duplicatesDropped: new Counter({
+      name: 'otm_ingester_duplicates_dropped_total',
+      help: 'Records dropped as already loaded',
+      registers: [registry],
+    }),
+    deadLetters: new Counter({
+      name: 'otm_ingester_dead_letters_total',
+      help: 'Messages sent to the dead-letter topic',
+      registers: [registry],
+    }),
+    unknownPrice: new Counter({
+      name: 'otm_ingester_unknown_price_total',
+      help: 'Loaded records whose model has no price',
+      registers: [registry],
+    }),
+    retries: new Counter({
+      name: 'otm_ingester_dependency_retries_total',
+      help: 'Retried dependency calls',
+      labelNames: ['dependency'],
+      registers: [registry],
+    }),
     batchSeconds: new Histogram({
       name: 'otm_ingester_batch_seconds',
       help: 'Time to decode, dedupe and load one batch',

@@ -35,7 +35,10 @@ export async function migrate(
   });
   const result = await server.query({ query: `SELECT name FROM ${database}.schema_migrations`, format: 'JSONEachRow' });
   const applied = new Set((await result.json<{ name: string }>()).map((row) => row.name));
-  const files = fs.readdirSync(migrationsDir).filter((file) => file.endsWith('.sql')).sort();
+  const files = fs
+    .readdirSync(migrationsDir)
+    .filter((file) => file.endsWith('.sql'))
+    .sort();
   const appliedNow: string[] = [];
   for (const file of files) {
     if (applied.has(file)) continue;

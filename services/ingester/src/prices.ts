@@ -19,7 +19,10 @@ export const defaultPriceFile = path.resolve(path.dirname(fileURLToPath(import.m
 export class PriceTable {
   private readonly byProvider = new Map<string, [string, Price][]>();
 
-  constructor(readonly version: string, providers: Record<string, Record<string, Price>>) {
+  constructor(
+    readonly version: string,
+    providers: Record<string, Record<string, Price>>,
+  ) {
     for (const [provider, models] of Object.entries(providers)) {
       // Longest prefix first, so gpt-4o-mini is not priced as gpt-4o.
       const entries = Object.entries(models).map(([model, price]) => [model.toLowerCase(), price] as [string, Price]);
@@ -44,7 +47,8 @@ export class PriceTable {
     if (!entries) return undefined;
     const model = modelId.toLowerCase();
     for (const [prefix, price] of entries) {
-      if (model === prefix || model.startsWith(`${prefix}-`) || model.startsWith(`${prefix}@`) || model.startsWith(`${prefix}:`)) return price;
+      if (model === prefix || model.startsWith(`${prefix}-`) || model.startsWith(`${prefix}@`) || model.startsWith(`${prefix}:`))
+        return price;
     }
     return undefined;
   }

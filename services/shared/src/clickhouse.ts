@@ -16,7 +16,12 @@ export function clickhouseSettingsFrom(config: {
   CLICKHOUSE_USER: string;
   CLICKHOUSE_PASSWORD: string;
 }): ClickHouseSettings {
-  return { url: config.CLICKHOUSE_URL, database: config.CLICKHOUSE_DATABASE, username: config.CLICKHOUSE_USER, password: config.CLICKHOUSE_PASSWORD };
+  return {
+    url: config.CLICKHOUSE_URL,
+    database: config.CLICKHOUSE_DATABASE,
+    username: config.CLICKHOUSE_USER,
+    password: config.CLICKHOUSE_PASSWORD,
+  };
 }
 
 export function createClickHouse(settings: ClickHouseSettings, database: string | null = settings.database): ClickHouseClient {

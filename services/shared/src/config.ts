@@ -18,7 +18,10 @@ export const nonNegativeInt = makeValidator<number>((input) => {
 });
 
 export const csv = makeValidator<string[]>((input) => {
-  const items = input.split(',').map((item) => item.trim()).filter(Boolean);
+  const items = input
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
   if (items.length === 0) throw new Error('must be a comma-separated list with at least one item');
   return items;
 });
@@ -50,9 +53,7 @@ export function parseConfig<S extends Record<string, unknown>>(env: NodeJS.Proce
     reporter: ({ errors }) => {
       const names = Object.entries(errors);
       if (names.length === 0) return;
-      throw new ConfigError(
-        `invalid configuration: ${names.map(([name, error]) => `${name}: ${(error as Error).message}`).join('; ')}`,
-      );
+      throw new ConfigError(`invalid configuration: ${names.map(([name, error]) => `${name}: ${(error as Error).message}`).join('; ')}`);
     },
   }) as Readonly<CleanedEnv<S>>;
 }

@@ -9,7 +9,15 @@ describe('key format', () => {
     expect(generateKey('preview')).not.toBe(key);
   });
   it('refuses other shapes before any look-up', () => {
-    for (const bad of ['', 'otm_prod_', 'otm_prod_short', `otm_live_${'a'.repeat(43)}`, `OTM_prod_${'a'.repeat(43)}`, `otm_prod_${'a'.repeat(129)}`, `otm_prod_${'a'.repeat(42)}=`]) {
+    for (const bad of [
+      '',
+      'otm_prod_',
+      'otm_prod_short',
+      `otm_live_${'a'.repeat(43)}`,
+      `OTM_prod_${'a'.repeat(43)}`,
+      `otm_prod_${'a'.repeat(129)}`,
+      `otm_prod_${'a'.repeat(42)}=`,
+    ]) {
       expect(parseKey(bad), bad).toBeUndefined();
     }
   });

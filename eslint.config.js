@@ -1,0 +1,19 @@
+// Lint: the recommended rules of ESLint and typescript-eslint. Formatting is
+// Prettier's job (npm run format), checked by npm run lint.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/', '.stack/', 'dist/', 'screenshots/', 'schemas/src/generated/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { globals: { console: 'readonly', process: 'readonly', performance: 'readonly', fetch: 'readonly' } },
+    rules: {
+      // Tests read JSON answers whose shape the assertions check.
+      '@typescript-eslint/no-explicit-any': 'off',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'no-empty': ['error', { allowEmptyCatch: false }],
+    },
+  },
+);
