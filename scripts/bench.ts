@@ -39,7 +39,7 @@ const section = (name: string) => !only || only.has(name);
 const quick = Boolean(options.quick) || process.env.npm_config_quick === 'true';
 const runs = Math.max(3, Number(options.runs));
 const scale = quick
-  ? { loadSeconds: 3, latencySeconds: 2, produceRecords: 10_000, ingestRecords: 20_000, freshnessSeconds: 3, revokedKeys: 20 }
+  ? { loadSeconds: 2, latencySeconds: 1.5, produceRecords: 10_000, ingestRecords: 10_000, freshnessSeconds: 2, revokedKeys: 10 }
   : { loadSeconds: 10, latencySeconds: 8, produceRecords: 60_000, ingestRecords: 200_000, freshnessSeconds: 10, revokedKeys: 100 };
 
 const stack = loadStackConfig(process.env);
@@ -161,62 +161,58 @@ if (section('gateway')) {
   const port = 18443;
   const load = (url: string, extra: Record<string, unknown> = {}) =>
     runLoad({ url, bodiesFile, headers: { 'x-api-key': benchKey.key }, connections: 50, durationSeconds: scale.loadSeconds, ...extra });
-  for (let run = 0; run < runs; run++) {
-    const baselineServer = spawn(
-      process.execPath,
-      ['--import', 'tsx', path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
-      {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
-    await new Promise<void>((resolve) =>
-      baselineServer.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('baseline listening') && resolve()),
-    );
-    baseline.push((await load(`https://127.0.0.1:${port}/v1/telemetry/usage`)).perSec);
-    baselineServer.kill('SIGTERM');
-    await new Promise((resolve) => baselineServer.on('exit', resolve));
-
-    const topic = `bench.gateway.${runId}.${run}`;
-    const gatewayEnv = serviceEnv({
-      USAGE_TOPIC: topic,
+  // The three servers start once and stay up; each run loads them in turn, so
+  // every run's figures share the machine's conditions of that moment.
+  const baselineServer = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  await new Promise<void>((resolve) =>
+    baselineServer.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('baseline listening') && resolve()),
+  );
+  const gatewayEnv = (gatewayPort: number) =>
+    serviceEnv({
+      USAGE_TOPIC: `bench.gateway.${runId}`,
       REDIS_KEY_PREFIX: keyPrefix,
-      GATEWAY_PORT: port,
+      GATEWAY_PORT: gatewayPort,
       METRICS_PORT: 0,
       TLS_CERT_FILE: tls.certFile,
       TLS_KEY_FILE: tls.keyFile,
     });
-    const gateway = await startQuiet('gateway', gatewayEnv, /gateway listening/);
-    const url = `https://127.0.0.1:${port}/v1/telemetry/usage`;
-    const max = await load(url);
+  const gateway = await startQuiet('gateway', gatewayEnv(port + 4), /gateway listening/);
+  const cluster = await startQuiet(
+    'gateway-cluster',
+    { ...gatewayEnv(port + 5), GATEWAY_WORKERS: String(os.availableParallelism()) },
+    /gateway listening/,
+  );
+  await sleep(1500); // let every worker listen
+  const url = (serverPort: number) => `https://127.0.0.1:${serverPort}/v1/telemetry/usage`;
+  for (let run = 0; run < runs; run++) {
+    baseline.push((await load(url(port))).perSec);
+    const max = await load(url(port + 4));
     single.push(max.perSec);
     non2xx.push(max.non2xx + max.errors);
-    const at50 = await load(url, { rate: Math.max(1, Math.floor(max.perSec * 0.5)), durationSeconds: scale.latencySeconds });
+    const at50 = await load(url(port + 4), { rate: Math.max(1, Math.floor(max.perSec * 0.5)), durationSeconds: scale.latencySeconds });
     p50at50.push(at50.p50Ms);
     p99at50.push(at50.p99Ms);
     p999at50.push(at50.p999Ms);
-    const at80 = await load(url, { rate: Math.max(1, Math.floor(max.perSec * 0.8)), durationSeconds: scale.latencySeconds });
+    const at80 = await load(url(port + 4), { rate: Math.max(1, Math.floor(max.perSec * 0.8)), durationSeconds: scale.latencySeconds });
     p99at80.push(at80.p99Ms);
     rss.push(peakRssMb(gateway.child.pid));
-    await gateway.stop();
-
-    const cluster = await startQuiet(
-      'gateway-cluster',
-      { ...gatewayEnv, GATEWAY_WORKERS: String(os.availableParallelism()) },
-      /gateway listening/,
-    );
-    await sleep(1500); // let every worker listen
-    perCore.push((await load(url)).perSec);
-    await cluster.stop();
+    perCore.push((await load(url(port + 5))).perSec);
     log(
-      `   run ${run + 1}: baseline ${baseline.at(-1)!.toFixed(0)}/s, gateway ${single.at(-1)!.toFixed(0)}/s, per-core ${perCore.at(-1)!.toFixed(0)}/s, p99@50% ${p99at50.at(-1)} ms`,
+      `   run ${run + 1}: baseline ${baseline.at(-1)!.toFixed(0)}/s, gateway ${single.at(-1)!.toFixed(0)}/s, per-core ${perCore.at(-1)!.toFixed(0)}/s, p99@50% ${p99at50.at(-1)!.toFixed(1)} ms`,
     );
   }
-  const gateway = figure(single);
+  baselineServer.kill('SIGTERM');
+  await Promise.all([new Promise((resolve) => baselineServer.on('exit', resolve)), gateway.stop(), cluster.stop()]);
+  const singleFigure = figure(single);
   const base = figure(baseline);
   results.gateway = {
-    recordsPerSec: gateway.median,
+    recordsPerSec: singleFigure.median,
     baselinePerSec: base.median,
-    ratio: gateway.median / base.median,
+    ratio: singleFigure.median / base.median,
     perCoreRecordsPerSec: figure(perCore).median,
     p50Ms: figure(p50at50).median,
     p99Ms: figure(p99at50).median,
@@ -224,7 +220,7 @@ if (section('gateway')) {
     p99MsAt80: figure(p99at80).median,
     non2xxAtMax: figure(non2xx).median,
     meanBodyBytes,
-    single: gateway,
+    single: singleFigure,
     baseline: base,
     perCore: figure(perCore),
     p99At50: figure(p99at50),
