@@ -114,6 +114,17 @@ const serviceEnv = (extra: Record<string, string | number>): NodeJS.ProcessEnv =
   for (const [name, value] of Object.entries(extra)) env[name] = String(value);
   return env;
 };
+/** A gateway on `port` for `topic`, with keys under `prefix`, TLS with the local certificate. */
+const gatewayServiceEnv = (topic: string, prefix: string, port: number): NodeJS.ProcessEnv =>
+  serviceEnv({
+    USAGE_TOPIC: topic,
+    REDIS_KEY_PREFIX: prefix,
+    GATEWAY_PORT: port,
+    METRICS_PORT: 0,
+    TLS_CERT_FILE: tls.certFile,
+    TLS_KEY_FILE: tls.keyFile,
+  });
+
 // The ready lines are logged at info.
 async function startQuiet(
   entry: 'gateway' | 'ingester' | 'gateway-cluster',
@@ -171,15 +182,7 @@ if (section('gateway')) {
   await new Promise<void>((resolve) =>
     baselineServer.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('baseline listening') && resolve()),
   );
-  const gatewayEnv = (gatewayPort: number) =>
-    serviceEnv({
-      USAGE_TOPIC: `bench.gateway.${runId}`,
-      REDIS_KEY_PREFIX: keyPrefix,
-      GATEWAY_PORT: gatewayPort,
-      METRICS_PORT: 0,
-      TLS_CERT_FILE: tls.certFile,
-      TLS_KEY_FILE: tls.keyFile,
-    });
+  const gatewayEnv = (gatewayPort: number) => gatewayServiceEnv(`bench.gateway.${runId}`, keyPrefix, gatewayPort);
   const gateway = await startQuiet('gateway', gatewayEnv(port + 4), /gateway listening/);
   const cluster = await startQuiet(
     'gateway-cluster',
@@ -407,18 +410,7 @@ if (section('freshness')) {
         }),
         /ingester consuming/,
       );
-      const gateway = await startQuiet(
-        'gateway',
-        serviceEnv({
-          USAGE_TOPIC: topic,
-          REDIS_KEY_PREFIX: prefix,
-          GATEWAY_PORT: port,
-          METRICS_PORT: 0,
-          TLS_CERT_FILE: tls.certFile,
-          TLS_KEY_FILE: tls.keyFile,
-        }),
-        /gateway listening/,
-      );
+      const gateway = await startQuiet('gateway', gatewayServiceEnv(topic, prefix, port), /gateway listening/);
       const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
       const url = `https://127.0.0.1:${port}/v1/telemetry/usage`;
       const background = runLoad({
@@ -504,20 +496,7 @@ if (section('revocation')) {
   const prefix = `bench-revoke-${runId}:`;
   const store = new KeyStore(redis, prefix);
   const gateways = await Promise.all(
-    [18445, 18446].map((port) =>
-      startQuiet(
-        'gateway',
-        serviceEnv({
-          USAGE_TOPIC: topic,
-          REDIS_KEY_PREFIX: prefix,
-          GATEWAY_PORT: port,
-          METRICS_PORT: 0,
-          TLS_CERT_FILE: tls.certFile,
-          TLS_KEY_FILE: tls.keyFile,
-        }),
-        /gateway listening/,
-      ),
-    ),
+    [18445, 18446].map((port) => startQuiet('gateway', gatewayServiceEnv(topic, prefix, port), /gateway listening/)),
   );
   const agent = new Agent({ connect: { ca: fs.readFileSync(tls.certFile) } });
   const post = async (gateway: ServiceProcess, key: string) => {
