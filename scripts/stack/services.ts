@@ -336,7 +336,7 @@ class RegistryService extends ProcessService {
   }
 }
 
-class RedisService extends ProcessService {
+export class RedisService extends ProcessService {
   readonly name = 'redis';
   readonly startTimeoutMs = 20_000;
   protected get home() {

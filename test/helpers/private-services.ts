@@ -1,7 +1,7 @@
 // Services of a test's own (own ports and folders), for fault tests that stop
 // and restart them without disturbing the shared stack.
 import { loadStackConfig } from '../../scripts/stack/config.js';
-import { ClickHouseService, KafkaService } from '../../scripts/stack/services.js';
+import { ClickHouseService, KafkaService, RedisService } from '../../scripts/stack/services.js';
 
 export async function startPrivateKafka(port: number): Promise<{ brokers: string; stop(): Promise<void>; start(): Promise<void> }> {
   const config = loadStackConfig({
@@ -33,4 +33,16 @@ export async function startPrivateClickHouse(httpPort: number): Promise<{ url: s
   };
   await start();
   return { url: clickhouse.address, start, stop: () => clickhouse.down() };
+}
+
+/** A Redis server of a test's own, to stop and start under load. */
+export async function startPrivateRedis(port: number): Promise<{ url: string; stop(): Promise<void>; start(): Promise<void> }> {
+  const config = loadStackConfig({ OTM_STACK_DIR: `.stack/test-redis-${port}`, OTM_STACK_REDIS_PORT: String(port) });
+  const redis = new RedisService(config);
+  const start = async () => {
+    await redis.start();
+    await redis.waitHealthy(redis.startTimeoutMs);
+  };
+  await start();
+  return { url: redis.address, start, stop: () => redis.down() };
 }

@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import {
   createTestKey,
   fixture,
+  httpRequest,
   postUsage,
   readTopic,
   startGateway,
@@ -130,7 +131,12 @@ describe('broker stopped mid-load', () => {
       await new Promise((resolve) => setTimeout(resolve, 2000));
       phase = 'down';
       await broker.stop();
-      await new Promise((resolve) => setTimeout(resolve, 8000));
+      await new Promise((resolve) => setTimeout(resolve, 4000));
+      // Readiness says so while the broker is away (and nothing else).
+      const notReady = await httpRequest(`${gateway.url}/readyz`);
+      expect(notReady.status).toBe(503);
+      expect(notReady.body).toEqual({ status: 'unavailable' });
+      await new Promise((resolve) => setTimeout(resolve, 4000));
       phase = 'restarting';
       await broker.start();
       phase = 'after';
@@ -140,6 +146,7 @@ describe('broker stopped mid-load', () => {
       }
       running = false;
       await Promise.all(clients);
+      expect((await httpRequest(`${gateway.url}/readyz`)).status).toBe(200);
 
       const byPhase = (name: string, status: number) => answers.filter((a) => a.phase === name && a.status === status).length;
       console.log(

@@ -6,7 +6,7 @@ import { createKafka } from '@otm/shared/kafka';
 import { encodeWire } from '@otm/shared/registry';
 import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../scripts/lib/sample-records.js';
 import { produceQueued, registeredSchemaId } from '../../../test/helpers/produce.js';
-import { startPrivateClickHouse } from '../../../test/helpers/private-services.js';
+import { startPrivateClickHouse, startPrivateRedis } from '../../../test/helpers/private-services.js';
 import {
   createTestKey,
   eventually,
@@ -288,6 +288,33 @@ describe('ClickHouse outage', () => {
     await privateClickHouse.start();
     await expectExactContent(clickhouse, load, 90_000);
     expect(ingester.logs.some((line) => line.includes('dependency failed; retrying'))).toBe(true);
+  });
+});
+
+describe('Redis outage', () => {
+  it('Redis stopped for 15 s under load, then started: same content, nothing skipped', async () => {
+    const n = names('redisdown');
+    const privateRedis = await startPrivateRedis(26379);
+    cleanups.push(() => privateRedis.stop());
+    const ingester = await startIngester({
+      ...n,
+      extraEnv: { REDIS_URL: privateRedis.url, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 },
+    });
+    cleanups.push(() => ingester.stop());
+    const clickhouse = testClickHouse(n.database);
+    cleanups.push(() => clickhouse.close());
+
+    const load = duplicatedLoad(4000, 13);
+    const half = Math.floor(load.messages.length / 2);
+    await produceQueued(n.topic, load.messages.slice(0, half));
+    await eventually(async () => (await distinctCount(clickhouse)) > 0, 30_000);
+    await privateRedis.stop();
+    await produceQueued(n.topic, load.messages.slice(half));
+    await new Promise((resolve) => setTimeout(resolve, 15_000));
+    expect(ingester.child.exitCode).toBeNull();
+    await privateRedis.start();
+    await expectExactContent(clickhouse, load, 90_000);
+    expect(ingester.logs.some((line) => line.includes('dependency failed; retrying') && line.includes('redis'))).toBe(true);
   });
 });
 
