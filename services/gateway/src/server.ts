@@ -66,7 +66,9 @@ const batcher = new ProduceBatcher(
   },
 );
 
-const readyAdmin = kafka.admin();
+// Readiness uses an admin client of its own, replaced after any failure so a
+// connection broken while the broker was away is never reused.
+let readyAdmin = kafka.admin();
 let readyCache = { at: 0, ready: false };
 async function ready(): Promise<boolean> {
   if (Date.now() - readyCache.at < 1000) return readyCache.ready;
@@ -79,7 +81,12 @@ async function ready(): Promise<boolean> {
         if (!r.ok) throw new Error(String(r.status));
       }),
     ),
-    bounded(readyAdmin.connect().then(() => readyAdmin.fetchTopicMetadata({ topics: [config.USAGE_TOPIC] }))),
+    bounded(readyAdmin.connect().then(() => readyAdmin.fetchTopicMetadata({ topics: [config.USAGE_TOPIC] }))).catch((error: unknown) => {
+      const broken = readyAdmin;
+      readyAdmin = kafka.admin();
+      void broken.disconnect().catch(() => undefined);
+      throw error;
+    }),
   ]);
   readyCache = { at: Date.now(), ready: checks.every((check) => check.status === 'fulfilled') };
   return readyCache.ready;
