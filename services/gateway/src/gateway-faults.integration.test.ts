@@ -106,7 +106,7 @@ describe('broker stopped mid-load', () => {
     const gateway = await startGateway({
       topic,
       keyPrefix,
-      extraEnv: { KAFKA_BROKERS: broker.brokers, PRODUCE_TIMEOUT_MS: 2000, RETRY_AFTER_SECONDS: 3 },
+      extraEnv: { KAFKA_BROKERS: broker.address, PRODUCE_TIMEOUT_MS: 2000, RETRY_AFTER_SECONDS: 3 },
     });
     try {
       const answers: { status: number; ms: number; requestId?: string; retryAfter?: string; phase: string }[] = [];
@@ -168,7 +168,7 @@ describe('broker stopped mid-load', () => {
         expect(unavailable.ms).toBeLessThan(2000 + 1500);
       }
       const acceptedIds = answers.filter((a) => a.status === 202).map((a) => a.requestId!);
-      const onTopic = await readTopicFrom(broker.brokers, topic, new Set(acceptedIds));
+      const onTopic = await readTopicFrom(broker.address, topic, new Set(acceptedIds));
       const missing = answers.filter((a) => a.status === 202 && !onTopic.has(a.requestId!));
       expect(missing).toEqual([]);
     } finally {

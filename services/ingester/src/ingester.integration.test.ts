@@ -270,10 +270,10 @@ describe('ClickHouse outage', () => {
     cleanups.push(() => privateClickHouse.stop());
     const ingester = await startIngester({
       ...n,
-      extraEnv: { CLICKHOUSE_URL: privateClickHouse.url, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 },
+      extraEnv: { CLICKHOUSE_URL: privateClickHouse.address, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 },
     });
     cleanups.push(() => ingester.stop());
-    const clickhouse = createClickHouse({ url: privateClickHouse.url, database: n.database, username: 'default', password: '' });
+    const clickhouse = createClickHouse({ url: privateClickHouse.address, database: n.database, username: 'default', password: '' });
     cleanups.push(() => clickhouse.close());
 
     const load = duplicatedLoad(6000, 11);
@@ -298,7 +298,7 @@ describe('Redis outage', () => {
     cleanups.push(() => privateRedis.stop());
     const ingester = await startIngester({
       ...n,
-      extraEnv: { REDIS_URL: privateRedis.url, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 },
+      extraEnv: { REDIS_URL: privateRedis.address, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 },
     });
     cleanups.push(() => ingester.stop());
     const clickhouse = testClickHouse(n.database);
