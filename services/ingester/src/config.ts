@@ -3,10 +3,11 @@ import { infrastructureSpec, nonNegativeInt, parseConfig, positiveInt, str } fro
 export const ingesterSpec = {
   ...infrastructureSpec,
   INGEST_GROUP_ID: str({ default: 'otm-ingester', desc: 'Kafka consumer group' }),
-  INGEST_BATCH_MAX_ROWS: positiveInt({ default: 5000, desc: 'Rows per ClickHouse insert at most' }),
+  INGEST_BATCH_MAX_ROWS: positiveInt({ default: 20_000, desc: 'Rows per load unit (one ClickHouse insert per table) at most' }),
+  INGEST_GATHER_MS: positiveInt({ default: 50, desc: 'How long a load unit waits for the chunks of other partitions' }),
   INGEST_BATCH_MAX_WAIT_MS: positiveInt({ default: 250, desc: 'How long a fetch waits to fill a batch' }),
   INGEST_FETCH_MAX_BYTES: positiveInt({ default: 4 * 1024 * 1024, desc: 'Bytes fetched per partition at most (bounds memory)' }),
-  INGEST_CONCURRENCY: positiveInt({ default: 2, desc: 'Partition batches processed at once' }),
+  INGEST_CONCURRENCY: positiveInt({ default: 6, desc: 'Partition batches taken at once (and loaded together)' }),
   INGEST_RETRY_MAX_MS: positiveInt({ default: 5000, desc: 'Longest pause between retries of a failed dependency' }),
   INGEST_SESSION_TIMEOUT_MS: positiveInt({ default: 10_000, desc: 'Consumer group session timeout' }),
   DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),

@@ -1,5 +1,5 @@
-// The ingester's consumer: Kafka batch -> decode -> enrich -> dedupe -> load ->
-// dead letters -> mark seen -> commit offsets.
+// The ingester's consumer: Kafka batch -> decode -> enrich -> gather into a load
+// unit -> dedupe -> load -> dead letters -> mark seen -> commit offsets.
 //
 // Delivery guarantee (at-least-once delivery, exactly-once effect):
 //   1. rows are inserted into ClickHouse,
@@ -11,6 +11,14 @@
 // zombie consumer, ReplacingMergeTree collapses it and raw queries group by
 // event_key). A crash between 2 and 3 redelivers rows Redis has seen: they are
 // dropped. Nothing answered 202 is lost, nothing is counted twice.
+//
+// Pipelining: eachBatch returns once its chunk's unit starts loading (so kafkajs
+// fetches the next batches meanwhile) and the unit commits its offsets itself.
+// Units load one at a time, so a partition's commits stay in order. A unit never
+// commits a chunk fetched before the latest rebalance, nor any chunk once the
+// consumer is stopping; if a unit fails for a reason that is not a dependency
+// outage, the process exits so the group restarts from the committed offsets
+// (committing later units past an unloaded chunk would lose it).
 import type { Consumer, EachBatchPayload, KafkaMessage, Producer } from '@otm/shared/kafka';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Logger } from '@otm/shared/logger';
@@ -19,6 +27,7 @@ import type { DedupeStep } from './dedupe-step.js';
 import { enrich, type EnrichedRecord } from './enrich-step.js';
 import { isDataError, loadStep } from './load-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
+import { LoadGatherer } from './load-gatherer.js';
 import type { PriceTable } from './prices.js';
 import type { IngesterMetrics } from './metrics.js';
 
@@ -26,8 +35,10 @@ export interface ConsumerOptions {
   topic: string;
   dlqTopic: string;
   maxBatchRows: number;
-  /** Partitions whose batches are processed at once (overlaps waiting on ClickHouse and Redis). */
+  /** Partition batches kafkajs hands over at once; their chunks are loaded together. */
   partitionsConcurrently: number;
+  /** How long a load unit waits for more partition chunks after its first. */
+  gatherMs: number;
   retryInitialMs: number;
   retryMaxMs: number;
 }
@@ -49,16 +60,44 @@ class Abandoned extends Error {}
 interface Item {
   message: KafkaMessage;
   record: EnrichedRecord;
+  part: Part;
+}
+
+/** One partition chunk, decoded, waiting to be loaded with the others of its unit. */
+interface Part {
+  topic: string;
+  partition: number;
+  rows: number;
+  lastOffset: string;
+  items: Item[];
+  letters: DeadLetter[];
+  alive: () => boolean;
+  heartbeat: () => Promise<void>;
 }
 
 export class UsageConsumer {
+  private readonly gatherer: LoadGatherer<Part>;
+  /** Bumped at every rebalance: chunks fetched under an older generation never commit. */
+  private generation = 0;
+  private stopping = false;
+
   constructor(
     private readonly deps: ConsumerDeps,
     private readonly options: ConsumerOptions,
-  ) {}
+    /** Called when a unit failed in a way that must stop the process. */
+    private readonly onFatal: (error: Error) => void,
+  ) {
+    this.gatherer = new LoadGatherer(
+      { maxRows: options.maxBatchRows, lingerMs: options.gatherMs, slots: options.partitionsConcurrently },
+      (parts) => this.loadUnit(parts),
+    );
+  }
 
   async start(): Promise<void> {
     const { consumer } = this.deps;
+    const bump = () => void this.generation++;
+    consumer.on(consumer.events.REBALANCING, bump);
+    consumer.on(consumer.events.GROUP_JOIN, bump);
     await consumer.subscribe({ topic: this.options.topic, fromBeginning: true });
     await consumer.run({
       autoCommit: false,
@@ -68,86 +107,138 @@ export class UsageConsumer {
     });
   }
 
+  /** Stops taking batches, lets the units in hand load and commit (bounded), then leaves the group. */
+  async stop(drainMs: number): Promise<void> {
+    const { consumer } = this.deps;
+    consumer.pause([{ topic: this.options.topic }]);
+    await Promise.race([this.gatherer.whenIdle(), new Promise((resolve) => setTimeout(resolve, drainMs))]);
+    this.stopping = true;
+    await consumer.disconnect();
+  }
+
   private async eachBatch(payload: EachBatchPayload): Promise<void> {
     const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload;
     const { messages } = batch;
+    const generation = this.generation;
+    const alive = () => isRunning() && !isStale() && !this.stopping && generation === this.generation;
     for (let start = 0; start < messages.length; start += this.options.maxBatchRows) {
       const chunk = messages.slice(start, start + this.options.maxBatchRows);
-      const alive = () => isRunning() && !isStale();
       if (!alive()) return;
       try {
-        await this.process(batch.topic, batch.partition, chunk, alive, heartbeat);
+        const part = await this.decode(batch.topic, batch.partition, chunk, alive, heartbeat);
+        await this.gatherer.submit(part);
       } catch (error) {
         if (error instanceof Abandoned) return; // not committed: redelivered to whoever owns the partition next
         throw error;
       }
-      const last = chunk[chunk.length - 1]!.offset;
-      await this.deps.consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
-      resolveOffset(last);
+      // Handed over: the unit commits. kafkajs may fetch past it now.
+      resolveOffset(chunk[chunk.length - 1]!.offset);
       await heartbeat();
     }
   }
 
-  private async process(
+  /** Decode and enrich one chunk (CPU only, but the registry may need asking). */
+  private async decode(
     topic: string,
     partition: number,
     chunk: KafkaMessage[],
     alive: () => boolean,
     heartbeat: () => Promise<void>,
-  ): Promise<void> {
-    const { metrics, schemas, dedupe, clickhouse, prices } = this.deps;
-    const started = performance.now();
-    const retry = <T>(what: string, work: () => Promise<T>) => this.retrying(what, work, alive, heartbeat);
-    const letters: DeadLetter[] = [];
-    const letter = (message: KafkaMessage, reason: string) =>
-      letters.push({ topic, partition, offset: message.offset, key: message.key, value: message.value, reason });
-
-    const items: Item[] = [];
+  ): Promise<Part> {
+    const { schemas, prices } = this.deps;
+    const part: Part = {
+      topic,
+      partition,
+      rows: chunk.length,
+      lastOffset: chunk[chunk.length - 1]!.offset,
+      items: [],
+      letters: [],
+      alive,
+      heartbeat,
+    };
     for (const message of chunk) {
-      const decoded = await retry('schema registry', () => decodeStep(message.value, schemas));
-      if (decoded.kind === 'deadLetter') letter(message, decoded.reason);
-      else items.push({ message, record: enrich(decoded.value, prices) });
+      const decoded = await this.retrying('schema registry', () => decodeStep(message.value, schemas), alive, heartbeat);
+      if (decoded.kind === 'deadLetter') letter(part, message, decoded.reason);
+      else part.items.push({ message, record: enrich(decoded.value, prices), part });
     }
+    return part;
+  }
 
-    const { fresh, duplicates } = await retry('redis (dedupe check)', () =>
-      dedupe.filterSeen(items, (item) => item.record.event.event_key),
-    );
+  /**
+   * Loads the parts of one unit together: one Redis check, one ClickHouse load, one
+   * batch of dead letters, one Redis mark. A part whose partition was lost (or the
+   * consumer stopping) before the insert is left out and not committed.
+   */
+  private async loadUnit(parts: Part[]): Promise<void> {
+    const { metrics, dedupe, clickhouse } = this.deps;
+    const started = performance.now();
+    const anyAlive = () => parts.some((part) => part.alive());
+    const heartbeat = async () => {
+      await Promise.all(parts.map((part) => part.heartbeat().catch(() => undefined)));
+    };
+    const retry = <T>(what: string, work: () => Promise<T>) => this.retrying(what, work, anyAlive, heartbeat);
+    const outcomes = new Map<Part, 'loaded' | 'abandoned'>(parts.map((part) => [part, 'loaded']));
+    try {
+      const items = parts.flatMap((part) => part.items);
+      const { fresh, duplicates } = await retry('redis (dedupe check)', () =>
+        dedupe.filterSeen(items, (item) => item.record.event.event_key),
+      );
 
-    let alreadyLoaded = 0;
-    const loaded = await retry('clickhouse', async () => {
-      // A consumer that lost its partitions must not write what the new owner writes.
-      if (!alive()) throw new Abandoned();
-      try {
-        alreadyLoaded = await loadStep(
-          clickhouse,
-          fresh.map((item) => item.record),
-        );
-        return fresh;
-      } catch (error) {
-        if (!isDataError(error)) throw error;
-        // ClickHouse rejected the data: load row by row so one bad row cannot block the rest.
-        const good: Item[] = [];
-        for (const item of fresh) {
-          try {
-            await loadStep(clickhouse, [item.record]);
-            good.push(item);
-          } catch (rowError) {
-            if (!isDataError(rowError)) throw rowError;
-            letter(item.message, `clickhouse rejected the row: ${(rowError as Error).message.slice(0, 300)}`);
+      let alreadyLoaded = 0;
+      const loaded = await retry('clickhouse', async () => {
+        // A consumer that lost a partition must not write what the new owner writes.
+        for (const part of parts) if (!part.alive()) outcomes.set(part, 'abandoned');
+        const live = fresh.filter((item) => outcomes.get(item.part) === 'loaded');
+        if (live.length === 0 && !anyAlive()) throw new Abandoned();
+        try {
+          alreadyLoaded = await loadStep(
+            clickhouse,
+            live.map((item) => item.record),
+          );
+          return live;
+        } catch (error) {
+          if (!isDataError(error)) throw error;
+          // ClickHouse rejected the data: load row by row so one bad row cannot block the rest.
+          const good: Item[] = [];
+          for (const item of live) {
+            try {
+              await loadStep(clickhouse, [item.record]);
+              good.push(item);
+            } catch (rowError) {
+              if (!isDataError(rowError)) throw rowError;
+              letter(item.part, item.message, `clickhouse rejected the row: ${(rowError as Error).message.slice(0, 300)}`);
+            }
           }
+          return good;
         }
-        return good;
+      });
+
+      const letters = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.letters);
+      await retry('kafka (dead letters)', () => sendDeadLetters(this.deps.dlqProducer, this.options.dlqTopic, letters));
+      await retry('redis (mark seen)', () => dedupe.markSeen(loaded.map((item) => item.record.event.event_key)));
+
+      metrics.rowsLoaded.inc(loaded.length);
+      metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
+      metrics.deadLetters.inc(letters.length);
+      metrics.unknownPrice.inc(loaded.filter((item) => item.record.event.price_known === 0).length);
+      const commits = new Map<string, { topic: string; partition: number; offset: string }>();
+      for (const part of parts) {
+        if (outcomes.get(part) !== 'loaded' || !part.alive()) continue;
+        const next = (BigInt(part.lastOffset) + 1n).toString();
+        const key = `${part.topic}/${part.partition}`;
+        const seen = commits.get(key);
+        if (!seen || BigInt(seen.offset) < BigInt(next)) commits.set(key, { topic: part.topic, partition: part.partition, offset: next });
       }
-    });
+      if (commits.size > 0) await retry('kafka (commit)', () => this.deps.consumer.commitOffsets([...commits.values()]));
 
-    await retry('kafka (dead letters)', () => sendDeadLetters(this.deps.dlqProducer, this.options.dlqTopic, letters));
-    await retry('redis (mark seen)', () => dedupe.markSeen(loaded.map((item) => item.record.event.event_key)));
-
-    metrics.rowsLoaded.inc(loaded.length);
-    metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
-    metrics.deadLetters.inc(letters.length);
-    metrics.unknownPrice.inc(loaded.filter((item) => item.record.event.price_known === 0).length);
-    metrics.batchSeconds.observe((performance.now() - started) / 1000);
+      metrics.batchSeconds.observe((performance.now() - started) / 1000);
+      metrics.batchRows.observe(loaded.length);
+    } catch (error) {
+      // Abandoned (rebalance or stop): nothing of this unit commits; whoever owns the
+      // partitions next starts from the last commit.
+      if (error instanceof Abandoned) return;
+      this.onFatal(error instanceof Error ? error : new Error(String(error)));
+    }
   }
 
   /** Retries an infrastructure call with capped exponential backoff until it works or the batch is abandoned. */
@@ -173,4 +264,8 @@ export class UsageConsumer {
       delay = Math.min(delay * 2, this.options.retryMaxMs);
     }
   }
+}
+
+function letter(part: Part, message: KafkaMessage, reason: string): void {
+  part.letters.push({ topic: part.topic, partition: part.partition, offset: message.offset, key: message.key, value: message.value, reason });
 }

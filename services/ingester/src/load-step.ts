@@ -1,10 +1,10 @@
-// Load: one JSONEachRow insert per table per batch, of event keys ClickHouse does
-// not hold yet. Redis already dropped the keys it knows; this look-up catches the
+// Load: one JSONEachRow insert per table per load unit, of event keys that table
+// does not hold yet. Redis already dropped the keys it knows; this look-up catches the
 // rest (a replay after a crash between the insert and marking the keys in Redis, or
 // a Redis that lost its data), so usage_events gets each event key once and the
 // materialized rollups, which count every inserted row, count it once. The look-up
 // runs inside the retried unit: a retry after an insert whose outcome was unknown
-// checks again.
+// checks again. usage_io is looked up on its own, so the two inserts can run at once.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { EnrichedRecord } from './enrich-step.js';
 
@@ -21,27 +21,63 @@ export function sqlString(value: string): string {
   return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
 }
 
-export async function existingEventKeys(clickhouse: ClickHouseClient, keys: readonly string[]): Promise<Set<string>> {
-  if (keys.length === 0) return new Set();
-  const result = await clickhouse.query({
-    query: `SELECT DISTINCT event_key FROM usage_events WHERE event_key IN (${keys.map(sqlString).join(',')})`,
-    format: 'JSONEachRow',
-  });
-  return new Set((await result.json<{ event_key: string }>()).map((row) => row.event_key));
+/** Look-up queries stay well under ClickHouse's max_query_size (256 KiB by default). */
+const LOOKUP_QUERY_BYTES = 128 * 1024;
+
+export async function existingEventKeys(
+  clickhouse: ClickHouseClient,
+  table: 'usage_events' | 'usage_io',
+  keys: readonly string[],
+): Promise<Set<string>> {
+  const lists: string[][] = [];
+  let list: string[] = [];
+  let bytes = 0;
+  for (const key of keys) {
+    const literal = sqlString(key);
+    if (bytes + literal.length > LOOKUP_QUERY_BYTES && list.length > 0) {
+      lists.push(list);
+      list = [];
+      bytes = 0;
+    }
+    list.push(literal);
+    bytes += literal.length + 1;
+  }
+  if (list.length > 0) lists.push(list);
+  const found = await Promise.all(
+    lists.map(async (literals) => {
+      const result = await clickhouse.query({
+        query: `SELECT DISTINCT event_key FROM ${table} WHERE event_key IN (${literals.join(',')})`,
+        format: 'JSONEachRow',
+      });
+      return (await result.json<{ event_key: string }>()).map((row) => row.event_key);
+    }),
+  );
+  return new Set(found.flat());
 }
 
-/** Inserts the records ClickHouse does not hold yet; returns how many were already there. */
+/** Inserts the rows ClickHouse does not hold yet; returns how many events were already there. */
 export async function loadStep(clickhouse: ClickHouseClient, records: readonly EnrichedRecord[]): Promise<number> {
   if (records.length === 0) return 0;
-  const existing = await existingEventKeys(
-    clickhouse,
-    records.map((record) => record.event.event_key),
-  );
-  const fresh = existing.size === 0 ? records : records.filter((record) => !existing.has(record.event.event_key));
-  if (fresh.length === 0) return existing.size;
-  const io = fresh.flatMap((record) => (record.io ? [record.io] : []));
-  // Text first: an events row never exists without its io row.
-  if (io.length > 0) await clickhouse.insert({ table: 'usage_io', values: io, format: 'JSONEachRow' });
-  await clickhouse.insert({ table: 'usage_events', values: fresh.map((record) => record.event), format: 'JSONEachRow' });
-  return existing.size;
+  const withIo = records.filter((record) => record.io !== null);
+  const [eventsThere, ioThere] = await Promise.all([
+    existingEventKeys(
+      clickhouse,
+      'usage_events',
+      records.map((record) => record.event.event_key),
+    ),
+    existingEventKeys(
+      clickhouse,
+      'usage_io',
+      withIo.map((record) => record.event.event_key),
+    ),
+  ]);
+  const events = records.filter((record) => !eventsThere.has(record.event.event_key)).map((record) => record.event);
+  const io = withIo.filter((record) => !ioThere.has(record.event.event_key)).map((record) => record.io!);
+  // Both tables at once: each is looked up on its own, so a unit that failed halfway
+  // (one insert in, the other not) completes on its retry or redelivery.
+  await Promise.all([
+    io.length > 0 ? clickhouse.insert({ table: 'usage_io', values: io, format: 'JSONEachRow' }) : undefined,
+    events.length > 0 ? clickhouse.insert({ table: 'usage_events', values: events, format: 'JSONEachRow' }) : undefined,
+  ]);
+  return eventsThere.size;
 }

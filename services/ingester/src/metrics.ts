@@ -29,8 +29,14 @@ export function createIngesterMetrics() {
     }),
     batchSeconds: new Histogram({
       name: 'otm_ingester_batch_seconds',
-      help: 'Time to decode, dedupe and load one batch',
+      help: 'Time to dedupe and load one load unit',
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+    batchRows: new Histogram({
+      name: 'otm_ingester_batch_rows',
+      help: 'Rows inserted per load unit',
+      buckets: [10, 100, 500, 1000, 2500, 5000, 10_000, 20_000],
       registers: [registry],
     }),
   };

@@ -1,6 +1,7 @@
 // The ingester process. Start order: ClickHouse schema, topics, Redis, producer
-// for dead letters, consumer. SIGTERM stops in reverse: the consumer finishes or
-// abandons its batch (committing only what was loaded), then clients close.
+// for dead letters, consumer. SIGTERM stops in reverse: the consumer stops taking
+// batches, lets the units in hand load and commit (up to 15 s; what is left is not
+// committed and is redelivered), leaves the group, then clients close.
 import { createLogger } from '@otm/shared/logger';
 import { createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry } from '@otm/shared/registry';
@@ -64,8 +65,14 @@ const usageConsumer = new UsageConsumer(
     dlqTopic: config.DLQ_TOPIC,
     maxBatchRows: config.INGEST_BATCH_MAX_ROWS,
     partitionsConcurrently: config.INGEST_CONCURRENCY,
+    gatherMs: config.INGEST_GATHER_MS,
     retryInitialMs: 100,
     retryMaxMs: config.INGEST_RETRY_MAX_MS,
+  },
+  (error) => {
+    // Not a dependency outage (those are retried): restart from the committed offsets.
+    logger.fatal({ err: error.message, stack: error.stack }, 'load unit failed; exiting');
+    process.exit(1);
   },
 );
 const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT);
@@ -77,7 +84,7 @@ async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'shutting down');
-  await consumer.disconnect().catch(() => undefined);
+  await usageConsumer.stop(15_000).catch(() => undefined);
   await dlqProducer.disconnect().catch(() => undefined);
   metricsServer.close();
   redis.disconnect();
