@@ -108,9 +108,10 @@ function runLoad(spec: Record<string, unknown>): Promise<LoadResult> {
 
 const tls = await ensureLocalCertificate(path.join(stack.dir, 'tls'));
 const serviceEnv = (extra: Record<string, string | number>): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses };
+  // Dedupe keys of a bench run need not outlive it (200,000 per ingester run add up in Redis).
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses, DEDUPE_TTL_SECONDS: '600' };
   // Tuning variables given to the bench reach the services under test.
-  for (const [name, value] of Object.entries(process.env)) if (/^(INGEST|PRODUCE|KEY_CACHE)_/.test(name)) env[name] = value;
+  for (const [name, value] of Object.entries(process.env)) if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE)_/.test(name)) env[name] = value;
   for (const [name, value] of Object.entries(extra)) env[name] = String(value);
   return env;
 };
@@ -131,7 +132,7 @@ async function startQuiet(
   env: NodeJS.ProcessEnv,
   ready: RegExp,
 ): Promise<ServiceProcess> {
-  return startService(entry, { ...env, LOG_LEVEL: 'info' }, ready, 90_000);
+  return startService(entry, { ...env, LOG_LEVEL: entry === 'ingester' ? 'debug' : 'info' }, ready, 90_000);
 }
 
 log(`starting the local stack (${quick ? 'quick' : 'full'} run, ${runs} runs per figure)`);
@@ -171,7 +172,7 @@ if (section('gateway')) {
   const rss: number[] = [];
   const port = 18443;
   const load = (url: string, extra: Record<string, unknown> = {}) =>
-    runLoad({ url, bodiesFile, headers: { 'x-api-key': benchKey.key }, connections: 50, durationSeconds: scale.loadSeconds, ...extra });
+    runLoad({ url, bodiesFile, headers: { 'x-api-key': benchKey.key }, connections: Number(process.env.BENCH_CONNECTIONS ?? 50), durationSeconds: scale.loadSeconds, ...extra });
   // The three servers start once and stay up; each run loads them in turn, so
   // every run's figures share the machine's conditions of that moment.
   const baselineServer = spawn(
@@ -366,6 +367,7 @@ if (section('ingester')) {
     ingestRates.push(scale.ingestRecords / ((performance.now() - ingestStart) / 1000));
     rss.push(peakRssMb(ingester.child.pid));
     await ingester.stop();
+    fs.writeFileSync(`/tmp/ing-${run}.log`, ingester.logs.filter((l) => l.includes('unit loaded') || l.includes('"level":3') || l.includes('"level":4')).join('\n'));
     await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
     await clickhouse.close();
     log(

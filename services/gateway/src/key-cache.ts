@@ -2,12 +2,20 @@
 // the common case. Three things bound how long a deleted key can live on here:
 // the deletion message (immediate), the entry's own expiry (hitTtlMs, < 2 s), and
 // a lost subscriber connection, which empties the cache at once.
+//
+// Refresh-ahead: once an entry has lived half its lifetime, the next request that
+// uses it starts a look-up in the background and is answered from the entry, so a
+// key in steady use never waits on Redis (a Redis pause of a few hundred
+// milliseconds, an AOF rewrite say, does not reach the requests). The entry's
+// lifetime counts from when its look-up was sent, so a slow answer does not
+// stretch how long a deleted key can live on here.
 import type { ApiKeyRecord, KeyStore } from '@otm/shared/keys/key-store';
 import type { Redis } from '@otm/shared/redis';
 
 interface Entry {
   record: ApiKeyRecord | null;
   expiresAt: number;
+  refreshAt: number;
 }
 
 export interface KeyCacheOptions {
@@ -52,17 +60,23 @@ export class KeyCache {
   lookup(hash: string): ApiKeyRecord | null | Promise<ApiKeyRecord | null> {
     const now = Date.now();
     const entry = this.entries.get(hash);
-    if (entry && entry.expiresAt > now) return entry.record;
-    const inFlight = this.pending.get(hash);
-    if (inFlight) return inFlight;
+    if (entry && entry.expiresAt > now) {
+      if (entry.refreshAt <= now && !this.pending.has(hash)) this.fetch(hash).catch(() => undefined);
+      return entry.record;
+    }
+    return this.pending.get(hash) ?? this.fetch(hash);
+  }
+
+  private fetch(hash: string): Promise<ApiKeyRecord | null> {
     const generation = this.generation;
+    const sentAt = Date.now();
     const request = this.store
       .findByHash(hash)
       .then((record) => {
         if (generation === this.generation) {
           if (this.entries.size >= this.options.maxEntries) this.entries.clear();
           const ttl = record ? this.options.hitTtlMs : this.options.missTtlMs;
-          this.entries.set(hash, { record, expiresAt: Date.now() + ttl });
+          this.entries.set(hash, { record, expiresAt: sentAt + ttl, refreshAt: sentAt + ttl / 2 });
         }
         return record;
       })

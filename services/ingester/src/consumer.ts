@@ -184,6 +184,7 @@ export class UsageConsumer {
         dedupe.filterSeen(items, (item) => item.record.event.event_key),
       );
 
+      const checked = performance.now();
       let alreadyLoaded = 0;
       const loaded = await retry('clickhouse', async () => {
         // A consumer that lost a partition must not write what the new owner writes.
@@ -213,6 +214,7 @@ export class UsageConsumer {
         }
       });
 
+      const inserted = performance.now();
       const letters = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.letters);
       await retry('kafka (dead letters)', () => sendDeadLetters(this.deps.dlqProducer, this.options.dlqTopic, letters));
       await retry('redis (mark seen)', () => dedupe.markSeen(loaded.map((item) => item.record.event.event_key)));
@@ -231,8 +233,17 @@ export class UsageConsumer {
       }
       if (commits.size > 0) await retry('kafka (commit)', () => this.deps.consumer.commitOffsets([...commits.values()]));
 
-      metrics.batchSeconds.observe((performance.now() - started) / 1000);
+      const done = performance.now();
+      metrics.batchSeconds.observe((done - started) / 1000);
       metrics.batchRows.observe(loaded.length);
+      this.deps.logger.debug(
+        {
+          parts: parts.length,
+          rows: loaded.length,
+          ms: { dedupe: Math.round(checked - started), load: Math.round(inserted - checked), markAndCommit: Math.round(done - inserted) },
+        },
+        'unit loaded',
+      );
     } catch (error) {
       // Abandoned (rebalance or stop): nothing of this unit commits; whoever owns the
       // partitions next starts from the last commit.
