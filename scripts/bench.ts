@@ -132,7 +132,7 @@ async function startQuiet(
   env: NodeJS.ProcessEnv,
   ready: RegExp,
 ): Promise<ServiceProcess> {
-  return startService(entry, { ...env, LOG_LEVEL: entry === 'ingester' ? 'debug' : 'info' }, ready, 90_000);
+  return startService(entry, { ...env, LOG_LEVEL: 'info' }, ready, 90_000);
 }
 
 log(`starting the local stack (${quick ? 'quick' : 'full'} run, ${runs} runs per figure)`);
@@ -367,7 +367,6 @@ if (section('ingester')) {
     ingestRates.push(scale.ingestRecords / ((performance.now() - ingestStart) / 1000));
     rss.push(peakRssMb(ingester.child.pid));
     await ingester.stop();
-    fs.writeFileSync(`/tmp/ing-${run}.log`, ingester.logs.filter((l) => l.includes('unit loaded') || l.includes('"level":3') || l.includes('"level":4')).join('\n'));
     await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
     await clickhouse.close();
     log(
