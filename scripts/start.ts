@@ -8,6 +8,7 @@ import readline from 'node:readline';
 import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
 import { ensureLocalCertificate } from './local-tls.js';
+import { withHeapCap } from './lib/service-process.js';
 
 const stack = loadStackConfig(process.env);
 await stackUp(stack);
@@ -30,14 +31,17 @@ const migrate = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root
 const migrated = await new Promise<number | null>((resolve) => migrate.on('exit', resolve));
 if (migrated !== 0) throw new Error('migrations failed');
 
-const services: Record<string, string> = {
+const services: Record<'gateway' | 'ingester' | 'admin', string> = {
   gateway: 'services/gateway/src/server.ts',
   ingester: 'services/ingester/src/server.ts',
   admin: 'services/admin/src/server.ts',
 };
 const children: ChildProcess[] = [];
-for (const [name, entry] of Object.entries(services)) {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, entry)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+for (const [name, entry] of Object.entries(services) as [keyof typeof services, string][]) {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, entry)], {
+    env: withHeapCap(name, env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   for (const stream of [child.stdout!, child.stderr!]) {
     readline.createInterface({ input: stream }).on('line', (line) => console.log(`${name.padEnd(8)} | ${line}`));
   }

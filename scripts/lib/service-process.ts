@@ -21,6 +21,22 @@ export interface ServiceProcess {
   waitForLog(pattern: RegExp, timeoutMs?: number): Promise<string>;
 }
 
+/**
+ * Each service's V8 old-space cap in MB. Without one V8 lets the heap grow with the
+ * machine's memory long before it collects (the ingester reached 400-500 MB RSS in
+ * the benchmark); capped, the gateway stays under 200 MB and the ingester under
+ * 300 MB, at some cost in GC time (BENCHMARKS.md). NODE_OPTIONS with its own
+ * --max-old-space-size wins.
+ */
+export const serviceHeapMb = { gateway: 128, 'gateway-cluster': 128, ingester: 256, admin: 256 } as const;
+
+/** `env` with the service's heap cap added to NODE_OPTIONS, unless it sets one already. */
+export function withHeapCap(entry: keyof typeof serviceHeapMb, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const options = env.NODE_OPTIONS ?? '';
+  if (options.includes('--max-old-space-size')) return env;
+  return { ...env, NODE_OPTIONS: `${options} --max-old-space-size=${serviceHeapMb[entry]}`.trim() };
+}
+
 export async function startService(
   entry: 'gateway' | 'ingester' | 'admin' | 'gateway-cluster',
   env: NodeJS.ProcessEnv,
@@ -30,12 +46,14 @@ export async function startService(
   const child = spawn(
     process.execPath,
     [
+      // Extra node flags for a run (e.g. --cpu-prof, which NODE_OPTIONS refuses).
+      ...(env.SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean),
       '--import',
       'tsx',
       path.join(projectRoot, entry === 'gateway-cluster' ? 'services/gateway/src/cluster.ts' : `services/${entry}/src/server.ts`),
     ],
     {
-      env,
+      env: withHeapCap(entry, env),
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );

@@ -12,13 +12,10 @@
 // event_key). A crash between 2 and 3 redelivers rows Redis has seen: they are
 // dropped. Nothing answered 202 is lost, nothing is counted twice.
 //
-// Pipelining: eachBatch returns once its chunk's unit starts loading (so kafkajs
-// fetches the next batches meanwhile) and the unit commits its offsets itself.
-// Units load one at a time, so a partition's commits stay in order. A unit never
-// commits a chunk fetched before the latest rebalance, nor any chunk once the
-// consumer is stopping; if a unit fails for a reason that is not a dependency
-// outage, the process exits so the group restarts from the committed offsets
-// (committing later units past an unloaded chunk would lose it).
+// The chunks of the partitions kafkajs hands over together load as one unit (one
+// insert per table, see load-gatherer.ts); each eachBatch waits for its unit and
+// commits its own partition's offsets. A chunk fetched before the latest rebalance
+// is never inserted: its partition may belong to another member by now.
 import type { Consumer, EachBatchPayload, KafkaMessage, Producer } from '@otm/shared/kafka';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Logger } from '@otm/shared/logger';
@@ -27,7 +24,7 @@ import type { DedupeStep } from './dedupe-step.js';
 import { enrich, type EnrichedRecord } from './enrich-step.js';
 import { isDataError, loadStep } from './load-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
-import { LoadGatherer } from './load-gatherer.js';
+import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
 import type { PriceTable } from './prices.js';
 import type { IngesterMetrics } from './metrics.js';
 
@@ -68,7 +65,6 @@ interface Part {
   topic: string;
   partition: number;
   rows: number;
-  lastOffset: string;
   items: Item[];
   letters: DeadLetter[];
   alive: () => boolean;
@@ -77,15 +73,12 @@ interface Part {
 
 export class UsageConsumer {
   private readonly gatherer: LoadGatherer<Part>;
-  /** Bumped at every rebalance: chunks fetched under an older generation never commit. */
+  /** Bumped at every rebalance: chunks fetched under an older generation are not inserted. */
   private generation = 0;
-  private stopping = false;
 
   constructor(
     private readonly deps: ConsumerDeps,
     private readonly options: ConsumerOptions,
-    /** Called when a unit failed in a way that must stop the process. */
-    private readonly onFatal: (error: Error) => void,
   ) {
     this.gatherer = new LoadGatherer(
       { maxRows: options.maxBatchRows, lingerMs: options.gatherMs, slots: options.partitionsConcurrently },
@@ -107,20 +100,11 @@ export class UsageConsumer {
     });
   }
 
-  /** Stops taking batches, lets the units in hand load and commit (bounded), then leaves the group. */
-  async stop(drainMs: number): Promise<void> {
-    const { consumer } = this.deps;
-    consumer.pause([{ topic: this.options.topic }]);
-    await Promise.race([this.gatherer.whenIdle(), new Promise((resolve) => setTimeout(resolve, drainMs))]);
-    this.stopping = true;
-    await consumer.disconnect();
-  }
-
   private async eachBatch(payload: EachBatchPayload): Promise<void> {
     const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload;
     const { messages } = batch;
     const generation = this.generation;
-    const alive = () => isRunning() && !isStale() && !this.stopping && generation === this.generation;
+    const alive = () => isRunning() && !isStale() && generation === this.generation;
     for (let start = 0; start < messages.length; start += this.options.maxBatchRows) {
       const chunk = messages.slice(start, start + this.options.maxBatchRows);
       if (!alive()) return;
@@ -131,8 +115,9 @@ export class UsageConsumer {
         if (error instanceof Abandoned) return; // not committed: redelivered to whoever owns the partition next
         throw error;
       }
-      // Handed over: the unit commits. kafkajs may fetch past it now.
-      resolveOffset(chunk[chunk.length - 1]!.offset);
+      const last = chunk[chunk.length - 1]!.offset;
+      await this.deps.consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
+      resolveOffset(last);
       await heartbeat();
     }
   }
@@ -146,16 +131,7 @@ export class UsageConsumer {
     heartbeat: () => Promise<void>,
   ): Promise<Part> {
     const { schemas, prices } = this.deps;
-    const part: Part = {
-      topic,
-      partition,
-      rows: chunk.length,
-      lastOffset: chunk[chunk.length - 1]!.offset,
-      items: [],
-      letters: [],
-      alive,
-      heartbeat,
-    };
+    const part: Part = { topic, partition, rows: chunk.length, items: [], letters: [], alive, heartbeat };
     for (const message of chunk) {
       const decoded = await this.retrying('schema registry', () => decodeStep(message.value, schemas), alive, heartbeat);
       if (decoded.kind === 'deadLetter') letter(part, message, decoded.reason);
@@ -167,9 +143,9 @@ export class UsageConsumer {
   /**
    * Loads the parts of one unit together: one Redis check, one ClickHouse load, one
    * batch of dead letters, one Redis mark. A part whose partition was lost (or the
-   * consumer stopping) before the insert is left out and not committed.
+   * consumer stopping) before the insert is left out and reported abandoned.
    */
-  private async loadUnit(parts: Part[]): Promise<void> {
+  private async loadUnit(parts: Part[]): Promise<PartOutcome[]> {
     const { metrics, dedupe, clickhouse } = this.deps;
     const started = performance.now();
     const anyAlive = () => parts.some((part) => part.alive());
@@ -223,16 +199,6 @@ export class UsageConsumer {
       metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
       metrics.deadLetters.inc(letters.length);
       metrics.unknownPrice.inc(loaded.filter((item) => item.record.event.price_known === 0).length);
-      const commits = new Map<string, { topic: string; partition: number; offset: string }>();
-      for (const part of parts) {
-        if (outcomes.get(part) !== 'loaded' || !part.alive()) continue;
-        const next = (BigInt(part.lastOffset) + 1n).toString();
-        const key = `${part.topic}/${part.partition}`;
-        const seen = commits.get(key);
-        if (!seen || BigInt(seen.offset) < BigInt(next)) commits.set(key, { topic: part.topic, partition: part.partition, offset: next });
-      }
-      if (commits.size > 0) await retry('kafka (commit)', () => this.deps.consumer.commitOffsets([...commits.values()]));
-
       const done = performance.now();
       metrics.batchSeconds.observe((done - started) / 1000);
       metrics.batchRows.observe(loaded.length);
@@ -240,16 +206,15 @@ export class UsageConsumer {
         {
           parts: parts.length,
           rows: loaded.length,
-          ms: { dedupe: Math.round(checked - started), load: Math.round(inserted - checked), markAndCommit: Math.round(done - inserted) },
+          ms: { dedupe: Math.round(checked - started), load: Math.round(inserted - checked), mark: Math.round(done - inserted) },
         },
         'unit loaded',
       );
     } catch (error) {
-      // Abandoned (rebalance or stop): nothing of this unit commits; whoever owns the
-      // partitions next starts from the last commit.
-      if (error instanceof Abandoned) return;
-      this.onFatal(error instanceof Error ? error : new Error(String(error)));
+      // Given up before the rows were loaded and marked: nothing of this unit commits.
+      return parts.map(() => (error instanceof Error ? error : new Error(String(error))));
     }
+    return parts.map((part) => (outcomes.get(part) === 'loaded' ? 'loaded' : new Abandoned()));
   }
 
   /** Retries an infrastructure call with capped exponential backoff until it works or the batch is abandoned. */
@@ -278,5 +243,12 @@ export class UsageConsumer {
 }
 
 function letter(part: Part, message: KafkaMessage, reason: string): void {
-  part.letters.push({ topic: part.topic, partition: part.partition, offset: message.offset, key: message.key, value: message.value, reason });
+  part.letters.push({
+    topic: part.topic,
+    partition: part.partition,
+    offset: message.offset,
+    key: message.key,
+    value: message.value,
+    reason,
+  });
 }

@@ -1,18 +1,17 @@
-// Gathers the partition chunks that kafkajs hands to eachBatch into load units, and
-// loads one unit at a time while the next one gathers.
+// Gathers the partition chunks that kafkajs hands to eachBatch at about the same
+// time into one load unit, so ClickHouse gets one large insert per table instead of
+// one small insert per partition (ClickHouse 18.16 pays per insert: a new part per
+// table and per materialized view, and the merges that follow). Each contributor
+// waits for the unit it joined and learns its own outcome; nothing here touches
+// Kafka, Redis or ClickHouse.
 //
-// - One unit, one insert per table: ClickHouse 18.16 pays per insert (a new part per
-//   table and per materialized view), so a unit takes the chunks of every partition
-//   that arrive together instead of one small insert per partition.
-// - Pipelined: a chunk's submit() resolves as soon as its unit starts loading, so
-//   kafkajs fetches and the ingester decodes the next chunks while ClickHouse works
-//   on this unit. The unit commits its own offsets once loaded (see consumer.ts).
-// - Bounded: while a unit loads, the next one only gathers; submit() does not
-//   resolve until that unit starts, so at most two units are in memory.
+// A unit closes and loads when it holds `maxRows` rows, when every slot kafkajs runs
+// at once is waiting in it or in a unit being loaded (nobody else can join), or
+// `lingerMs` after its first chunk arrived, whichever comes first.
 //
-// A unit starts when it holds `maxRows` rows, when every slot kafkajs runs at once
-// is waiting in it (nobody else can join), or `lingerMs` after its first chunk,
-// whichever comes first, and never before the previous unit is done.
+// Measured and left out: loading one unit while the next gathers (pipelining). On
+// two cores shared with ClickHouse it gained nothing measurable and held two units
+// in memory (BENCHMARKS.md).
 
 export interface GathererOptions {
   maxRows: number;
@@ -21,59 +20,57 @@ export interface GathererOptions {
   slots: number;
 }
 
+/** What a load unit reports for each part: loaded, or an error (not loaded, not to be committed). */
+export type PartOutcome = 'loaded' | Error;
+
+interface Waiting<T> {
+  part: T;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
 export class LoadGatherer<T extends { rows: number }> {
-  private open: { part: T; accepted: () => void }[] = [];
+  private open: Waiting<T>[] = [];
   private openRows = 0;
-  private lingerDone = false;
   private timer: NodeJS.Timeout | undefined;
-  private loading: Promise<void> | undefined;
-  private readonly idle = new Set<() => void>();
+  private loadingParts = 0;
 
   constructor(
     private readonly options: GathererOptions,
-    /** Loads one unit. Must not throw: a unit reports its own failures. */
-    private readonly load: (parts: T[]) => Promise<void>,
+    /** Loads one unit; returns each part's outcome, in the order given. */
+    private readonly load: (parts: T[]) => Promise<PartOutcome[]>,
   ) {}
 
-  /** Resolves once the unit holding `part` has started loading. */
+  /** Resolves once the unit holding `part` is loaded; rejects with the part's error otherwise. */
   submit(part: T): Promise<void> {
-    return new Promise<void>((accepted) => {
-      this.open.push({ part, accepted });
+    return new Promise<void>((resolve, reject) => {
+      this.open.push({ part, resolve, reject });
       this.openRows += part.rows;
-      this.timer ??= setTimeout(() => {
-        this.lingerDone = true;
-        this.maybeStart();
-      }, this.options.lingerMs);
-      this.maybeStart();
+      if (this.openRows >= this.options.maxRows || this.open.length + this.loadingParts >= this.options.slots) this.close();
+      else this.timer ??= setTimeout(() => this.close(), this.options.lingerMs);
     });
   }
 
-  /** Resolves when nothing is gathering or loading. */
-  whenIdle(): Promise<void> {
-    if (this.open.length === 0 && !this.loading) return Promise.resolve();
-    return new Promise((resolve) => this.idle.add(resolve));
-  }
-
-  private maybeStart(): void {
-    if (this.loading || this.open.length === 0) return;
-    const full = this.openRows >= this.options.maxRows || this.open.length >= this.options.slots;
-    if (!full && !this.lingerDone) return;
+  private close(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    this.lingerDone = false;
     const unit = this.open;
+    if (unit.length === 0) return;
     this.open = [];
     this.openRows = 0;
-    for (const waiting of unit) waiting.accepted();
-    this.loading = this.load(unit.map((waiting) => waiting.part)).finally(() => {
-      this.loading = undefined;
-      // Chunks that gathered meanwhile have waited long enough.
-      if (this.open.length > 0) this.lingerDone = true;
-      this.maybeStart();
-      if (this.open.length === 0 && !this.loading) {
-        for (const resolve of this.idle) resolve();
-        this.idle.clear();
-      }
-    });
+    this.loadingParts += unit.length;
+    void this.load(unit.map((waiting) => waiting.part))
+      .then(
+        (outcomes) =>
+          unit.forEach((waiting, index) => {
+            const outcome = outcomes[index] ?? new Error('the load unit reported no outcome for a part');
+            if (outcome === 'loaded') waiting.resolve();
+            else waiting.reject(outcome);
+          }),
+        (error: unknown) => unit.forEach((waiting) => waiting.reject(error)),
+      )
+      .finally(() => {
+        this.loadingParts -= unit.length;
+      });
   }
 }

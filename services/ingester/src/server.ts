@@ -1,7 +1,6 @@
 // The ingester process. Start order: ClickHouse schema, topics, Redis, producer
-// for dead letters, consumer. SIGTERM stops in reverse: the consumer stops taking
-// batches, lets the units in hand load and commit (up to 15 s; what is left is not
-// committed and is redelivered), leaves the group, then clients close.
+// for dead letters, consumer. SIGTERM stops in reverse: the consumer finishes or
+// abandons its batch (committing only what was loaded), then clients close.
 import { createLogger } from '@otm/shared/logger';
 import { createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry } from '@otm/shared/registry';
@@ -69,11 +68,6 @@ const usageConsumer = new UsageConsumer(
     retryInitialMs: 100,
     retryMaxMs: config.INGEST_RETRY_MAX_MS,
   },
-  (error) => {
-    // Not a dependency outage (those are retried): restart from the committed offsets.
-    logger.fatal({ err: error.message, stack: error.stack }, 'load unit failed; exiting');
-    process.exit(1);
-  },
 );
 const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT);
 await usageConsumer.start();
@@ -84,7 +78,7 @@ async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'shutting down');
-  await usageConsumer.stop(15_000).catch(() => undefined);
+  await consumer.disconnect().catch(() => undefined);
   await dlqProducer.disconnect().catch(() => undefined);
   metricsServer.close();
   redis.disconnect();
