@@ -22,19 +22,24 @@ export interface ServiceProcess {
 }
 
 /**
- * Each service's V8 old-space cap in MB. Without one V8 lets the heap grow with the
- * machine's memory long before it collects (the ingester reached 400-500 MB RSS in
- * the benchmark); capped, the gateway stays under 200 MB and the ingester under
- * 300 MB, at some cost in GC time (BENCHMARKS.md). NODE_OPTIONS with its own
- * --max-old-space-size wins.
+ * V8 old-space caps in MB, for the services where one pays. Without a cap V8 lets
+ * the heap grow with the machine's memory before it collects: the ingester reached
+ * 400-500 MB RSS in the benchmark, and stays under 300 MB capped at 256. The gateway
+ * has none: every cap tried (128, 192, 256) took its RSS from about 205 to 160 MB but
+ * doubled its median latency and tail at a fixed rate (BENCHMARKS.md). NODE_OPTIONS
+ * with its own --max-old-space-size wins.
  */
-export const serviceHeapMb = { gateway: 128, 'gateway-cluster': 128, ingester: 256, admin: 256 } as const;
+export const serviceHeapMb: Partial<Record<'gateway' | 'gateway-cluster' | 'ingester' | 'admin', number>> = {
+  ingester: 256,
+  admin: 256,
+};
 
-/** `env` with the service's heap cap added to NODE_OPTIONS, unless it sets one already. */
-export function withHeapCap(entry: keyof typeof serviceHeapMb, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+/** `env` with the service's heap cap (if it has one) added to NODE_OPTIONS, unless it sets one already. */
+export function withHeapCap(entry: 'gateway' | 'gateway-cluster' | 'ingester' | 'admin', env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const options = env.NODE_OPTIONS ?? '';
-  if (options.includes('--max-old-space-size')) return env;
-  return { ...env, NODE_OPTIONS: `${options} --max-old-space-size=${serviceHeapMb[entry]}`.trim() };
+  const heapMb = serviceHeapMb[entry];
+  if (heapMb === undefined || options.includes('--max-old-space-size')) return env;
+  return { ...env, NODE_OPTIONS: `${options} --max-old-space-size=${heapMb}`.trim() };
 }
 
 export async function startService(
