@@ -51,8 +51,9 @@ export async function startService(
   const child = spawn(
     process.execPath,
     [
-      // Extra node flags for a run (e.g. --cpu-prof, which NODE_OPTIONS refuses).
-      ...(env.SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+      // Extra node flags for a run (e.g. --cpu-prof, which NODE_OPTIONS refuses), from the
+      // service environment or this process's.
+      ...(env.SERVICE_NODE_FLAGS ?? process.env.SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean),
       '--import',
       'tsx',
       path.join(projectRoot, entry === 'gateway-cluster' ? 'services/gateway/src/cluster.ts' : `services/${entry}/src/server.ts`),
