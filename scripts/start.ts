@@ -8,7 +8,7 @@ import readline from 'node:readline';
 import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
 import { ensureLocalCertificate } from './local-tls.js';
-import { withHeapCap } from './lib/service-process.js';
+import { withMemoryFlags } from './lib/service-process.js';
 
 const stack = loadStackConfig(process.env);
 await stackUp(stack);
@@ -39,7 +39,7 @@ const services: Record<'gateway' | 'ingester' | 'admin', string> = {
 const children: ChildProcess[] = [];
 for (const [name, entry] of Object.entries(services) as [keyof typeof services, string][]) {
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, entry)], {
-    env: withHeapCap(name, env),
+    env: withMemoryFlags(name, env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   for (const stream of [child.stdout!, child.stderr!]) {
