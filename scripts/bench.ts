@@ -606,6 +606,8 @@ const machine = {
 const output: { date: string; mode: string; runs: number; machine: typeof machine } & Record<string, any> = {
   date: new Date().toISOString(),
   mode: quick ? 'quick' : 'full',
+  // With --only, the other sections' figures are the previous run's.
+  sections: only ? [...only] : 'all',
   runs,
   machine,
   ...results,
@@ -634,7 +636,9 @@ function renderMarkdown(data: typeof output): string {
   const m = data.memory as Record<string, any>;
   return `# Benchmarks
 
-Measured by \`npm run bench${data.mode === 'quick' ? ' -- --quick' : ''}\` on ${data.date.slice(0, 10)}; every figure is the
+Measured by \`npm run bench${flags(data)}\` on ${data.date.slice(0, 10)}${
+    Array.isArray(data.sections) ? ' (a partial run: the other sections keep the figures of the run before)' : ''
+  }; every figure is the
 median of ${data.runs} runs with min–max in brackets; ratios are against baselines measured in the same run.
 Absolute figures on this shared machine move by 20–40 % between runs; the ratios are what to compare.
 
@@ -659,6 +663,14 @@ ClickHouse and the load generator all share the machine with the service under t
 
 Raw figures: \`bench/results/latest.json\`.
 ${analysis()}`;
+}
+
+/** The command line a run was made with, as it appears in BENCHMARKS.md. */
+function flags(data: typeof output): string {
+  const list = [data.mode === 'quick' ? '--quick' : '', Array.isArray(data.sections) ? `--only ${data.sections.join(',')}` : ''].filter(
+    Boolean,
+  );
+  return list.length > 0 ? ` -- ${list.join(' ')}` : '';
 }
 
 /** The hand-written reading of the figures (bench/analysis.md), kept across runs. */
