@@ -7,6 +7,13 @@ import { fileURLToPath } from 'node:url';
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
+/** Services started here and still running: killed when this process exits, so a
+ * crashed benchmark or test run leaves no service holding its ports. */
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGKILL');
+});
+
 export interface ServiceProcess {
   child: ChildProcess;
   /** Every log line so far, parsed when JSON. */
@@ -63,6 +70,8 @@ export async function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: 
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
+  running.add(child);
+  child.once('exit', () => running.delete(child));
   const logs: string[] = [];
   const listeners = new Set<(line: string) => void>();
   for (const stream of [child.stdout!, child.stderr!]) {
