@@ -15,6 +15,10 @@ export const gatewaySpec = {
   PRODUCE_MAX_BATCH_BYTES: positiveInt({ default: 4 * 1024 * 1024, desc: 'Bytes per Produce request at most' }),
   PRODUCE_CONCURRENCY: positiveInt({ default: 3, desc: 'Produce requests in flight at once (one idempotent producer each)' }),
   PRODUCE_MAX_QUEUE: positiveInt({ default: 20_000, desc: 'Records waiting for the broker before new ones get 503' }),
+  PRODUCE_MAX_QUEUE_BYTES: positiveInt({
+    default: 64 * 1024 * 1024,
+    desc: 'Bytes of records waiting for the broker before new ones get 503',
+  }),
   PRODUCE_TIMEOUT_MS: positiveInt({ default: 5000, desc: 'Bound on waiting for a broker acknowledgement before 503' }),
   RETRY_AFTER_SECONDS: positiveInt({ default: 5 }),
   RATE_LIMIT_PER_MINUTE: nonNegativeInt({ default: 0, desc: 'Requests per key per minute; 0 turns the limit off' }),

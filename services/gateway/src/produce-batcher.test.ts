@@ -71,6 +71,34 @@ describe('ProduceBatcher', () => {
   });
 });
 
+describe('ProduceBatcher queue bytes', () => {
+  it('refuses a record that would take the queued bytes over maxQueuedBytes, and takes records again once sent', async () => {
+    let release: () => void = () => {};
+    const fake = fakeProducer(() => new Promise<void>((resolve) => (release = resolve)));
+    const batcher = new ProduceBatcher(fake.factory, { ...options, lingerMs: 0, maxBatchBytes: 100, maxQueuedBytes: 250 });
+    const inFlight = batcher.enqueue(message(100)); // sent at once: no longer queued
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const queued = [batcher.enqueue(message(100)), batcher.enqueue(message(100))]; // 200 of 250 queued
+    await expect(batcher.enqueue(message(100))).rejects.toThrow(/full/);
+    release();
+    await inFlight;
+    await new Promise((resolve) => setTimeout(resolve, 10)); // the next batch takes one record out of the queue
+    const again = batcher.enqueue(message(100));
+    for (let i = 0; i < 3; i++) {
+      release();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await Promise.all([...queued, again]);
+  });
+
+  it('takes a record larger than maxQueuedBytes when the queue is empty', async () => {
+    const fake = fakeProducer(async () => {});
+    const batcher = new ProduceBatcher(fake.factory, { ...options, maxQueuedBytes: 50 });
+    await batcher.enqueue(message(500));
+    expect(fake.sends).toEqual([1]);
+  });
+});
+
 describe('ProduceBatcher with several producers', () => {
   it('keeps up to maxInFlightBatches batches in flight, one per producer', async () => {
     let concurrent = 0;

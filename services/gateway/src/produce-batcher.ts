@@ -25,6 +25,8 @@ export interface ProduceBatcherOptions {
   /** Bytes of record values per Produce request at most (a record larger than this travels alone). */
   maxBatchBytes: number;
   maxQueuedRecords: number;
+  /** Bytes of record values waiting for a producer at most (the queue's memory); a record that would pass it gets 503 unless the queue is empty. */
+  maxQueuedBytes?: number;
   sendTimeoutMs: number;
 }
 
@@ -41,6 +43,7 @@ export interface ProducerSlot {
 
 export class ProduceBatcher {
   private queue: Waiting[] = [];
+  private queuedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
   private sweeper: NodeJS.Timeout | undefined;
   private inFlight = 0;
@@ -69,11 +72,13 @@ export class ProduceBatcher {
 
   enqueue(message: QueuedMessage): Promise<void> {
     if (this.closed) return Promise.reject(new ProduceUnavailableError('gateway is shutting down'));
-    if (this.queue.length >= this.options.maxQueuedRecords) {
+    const overBytes = this.queue.length > 0 && this.queuedBytes + message.value.length > (this.options.maxQueuedBytes ?? Infinity);
+    if (this.queue.length >= this.options.maxQueuedRecords || overBytes) {
       return Promise.reject(new ProduceUnavailableError('produce queue is full'));
     }
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ ...message, deadline: Date.now() + this.options.sendTimeoutMs, resolve, reject });
+      this.queuedBytes += message.value.length;
       this.sweeper ??= setInterval(() => this.sweep(), 100);
       if (this.idleProducers.length === 0) return; // flushed as soon as an in-flight batch completes
       if (this.queue.length >= this.options.maxBatchRecords) this.flushSoon(0);
@@ -100,6 +105,7 @@ export class ProduceBatcher {
     if (this.queue.length > 0 && this.queue[0]!.deadline <= now) {
       const expired = this.queue.filter((waiting) => waiting.deadline <= now);
       this.queue = this.queue.filter((waiting) => waiting.deadline > now);
+      for (const waiting of expired) this.queuedBytes -= waiting.value.length;
       const error = new ProduceUnavailableError('no broker acknowledgement within the bound');
       for (const waiting of expired) waiting.reject(error);
     }
@@ -156,7 +162,9 @@ export class ProduceBatcher {
       if (count > 0 && bytes > this.options.maxBatchBytes) break;
       count++;
     }
-    return this.queue.splice(0, count);
+    const batch = this.queue.splice(0, count);
+    for (const waiting of batch) this.queuedBytes -= waiting.value.length;
+    return batch;
   }
 
   /** Stops intake and waits until every queued record has been answered. */

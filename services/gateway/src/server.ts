@@ -56,6 +56,7 @@ const batcher = new ProduceBatcher(
     maxBatchRecords: config.PRODUCE_MAX_BATCH,
     maxBatchBytes: config.PRODUCE_MAX_BATCH_BYTES,
     maxQueuedRecords: config.PRODUCE_MAX_QUEUE,
+    maxQueuedBytes: config.PRODUCE_MAX_QUEUE_BYTES,
     sendTimeoutMs: config.PRODUCE_TIMEOUT_MS,
   },
   {
