@@ -142,13 +142,26 @@ const gatewayServiceEnv = (topic: string, prefix: string, port: number): NodeJS.
     TLS_KEY_FILE: tls.keyFile,
   });
 
-// The ready lines are logged at info.
+// The ready lines are logged at info; debug adds the ingester's "unit loaded" timings.
 async function startQuiet(
   entry: 'gateway' | 'ingester' | 'gateway-cluster',
   env: NodeJS.ProcessEnv,
   ready: RegExp,
+  level: 'info' | 'debug' = 'info',
 ): Promise<ServiceProcess> {
-  return startService(entry, { ...env, LOG_LEVEL: 'info' }, ready, 90_000);
+  return startService(entry, { ...env, LOG_LEVEL: level }, ready, 90_000);
+}
+
+/** The ingester's load units as its debug log reports them: whole unit, and the ClickHouse part. */
+function unitTimings(logs: readonly string[]): { unitMs: number[]; clickhouseMs: number[]; rows: number[] } {
+  const units = logs
+    .filter((line) => line.includes('"unit loaded"'))
+    .map((line) => JSON.parse(line) as { rows: number; ms: { dedupe: number; load: number; mark: number } });
+  return {
+    unitMs: units.map((unit) => unit.ms.dedupe + unit.ms.load + unit.ms.mark),
+    clickhouseMs: units.map((unit) => unit.ms.load),
+    rows: units.map((unit) => unit.rows),
+  };
 }
 
 log(`starting the local stack (${quick ? 'quick' : 'full'} run, ${runs} runs per figure)`);
@@ -430,6 +443,10 @@ if (section('freshness')) {
     const p50s: number[] = [];
     const p99s: number[] = [];
     const achieved: number[] = [];
+    const unitP50s: number[] = [];
+    const unitP99s: number[] = [];
+    const clickhouseP50s: number[] = [];
+    const unitRows: number[] = [];
     for (let run = 0; run < runs; run++) {
       const topic = `bench.fresh.${runId}.${rate}.${run}`;
       const database = `bench_fresh_${runId}_${rate}_${run}`;
@@ -445,6 +462,7 @@ if (section('freshness')) {
           METRICS_PORT: 0,
         }),
         /ingester consuming/,
+        'debug',
       );
       const gateway = await startQuiet('gateway', gatewayServiceEnv(topic, prefix, port), /gateway listening/);
       const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
@@ -503,11 +521,16 @@ if (section('freshness')) {
       p50s.push(percentile(delays, 50));
       p99s.push(percentile(delays, 99));
       achieved.push(load.perSec);
+      const units = unitTimings(ingester.logs);
+      unitP50s.push(percentile(units.unitMs, 50));
+      unitP99s.push(percentile(units.unitMs, 99));
+      clickhouseP50s.push(percentile(units.clickhouseMs, 50));
+      unitRows.push(percentile(units.rows, 50));
       await Promise.all([gateway.stop(), ingester.stop()]);
       await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
       await clickhouse.close();
       log(
-        `   ${rate}/s run ${run + 1}: achieved ${load.perSec.toFixed(0)}/s, ${delays.length}/${accepted.size} markers seen, p50 ${percentile(delays, 50).toFixed(0)} ms, p99 ${percentile(delays, 99).toFixed(0)} ms`,
+        `   ${rate}/s run ${run + 1}: achieved ${load.perSec.toFixed(0)}/s, ${delays.length}/${accepted.size} markers seen, p50 ${percentile(delays, 50).toFixed(0)} ms, p99 ${percentile(delays, 99).toFixed(0)} ms; load units p50 ${unitP50s.at(-1)!.toFixed(0)} ms (ClickHouse ${clickhouseP50s.at(-1)!.toFixed(0)}), p99 ${unitP99s.at(-1)!.toFixed(0)} ms, ${unitRows.at(-1)} rows`,
       );
     }
     results.freshness = {
@@ -516,6 +539,10 @@ if (section('freshness')) {
       [`p99MsAt${rate}`]: figure(p99s).median,
       [`achievedPerSecAt${rate}`]: figure(achieved).median,
       [`p99At${rate}`]: figure(p99s),
+      [`unitMsP50At${rate}`]: figure(unitP50s).median,
+      [`unitMsP99At${rate}`]: figure(unitP99s).median,
+      [`unitClickhouseMsP50At${rate}`]: figure(clickhouseP50s).median,
+      [`unitRowsP50At${rate}`]: figure(unitRows).median,
     };
   }
   results.freshness = {
@@ -658,6 +685,7 @@ ClickHouse and the load generator all share the machine with the service under t
 | ingester rows/s / gateway maximum records/s (keeps up when ≥ 1) | ${f(i.rowsPerSec / g.recordsPerSec, 2)} | | | ≥ 1 |
 | freshness at 2,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt2000)}/s) | ${f(fr.p50MsAt2000)} / ${range(fr.p99At2000)} ms | | | |
 | freshness at 5,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt5000)}/s) | ${f(fr.p50MsAt5000)} / ${range(fr.p99At5000)} ms | | | p99 < 1 s |
+| ingester load unit at 5,000/s: p50 (of which ClickHouse) / p99, rows per unit p50 | ${f(fr.unitMsP50At5000)} (${f(fr.unitClickhouseMsP50At5000)}) / ${f(fr.unitMsP99At5000)} ms, ${f(fr.unitRowsP50At5000)} rows | | | |
 | revocation, 2 instances: p50 / p99 / max (${f(r.samples)} samples) | ${f(r.p50Ms, 1)} / ${f(r.p99Ms, 1)} / ${f(r.maxMs, 1)} ms | | | p99 < 100 ms, max < 500 ms |
 | peak RSS: gateway / ingester | ${range(m.gatewayRss)} / ${range(m.ingesterRss)} MB | | | < 200 / < 300 MB |
 
