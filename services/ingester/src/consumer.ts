@@ -24,6 +24,7 @@ import type { DedupeStep } from './dedupe-step.js';
 import { enrich, type EnrichedRecord } from './enrich-step.js';
 import { isDataError, loadStep } from './load-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
+import { failureReason } from './failure-reason.js';
 import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
 import type { PriceTable } from './prices.js';
 import type { IngesterMetrics } from './metrics.js';
@@ -50,6 +51,9 @@ export interface ConsumerDeps {
   metrics: IngesterMetrics;
   logger: Logger;
 }
+
+const FULL_HINT =
+  'Redis is at maxmemory with noeviction: nothing is lost (offsets stay uncommitted until the keys are marked); raise maxmemory or lower DEDUPE_TTL_SECONDS';
 
 /** Thrown inside a retry loop when the batch must be given up (shutdown, rebalance). */
 class Abandoned extends Error {}
@@ -225,9 +229,13 @@ export class UsageConsumer {
         return await work();
       } catch (error) {
         if (error instanceof Abandoned) throw error;
-        this.deps.metrics.retries.inc({ dependency: what });
+        const reason = failureReason(error);
+        this.deps.metrics.retries.inc({ dependency: what, reason });
         if (attempt === 1 || attempt % 10 === 0) {
-          this.deps.logger.warn({ dependency: what, attempt, err: (error as Error).message }, 'dependency failed; retrying');
+          this.deps.logger.warn(
+            { dependency: what, reason, attempt, err: (error as Error).message, ...(reason === 'full' ? { hint: FULL_HINT } : {}) },
+            'dependency failed; retrying',
+          );
         }
       }
       const until = Date.now() + delay;

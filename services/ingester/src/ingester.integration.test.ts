@@ -20,6 +20,7 @@ import {
   uniqueName,
 } from '../../../test/helpers/stack.js';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
+import { createRedis } from '@otm/shared/redis';
 import { PriceTable } from './prices.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -315,6 +316,48 @@ describe('Redis outage', () => {
     await privateRedis.start();
     await expectExactContent(clickhouse, load, 90_000);
     expect(ingester.logs.some((line) => line.includes('dependency failed; retrying') && line.includes('redis'))).toBe(true);
+  });
+});
+
+describe('Redis full', () => {
+  it('Redis at maxmemory (noeviction) under load: the ingester says so, and once memory is back every record is counted once', async () => {
+    const n = names('redisfull');
+    const privateRedis = await startPrivateRedis(26381);
+    cleanups.push(() => privateRedis.stop());
+    const redis = createRedis(privateRedis.address, { name: 'test' });
+    await redis.connect();
+    cleanups.push(() => redis.quit());
+    const ingester = await startIngester({
+      ...n,
+      extraEnv: { REDIS_URL: privateRedis.address, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 1000 },
+    });
+    cleanups.push(() => ingester.stop());
+    const clickhouse = testClickHouse(n.database);
+    cleanups.push(() => clickhouse.close());
+
+    const load = duplicatedLoad(4000, 17);
+    const half = Math.floor(load.messages.length / 2);
+    await produceQueued(n.topic, load.messages.slice(0, half));
+    await eventually(async () => (await distinctCount(clickhouse)) > 0, 30_000);
+    // Below what it holds already: every write is refused with OOM, reads still work.
+    const [, limit] = (await redis.config('GET', 'maxmemory')) as [string, string];
+    await redis.config('SET', 'maxmemory', '1');
+    await produceQueued(n.topic, load.messages.slice(half));
+    await eventually(
+      async () => ingester.logs.some((line) => line.includes('dependency failed; retrying') && line.includes('"reason":"full"')),
+      30_000,
+    );
+    expect(ingester.child.exitCode).toBeNull();
+    await redis.config('SET', 'maxmemory', limit);
+    await expectExactContent(clickhouse, load, 90_000);
+    // Rows inserted while their keys could not be marked were not inserted again, and the
+    // rollups saw each record once.
+    const [raw] = await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events');
+    expect(Number(raw!.n)).toBe(load.distinct);
+    const [rollup] = await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute');
+    expect(Number(rollup!.n)).toBe(load.distinct);
+    const hinted = ingester.logs.find((line) => line.includes('"reason":"full"'));
+    expect(hinted).toContain('DEDUPE_TTL_SECONDS');
   });
 });
 

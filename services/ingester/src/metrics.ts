@@ -23,8 +23,8 @@ export function createIngesterMetrics() {
     }),
     retries: new Counter({
       name: 'otm_ingester_dependency_retries_total',
-      help: 'Retried dependency calls',
-      labelNames: ['dependency'],
+      help: 'Retried dependency calls, by dependency and reason (full, overloaded, unreachable, timeout, error)',
+      labelNames: ['dependency', 'reason'],
       registers: [registry],
     }),
     batchSeconds: new Histogram({
