@@ -292,18 +292,24 @@ describe('ClickHouse outage', () => {
   });
 });
 
+/** An ingester on a Redis of its own (its own port and folder), small units, short retries. */
+async function ingesterOnPrivateRedis(label: string, port: number) {
+  const n = names(label);
+  const privateRedis = await startPrivateRedis(port);
+  cleanups.push(() => privateRedis.stop());
+  const ingester = await startIngester({
+    ...n,
+    extraEnv: { REDIS_URL: privateRedis.address, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 },
+  });
+  cleanups.push(() => ingester.stop());
+  const clickhouse = testClickHouse(n.database);
+  cleanups.push(() => clickhouse.close());
+  return { n, privateRedis, ingester, clickhouse };
+}
+
 describe('Redis outage', () => {
   it('Redis stopped for 15 s under load, then started: same content, nothing skipped', async () => {
-    const n = names('redisdown');
-    const privateRedis = await startPrivateRedis(26379);
-    cleanups.push(() => privateRedis.stop());
-    const ingester = await startIngester({
-      ...n,
-      extraEnv: { REDIS_URL: privateRedis.address, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 },
-    });
-    cleanups.push(() => ingester.stop());
-    const clickhouse = testClickHouse(n.database);
-    cleanups.push(() => clickhouse.close());
+    const { n, privateRedis, ingester, clickhouse } = await ingesterOnPrivateRedis('redisdown', 26379);
 
     const load = duplicatedLoad(4000, 13);
     const half = Math.floor(load.messages.length / 2);
@@ -321,19 +327,10 @@ describe('Redis outage', () => {
 
 describe('Redis full', () => {
   it('Redis at maxmemory (noeviction) under load: the ingester says so, and once memory is back every record is counted once', async () => {
-    const n = names('redisfull');
-    const privateRedis = await startPrivateRedis(26381);
-    cleanups.push(() => privateRedis.stop());
+    const { n, privateRedis, ingester, clickhouse } = await ingesterOnPrivateRedis('redisfull', 26381);
     const redis = createRedis(privateRedis.address, { name: 'test' });
     await redis.connect();
     cleanups.push(() => redis.quit());
-    const ingester = await startIngester({
-      ...n,
-      extraEnv: { REDIS_URL: privateRedis.address, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 1000 },
-    });
-    cleanups.push(() => ingester.stop());
-    const clickhouse = testClickHouse(n.database);
-    cleanups.push(() => clickhouse.close());
 
     const load = duplicatedLoad(4000, 17);
     const half = Math.floor(load.messages.length / 2);
