@@ -44,6 +44,50 @@ describe('usage record schema', () => {
   });
 });
 
+describe('validators without length limits (the ingester, after the gateway checked them)', () => {
+  const fixture = (name: string) => JSON.parse(fs.readFileSync(path.join(fixtures, 'valid', name), 'utf8')) as Record<string, any>;
+  const schema = buildQueuedRecordSchema();
+  const lenient = compileValidators(schema, { maxLengths: false });
+
+  it('accepts a prompt over maxLength that the full validators refuse, and leaves the schema as it was', () => {
+    const body = fixture('success.json');
+    body.io.prompt = 'x'.repeat(262_145);
+    expect(validators.usageRecord(body)).toBe(false);
+    expect(lenient.usageRecord(body)).toBe(true);
+    expect(JSON.stringify(schema)).toContain('"maxLength":262144');
+  });
+
+  it('still checks everything else: types, required fields, enums, formats, minLength, context limits', () => {
+    const cases: ((body: Record<string, any>) => void)[] = [
+      (body) => (body.io.prompt = 42),
+      (body) => delete body.user,
+      (body) => (body.user.type = 'robot'),
+      (body) => (body.timing.startTime = 'yesterday'),
+      (body) => (body.request.modelId = ''),
+      (body) => (body.context = { deep: { a: { b: { c: { d: { e: { f: { g: { h: {} } } } } } } } } }),
+    ];
+    for (const spoil of cases) {
+      const body = fixture('success.json');
+      expect(lenient.usageRecord(body)).toBe(true);
+      spoil(body);
+      expect(lenient.usageRecord(body), spoil.toString()).toBe(false);
+    }
+  });
+
+  it('keeps a field that happens to be named like the keyword', () => {
+    const withField = {
+      $id: 'urn:test:field-named-maxLength',
+      type: 'object',
+      properties: { maxLength: { type: 'string', maxLength: 2 } },
+      required: ['maxLength'],
+      definitions: { usageRecord: { type: 'object' } },
+    };
+    const compiled = compileValidators(withField, { maxLengths: false }).queuedRecord;
+    expect(compiled({ maxLength: 'long enough' })).toBe(true);
+    expect(compiled({ maxLength: 5 })).toBe(false);
+  });
+});
+
 describe('context limits', () => {
   const limits = { maxDepth: 8, maxKeys: 64, maxStringLength: 1024 };
   it('accepts 8 levels and refuses 9', () => {

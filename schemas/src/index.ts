@@ -115,16 +115,44 @@ export interface Validators {
   queuedRecord: ValidateFunction;
 }
 
+export interface CompileOptions {
+  /**
+   * false leaves out every maxLength. The ingester re-checks what the gateway checked
+   * under the same schema id; counting the characters of every prompt and response
+   * again (AJV counts code points, a walk over the whole string) was 4 % of its CPU
+   * and a length can never make a row unloadable.
+   */
+  maxLengths?: boolean;
+}
+
 /** Compiles validators from the schema as the registry holds it. */
-export function compileValidators(registeredQueuedSchema: Record<string, unknown>): Validators {
+export function compileValidators(registeredQueuedSchema: Record<string, unknown>, options: CompileOptions = {}): Validators {
   const ajv = createAjv();
-  ajv.addSchema(registeredQueuedSchema);
+  ajv.addSchema(options.maxLengths === false ? withoutKeyword(registeredQueuedSchema, 'maxLength') : registeredQueuedSchema);
   const id = registeredQueuedSchema.$id as string;
   const usageRecord = ajv.getSchema(`${id}#/definitions/usageRecord`);
   const queuedRecord = ajv.getSchema(id);
   if (!usageRecord || !queuedRecord) throw new Error('registered schema lacks definitions.usageRecord');
   return { usageRecord, queuedRecord };
 }
+
+/** A deep copy of a schema without one keyword wherever it appears as a keyword. */
+function withoutKeyword(schema: Record<string, unknown>, keyword: string): Record<string, unknown> {
+  const strip = (node: unknown, inProperties: boolean): unknown => {
+    if (Array.isArray(node)) return node.map((item) => strip(item, false));
+    if (node === null || typeof node !== 'object') return node;
+    const copy: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(node)) {
+      // Under "properties" (and the like) the names are field names, not keywords.
+      if (!inProperties && name === keyword) continue;
+      copy[name] = strip(value, !inProperties && MAPS_OF_SCHEMAS.has(name));
+    }
+    return copy;
+  };
+  return strip(schema, false) as Record<string, unknown>;
+}
+
+const MAPS_OF_SCHEMAS = new Set(['properties', 'patternProperties', 'definitions', '$defs', 'dependentSchemas']);
 
 export interface FieldError {
   path: string;

@@ -1,7 +1,8 @@
 // Decode: wire header -> the schema id picks the registered schema (so a record
 // written with an older registered version still decodes) -> JSON -> validated
 // queued record. A message that can never decode is a dead letter; an unreachable
-// registry is an infrastructure failure (thrown, retried).
+// registry is an infrastructure failure (thrown, retried). Lengths are the gateway's
+// to enforce (the same schema id): the ingester checks everything else again.
 import { compileValidators, type QueuedUsageRecord } from '@otm/schemas';
 import { decodeWire, fetchJsonSchema } from '@otm/shared/registry';
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
@@ -18,7 +19,7 @@ export class SchemaCache {
     if (this.validators.has(schemaId)) return this.validators.get(schemaId)!;
     let validator: ValidateFunction | null;
     try {
-      validator = compileValidators(await fetchJsonSchema(this.registry, schemaId)).queuedRecord;
+      validator = compileValidators(await fetchJsonSchema(this.registry, schemaId), { maxLengths: false }).queuedRecord;
     } catch (error) {
       const status = (error as { status?: number }).status;
       if (status !== 404) throw error;

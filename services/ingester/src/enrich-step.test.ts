@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { QueuedUsageRecord, UsageRecord } from '@otm/schemas';
 import { enrich, latencyDisagrees } from './enrich-step.js';
 import { PriceTable } from './prices.js';
+import { formatDateTime } from './migrate.js';
+import { seededRandom } from '../../../scripts/lib/sample-records.js';
 
 const prices = new PriceTable('test-1', {
   openai: { 'gpt-4o': { input: 2.5, output: 10 }, 'gpt-4o-mini': { input: 0.15, output: 0.6 } },
@@ -115,5 +117,17 @@ describe('enrich', () => {
     expect(latencyDisagrees(2100, 2000)).toBe(false);
     expect(latencyDisagrees(2300, 2000)).toBe(true);
     expect(latencyDisagrees(0, 150)).toBe(true);
+  });
+});
+
+describe('formatDateTime', () => {
+  it('gives the UTC text of the second, from its cache as without it', () => {
+    const reference = (ms: number) => new Date(Math.floor(ms / 1000) * 1000).toISOString().slice(0, 19).replace('T', ' ');
+    const random = seededRandom(7);
+    const times = [0, 999, 1000, 1_795_000_000_999, 1_795_000_001_000, 951_782_400_000, -1, -1001];
+    for (let i = 0; i < 10_000; i++) times.push(Math.floor(1_700_000_000_000 + random() * 200_000_000_000));
+    // Twice over: the second pass answers from the cache, and past its 4,096 entries.
+    for (const ms of [...times, ...times]) expect(formatDateTime(ms)).toBe(reference(ms));
+    expect(formatDateTime(Date.parse('2026-11-22T23:59:59.999Z'))).toBe('2026-11-22 23:59:59');
   });
 });

@@ -58,5 +58,14 @@ export async function migrate(
 
 /** 'YYYY-MM-DD hh:mm:ss' in UTC, the DateTime text every ClickHouse version parses. */
 export function formatDateTime(epochMs: number): string {
-  return new Date(epochMs).toISOString().slice(0, 19).replace('T', ' ');
+  // The rows of a load unit share a few seconds: the last ones formatted are kept.
+  const second = Math.floor(epochMs / 1000);
+  const known = recentDateTimes.get(second);
+  if (known !== undefined) return known;
+  const text = new Date(second * 1000).toISOString().slice(0, 19).replace('T', ' ');
+  if (recentDateTimes.size >= 4096) recentDateTimes.clear();
+  recentDateTimes.set(second, text);
+  return text;
 }
+
+const recentDateTimes = new Map<number, string>();
