@@ -40,29 +40,57 @@ export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
  */
 export const TOPIC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
-/** Creates the topic when missing; an existing topic keeps its partitions. */
-export async function ensureTopic(kafka: Kafka, topic: string, partitions: number): Promise<void> {
+/**
+ * Creates the topic when missing (an existing topic keeps its partitions) and returns
+ * once every partition has a leader. kafkajs's own wait (`waitForLeaders`) gives up at
+ * the first UNKNOWN_TOPIC_OR_PARTITION, which a KRaft broker answers for a moment
+ * after creating a topic: 7 of 50 topics created 10 at a time failed that way here.
+ */
+export async function ensureTopic(kafka: Kafka, topic: string, partitions: number, waitMs = 30_000): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
   try {
     const existing = await admin.listTopics();
-    if (existing.includes(topic)) return;
-    await admin.createTopics({
-      topics: [
-        {
-          topic,
-          numPartitions: partitions,
-          replicationFactor: -1,
-          configEntries: [{ name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) }],
-        },
-      ],
-      waitForLeaders: true,
-    });
-  } catch (error) {
-    // Two services racing to create the same topic is fine.
-    if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw error;
+    if (!existing.includes(topic)) {
+      try {
+        await admin.createTopics({
+          topics: [
+            {
+              topic,
+              numPartitions: partitions,
+              replicationFactor: -1,
+              configEntries: [{ name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) }],
+            },
+          ],
+          waitForLeaders: false,
+        });
+      } catch (error) {
+        // Two services racing to create the same topic is fine.
+        if ((error as { type?: string }).type !== 'TOPIC_ALREADY_EXISTS') throw error;
+      }
+    }
+    await untilLeaders(admin, topic, waitMs);
   } finally {
     await admin.disconnect();
+  }
+}
+
+async function untilLeaders(admin: Admin, topic: string, waitMs: number): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    let problem: unknown;
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+      const found = topics.find((entry) => entry.name === topic)?.partitions ?? [];
+      if (found.length > 0 && found.every((partition) => partition.leader >= 0)) return;
+      problem = new Error('not every partition has a leader yet');
+    } catch (error) {
+      problem = error;
+    }
+    if (Date.now() >= deadline) {
+      throw new Error(`topic ${topic} has no leader for every partition after ${waitMs} ms: ${(problem as Error).message}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 
