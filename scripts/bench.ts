@@ -23,7 +23,7 @@ import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
 import { ensureLocalCertificate } from './local-tls.js';
 import { queuedRecords, sampleUsageRecords } from './lib/sample-records.js';
-import { startService, type ServiceProcess } from './lib/service-process.js';
+import { startProcess, startService, type ServiceProcess } from './lib/service-process.js';
 
 const options = new Command('bench')
   .option('--quick', 'short runs (about 2 minutes with the stack up)')
@@ -232,15 +232,13 @@ if (section('gateway')) {
     });
   // The three servers start once and stay up; each run loads them in turn, so
   // every run's figures share the machine's conditions of that moment.
-  const baselineServer = spawn(
-    process.execPath,
-    ['--import', 'tsx', path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
   const gatewayEnv = (gatewayPort: number) => gatewayServiceEnv(`bench.gateway.${runId}`, keyPrefix, gatewayPort);
-  const [, gateway, cluster] = await Promise.all([
-    new Promise<void>((resolve) =>
-      baselineServer.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('baseline listening') && resolve()),
+  const [baselineServer, gateway, cluster] = await Promise.all([
+    startProcess(
+      'baseline',
+      [path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
+      process.env,
+      /baseline listening/,
     ),
     startQuiet('gateway', gatewayEnv(port + 4), /gateway listening/),
     startQuiet('gateway-cluster', { ...gatewayEnv(port + 5), GATEWAY_WORKERS: String(os.availableParallelism()) }, /gateway listening/),
@@ -272,8 +270,7 @@ if (section('gateway')) {
       `   run ${run + 1}: baseline ${baseline.at(-1)!.toFixed(0)}/s, gateway ${single.at(-1)!.toFixed(0)}/s, per-core ${perCore.at(-1)!.toFixed(0)}/s, p99@50% ${p99at50.at(-1)!.toFixed(1)} ms`,
     );
   }
-  baselineServer.kill('SIGTERM');
-  await Promise.all([new Promise((resolve) => baselineServer.on('exit', resolve)), gateway.stop(), cluster.stop()]);
+  await Promise.all([baselineServer.stop(), gateway.stop(), cluster.stop()]);
   const singleFigure = figure(single);
   const base = figure(baseline);
   results.gateway = {

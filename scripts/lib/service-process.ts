@@ -54,7 +54,26 @@ export function withMemoryFlags(entry: Entry, env: NodeJS.ProcessEnv): NodeJS.Pr
   return { ...env, NODE_OPTIONS: [options, ...missing].filter(Boolean).join(' ') };
 }
 
-export async function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: RegExp, timeoutMs = 60_000): Promise<ServiceProcess> {
+export function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: RegExp, timeoutMs = 60_000): Promise<ServiceProcess> {
+  const script = path.join(
+    projectRoot,
+    entry === 'gateway-cluster' ? 'services/gateway/src/cluster.ts' : `services/${entry}/src/server.ts`,
+  );
+  return startProcess(entry, [script], withMemoryFlags(entry, env), ready, timeoutMs);
+}
+
+/**
+ * Runs a TypeScript script of the project (`args[0]`, then its arguments) as a child
+ * process, like a service: it is killed when this process exits, and the returned
+ * promise rejects if it exits before logging `ready`.
+ */
+export async function startProcess(
+  label: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  timeoutMs = 60_000,
+): Promise<ServiceProcess> {
   const child = spawn(
     process.execPath,
     [
@@ -63,12 +82,9 @@ export async function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: 
       ...(env.SERVICE_NODE_FLAGS ?? process.env.SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean),
       '--import',
       'tsx',
-      path.join(projectRoot, entry === 'gateway-cluster' ? 'services/gateway/src/cluster.ts' : `services/${entry}/src/server.ts`),
+      ...args,
     ],
-    {
-      env: withMemoryFlags(entry, env),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
+    { env, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   running.add(child);
   child.once('exit', () => running.delete(child));
@@ -87,7 +103,7 @@ export async function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: 
       if (existing) return resolve(existing);
       const timer = setTimeout(() => {
         listeners.delete(listener);
-        reject(new Error(`${entry}: no log line matching ${pattern} within ${waitMs} ms; logs:\n${logs.slice(-30).join('\n')}`));
+        reject(new Error(`${label}: no log line matching ${pattern} within ${waitMs} ms; logs:\n${logs.slice(-30).join('\n')}`));
       }, waitMs);
       const listener = (line: string) => {
         if (!pattern.test(line)) return;
@@ -100,7 +116,7 @@ export async function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: 
         if (!listeners.has(listener)) return;
         clearTimeout(timer);
         listeners.delete(listener);
-        reject(new Error(`${entry} exited with ${code} before logging ${pattern}; logs:\n${logs.slice(-30).join('\n')}`));
+        reject(new Error(`${label} exited with ${code} before logging ${pattern}; logs:\n${logs.slice(-30).join('\n')}`));
       });
     });
   const line = await waitForLog(ready);
