@@ -3,7 +3,7 @@
 //   npm run keys -- list [--json]
 //   npm run keys -- delete <id>
 import { Command, Option } from 'commander';
-import { ENVIRONMENTS, type Environment } from '@otm/schemas';
+import { ENVIRONMENTS, isSafeIdentifier, type Environment } from '@otm/schemas';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
@@ -33,6 +33,10 @@ program
   .option('--description <text>', 'longer note', '')
   .option('--json', 'print {"id","key","environment","name"} as JSON')
   .action(async (options: { env: Environment; name: string; description: string; json?: boolean }) => {
+    if (!isSafeIdentifier(options.name)) {
+      console.error('--name: must not contain control characters or bidirectional overrides');
+      process.exit(2);
+    }
     const created = await withStore((store) =>
       store.create({ environment: options.env, name: options.name, description: options.description }),
     );

@@ -36,9 +36,13 @@ const services: Record<'gateway' | 'ingester' | 'admin', string> = {
   ingester: 'services/ingester/src/server.ts',
   admin: 'services/admin/src/server.ts',
 };
-const children: ChildProcess[] = [];
-for (const [name, entry] of Object.entries(services) as [keyof typeof services, string][]) {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, entry)], {
+// Supervision (decisions.md): a service that exits is restarted with backoff (1 s,
+// doubling to 30 s; back to 1 s after a minute up) and the restart is logged, while the
+// others keep serving. Only Ctrl-C or SIGTERM stops them all.
+const children = new Map<keyof typeof services, ChildProcess>();
+function run(name: keyof typeof services, backoffMs = 1000): void {
+  const startedAt = Date.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, services[name])], {
     env: withMemoryFlags(name, env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -46,11 +50,16 @@ for (const [name, entry] of Object.entries(services) as [keyof typeof services, 
     readline.createInterface({ input: stream }).on('line', (line) => console.log(`${name.padEnd(8)} | ${line}`));
   }
   child.on('exit', (code, signal) => {
-    console.log(`${name} exited (${signal ?? code})`);
-    if (!stopping) void stop(1);
+    if (stopping) return;
+    const delay = Date.now() - startedAt > 60_000 ? 1000 : backoffMs;
+    console.log(`${name} exited (${signal ?? code}); restarting in ${delay / 1000} s`);
+    setTimeout(() => {
+      if (!stopping) run(name, Math.min(delay * 2, 30_000));
+    }, delay);
   });
-  children.push(child);
+  children.set(name, child);
 }
+for (const name of Object.keys(services) as (keyof typeof services)[]) run(name);
 
 const gatewayUrl = `https://${env.GATEWAY_HOST ?? '127.0.0.1'}:${env.GATEWAY_PORT ?? 8443}`;
 const adminUrl = `http://${env.ADMIN_HOST ?? '127.0.0.1'}:${env.ADMIN_PORT ?? 8480}`;
@@ -70,8 +79,9 @@ let stopping = false;
 async function stop(code: number): Promise<void> {
   if (stopping) return;
   stopping = true;
-  for (const child of children) if (child.exitCode === null) child.kill('SIGTERM');
-  await Promise.all(children.map((child) => (child.exitCode === null ? new Promise((resolve) => child.on('exit', resolve)) : null)));
+  const running = [...children.values()];
+  for (const child of running) if (child.exitCode === null) child.kill('SIGTERM');
+  await Promise.all(running.map((child) => (child.exitCode === null ? new Promise((resolve) => child.on('exit', resolve)) : null)));
   process.exit(code);
 }
 process.on('SIGINT', () => void stop(0));

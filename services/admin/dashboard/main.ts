@@ -225,7 +225,7 @@ async function models(root: HTMLElement) {
     );
   }
   root.append(
-    h('div', { style: 'margin-top:16px' }),
+    h('div', { class: 'gap-above' }),
     panel(
       'Models',
       table(
@@ -277,7 +277,7 @@ async function errors(root: HTMLElement) {
           : empty('No errors in this time range.'),
       ),
     ),
-    h('div', { style: 'margin-top:16px' }),
+    h('div', { class: 'gap-above' }),
     panel(
       'Top error messages',
       table(
@@ -322,7 +322,7 @@ async function users(root: HTMLElement) {
           : empty(),
       ),
     ),
-    h('div', { style: 'margin-top:16px' }),
+    h('div', { class: 'gap-above' }),
     panel(
       'Top users by tokens',
       table(
@@ -377,7 +377,7 @@ async function keys(root: HTMLElement) {
             { class: 'notice' },
             h('strong', {}, 'Copy this key now. '),
             'It is shown once and stored only as a hash.',
-            h('div', { class: 'row', style: 'margin-top:8px' }, secret, copy),
+            h('div', { class: 'row gap-above-small' }, secret, copy),
           ),
         );
         await renderKeyTable();
@@ -437,7 +437,7 @@ async function keys(root: HTMLElement) {
   await renderKeyTable();
   root.append(
     panel('Create an ingest key', h('div', {}, h('div', { class: 'row' }, name, environment, create), created)),
-    h('div', { style: 'margin-top:16px' }),
+    h('div', { class: 'gap-above' }),
     panel('Keys', tableHolder),
   );
 }

@@ -20,9 +20,12 @@ import {
 type Runner = (clickhouse: ClickHouseClient, query: AnalyticsQuery) => Promise<unknown[]>;
 
 export function registerAnalyticsRoutes(app: FastifyInstance, clickhouse: ClickHouseClient): void {
+  // The error rollup has no user or key columns: those filters are refused (400), never ignored.
+  const { userId, keyId, userType, ...errorFilters } = analyticsQuerySchema.properties;
+  void [userId, keyId, userType];
   const errorSchema = {
     ...analyticsQuerySchema,
-    properties: { ...analyticsQuerySchema.properties, errorCode: { type: 'string', maxLength: 1024 } },
+    properties: { ...errorFilters, errorCode: { type: 'string', maxLength: 1024 } },
   };
   const routes: [string, Runner, readonly string[], object][] = [
     ['usage', usageAnalytics, USAGE_DIMENSIONS, analyticsQuerySchema],

@@ -3,7 +3,7 @@
 // time zone; hours and days merge the minute states. Every value is a string
 // literal or a number we produced: ClickHouse 18.16 has no query parameters.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
-import { ENVIRONMENTS } from '@otm/schemas';
+import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
 
 export const BUCKETS = { minute: 60, hour: 3600, day: 86400, none: 0 } as const;
 export type Bucket = keyof typeof BUCKETS;
@@ -90,12 +90,16 @@ export function parseSince(since: string): number {
 
 /** Turns validated query-string values into a query; throws QueryError on a bad combination. */
 export function parseAnalyticsQuery(raw: RawQuery, allowed: readonly string[], now = Date.now()): AnalyticsQuery {
-  const to = raw.to ? new Date(raw.to) : new Date(now);
-  if (Number.isNaN(to.getTime())) throw new QueryError('/to', 'must be an RFC 3339 date-time');
+  // RFC 3339 only (with a zone): `2026`, `11/22/2026` or a bare date are refused, not guessed.
+  const instant = (text: string, path: string) => {
+    const at = parseTimestamp(text);
+    if (at === null) throw new QueryError(path, 'must be an RFC 3339 date-time with a time zone');
+    return new Date(at);
+  };
+  const to = raw.to ? instant(raw.to, '/to') : new Date(now);
   let from: Date;
   if (raw.from) {
-    from = new Date(raw.from);
-    if (Number.isNaN(from.getTime())) throw new QueryError('/from', 'must be an RFC 3339 date-time');
+    from = instant(raw.from, '/from');
   } else {
     from = new Date(to.getTime() - (raw.since ? parseSince(raw.since) : 86_400_000));
   }

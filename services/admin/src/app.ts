@@ -1,7 +1,8 @@
 // The admin service: key management, analytics and the dashboard, all behind the
 // admin token except the dashboard's static files (which hold no data).
-import Fastify, { LogController, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { ServiceError, errorBody } from '@otm/shared/errors';
+import { edgeServerOptions, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
 import type { KeyStore } from '@otm/shared/keys/key-store';
 import { adminTokenCheck } from './admin-auth.js';
@@ -15,13 +16,30 @@ export interface AdminDeps {
   publicRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
 }
 
-export async function buildAdminApp(options: { adminToken: string }, deps: AdminDeps): Promise<FastifyInstance> {
-  const app = Fastify({
+export interface AdminOptions {
+  adminToken: string;
+  connectionLimits: ConnectionLimits;
+  jsonMaxDepth: number;
+}
+
+export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Promise<FastifyInstance> {
+  const serverOptions: FastifyServerOptions = {
+    ...edgeServerOptions(options.connectionLimits),
     loggerInstance: deps.logger,
     // Unknown query parameters are a 400, not silently dropped.
     ajv: { customOptions: { removeAdditional: false } },
     logController: new LogController({ disableRequestLogging: true } as never),
-  }) as unknown as FastifyInstance;
+  };
+  const app = Fastify(serverOptions) as unknown as FastifyInstance;
+  registerJsonParser(app, options.jsonMaxDepth);
+  // Every answer: never sniffed, never framed. API answers (JSON) are never cached:
+  // they carry keys and analytics; the dashboard's static files set their own policy.
+  app.addHook('onSend', async (_request, reply, payload) => {
+    reply.header('x-content-type-options', 'nosniff');
+    if (!reply.hasHeader('content-security-policy')) reply.header('content-security-policy', "default-src 'none'; frame-ancestors 'none'");
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    return payload;
+  });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof ServiceError) return reply.code(error.statusCode).send(error.toBody());
@@ -38,7 +56,11 @@ export async function buildAdminApp(options: { adminToken: string }, deps: Admin
     }
     if (error.statusCode && error.statusCode < 500) {
       const type = error.statusCode === 415 ? 'UnsupportedMediaType' : error.statusCode === 413 ? 'PayloadTooLarge' : 'ValidationError';
-      return reply.code(error.statusCode).send(errorBody(type, error.message));
+      const message =
+        type === 'ValidationError' && error.code === 'FST_ERR_CTP_INVALID_JSON_BODY'
+          ? 'The request body is not valid JSON.'
+          : error.message;
+      return reply.code(error.statusCode).send(errorBody(type, message));
     }
     request.log.error({ err: error }, 'admin request failed');
     return reply.code(503).send(errorBody('Unavailable', 'A dependency is unavailable; retry later.'));

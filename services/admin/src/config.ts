@@ -1,7 +1,9 @@
 import { infrastructureSpec, nonNegativeInt, parseConfig, str } from '@otm/shared/config';
+import { connectionLimitsSpec } from '@otm/shared/http-edge';
 
 export const adminSpec = {
   ...infrastructureSpec,
+  ...connectionLimitsSpec,
   ADMIN_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the admin API and dashboard' }),
   ADMIN_PORT: nonNegativeInt({ default: 8480, desc: 'Port of the admin API and dashboard; 0 picks a free one' }),
   ADMIN_TOKEN: str({ desc: 'Bearer token for the admin API and dashboard (at least 32 characters)' }),

@@ -29,9 +29,12 @@ export async function bundleDashboard(): Promise<{ js: string; css: string; html
 export async function registerDashboard(app: FastifyInstance): Promise<void> {
   const assets = await bundleDashboard();
   const security = {
-    'content-security-policy': "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:",
+    'content-security-policy':
+      "default-src 'self'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
     'x-content-type-options': 'nosniff',
     'referrer-policy': 'no-referrer',
+    // The page and its bundle change with each start of the service: always revalidated.
+    'cache-control': 'no-cache',
   };
   app.get('/', async (_request, reply) => reply.headers(security).type('text/html; charset=utf-8').send(assets.html));
   app.get('/app.js', async (_request, reply) => reply.headers(security).type('text/javascript; charset=utf-8').send(assets.js));

@@ -1,6 +1,6 @@
 // Key management over HTTP: the same three operations as the CLI.
 import type { FastifyInstance } from 'fastify';
-import { ENVIRONMENTS, type Environment } from '@otm/schemas';
+import { ENVIRONMENTS, isSafeIdentifier, type Environment } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
 import type { KeyStore } from '@otm/shared/keys/key-store';
 
@@ -25,6 +25,13 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyStore): void {
     '/v1/keys',
     { schema: { body: createBody } },
     async (request, reply) => {
+      // A name is shown to operators in lists, logs and the dashboard: no control
+      // characters or bidi overrides that could disguise what they read.
+      if (!isSafeIdentifier(request.body.name)) {
+        throw new ServiceError('ValidationError', 'The key name cannot be used.', {
+          errors: [{ path: '/name', message: 'must not contain control characters or bidirectional overrides' }],
+        });
+      }
       const created = await store.create(request.body);
       reply.header('cache-control', 'no-store');
       return reply.code(201).send({

@@ -1,5 +1,6 @@
 // The admin process: key management, analytics API and dashboard on 127.0.0.1:8480.
 import { createLogger } from '@otm/shared/logger';
+import { connectionLimitsFrom } from '@otm/shared/http-edge';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
@@ -16,7 +17,7 @@ await redis.connect();
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
 
 const app = await buildAdminApp(
-  { adminToken: config.ADMIN_TOKEN },
+  { adminToken: config.ADMIN_TOKEN, connectionLimits: connectionLimitsFrom(config), jsonMaxDepth: config.JSON_MAX_DEPTH },
   {
     logger,
     keyStore: new KeyStore(redis, config.REDIS_KEY_PREFIX),

@@ -1,12 +1,22 @@
 // The ingest endpoint: authenticate (before the body is read) -> parse -> validate
 // against the registered schema -> build the queued record -> produce -> 202.
 // buildApp() only assembles; server.ts connects the real dependencies and listens.
+import { createHash } from 'node:crypto';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import Fastify, { LogController } from 'fastify';
-import rateLimit from '@fastify/rate-limit';
+import compress from '@fastify/compress';
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
-import { toFieldErrors, type QueuedUsageRecord, type UsageRecord, type Validators } from '@otm/schemas';
+import {
+  checkRecordBounds,
+  toFieldErrors,
+  type QueuedUsageRecord,
+  type RecordBounds,
+  type UsageRecord,
+  type Validators,
+} from '@otm/schemas';
 import { errorBody, ServiceError } from '@otm/shared/errors';
+import { edgeServerOptions, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
 import { encodeWire } from '@otm/shared/registry';
 import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
@@ -17,6 +27,8 @@ import type { GatewayMetrics } from './metrics.js';
 export interface AcceptedReply {
   requestId: string;
   timestamp: string;
+  /** SHA-256 of the accepted record: a replay with another body is refused. */
+  digest: string;
 }
 
 export interface GatewayDeps {
@@ -36,7 +48,11 @@ export interface GatewayOptions {
   instanceId: string;
   bodyLimitBytes: number;
   retryAfterSeconds: number;
-  rateLimitPerMinute: number;
+  /** Records per second per key (0: no limit) and how many may come at once. */
+  rateLimit: { perSecond: number; burst: number };
+  connectionLimits: ConnectionLimits;
+  jsonMaxDepth: number;
+  recordBounds: RecordBounds;
   https?: { key: Buffer; cert: Buffer };
 }
 
@@ -64,7 +80,8 @@ const acceptedSchema = {
 } as const;
 
 export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Promise<FastifyInstance> {
-  const serverOptions: FastifyServerOptions & { https?: object } = {
+  const serverOptions: FastifyServerOptions = {
+    ...edgeServerOptions(options.connectionLimits, options.https),
     loggerInstance: deps.logger,
     // Request lines are logged by our own hooks (without bodies); Fastify's own are off.
     logController: new LogController({ disableRequestLogging: true } as never),
@@ -74,13 +91,23 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   };
-  if (options.https) {
-    serverOptions.https = { ...options.https, minVersion: 'TLSv1.2' };
-  }
   const app = Fastify(serverOptions) as unknown as FastifyInstance;
   app.decorateRequest('apiKey', null as unknown as ApiKeyRecord);
   // JSON only: without its text/plain parser, any other Content-Type is a 415.
   app.removeContentTypeParser('text/plain');
+  registerJsonParser(app, options.jsonMaxDepth);
+  // Node answers `Expect: 100-continue` itself unless someone listens: we listen, and
+  // send the 100 only once the key is known (authenticate), so an unauthenticated
+  // client is never invited to send its body.
+  app.server.on('checkContinue', (request, response) => app.server.emit('request', request, response));
+  // gzip bodies are inflated as they are read; bodyLimit counts the inflated bytes,
+  // so a zip bomb stops at the limit (413) and is never inflated whole.
+  await app.register(compress, {
+    globalCompression: false,
+    requestEncodings: ['gzip'],
+    onUnsupportedRequestEncoding: (encoding: string) =>
+      new ServiceError('UnsupportedMediaType', `Content-Encoding ${encoding} is not supported; send gzip or nothing.`),
+  });
 
   const unavailable = (reply: FastifyReply, message: string) => {
     reply.header('retry-after', String(options.retryAfterSeconds));
@@ -116,41 +143,36 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     }
     if (!record) throw new ServiceError('AuthError', 'API key missing or incorrect.');
     request.apiKey = record;
+
+    if (request.headers.expect?.toLowerCase() === '100-continue') reply.raw.writeContinue();
   }
 
-  if (options.rateLimitPerMinute > 0) {
-    await app.register(rateLimit, {
-      global: false,
-      hook: 'preHandler',
-      errorResponseBuilder: (_request, context) =>
-        new ServiceError('RateLimited', `Rate limit of ${context.max} requests per ${context.after} exceeded.`),
-    });
+  // Per key: a fixed window of burst/perSecond seconds holding `burst` records, so a
+  // key sustains perSecond and may send a burst at once. In memory, per gateway.
+  const { perSecond, burst } = options.rateLimit;
+  const windowSeconds = Math.max(1, Math.round(burst / Math.max(1, perSecond)));
+  const limiter = perSecond > 0 ? new RateLimiterMemory({ points: burst, duration: windowSeconds }) : undefined;
+  async function rateLimited(request: FastifyRequest, reply: FastifyReply, records = 1): Promise<void> {
+    if (!limiter) return;
+    try {
+      await limiter.consume(request.apiKey.id, records);
+    } catch (refusal) {
+      if (!(refusal instanceof RateLimiterRes)) throw refusal;
+      reply.header('retry-after', String(Math.max(1, Math.ceil(refusal.msBeforeNext / 1000))));
+      throw new ServiceError('RateLimited', `Rate limit of ${perSecond} records per second (bursts of ${burst}) exceeded for this key.`);
+    }
   }
 
   app.post(
     '/v1/telemetry/usage',
     {
       onRequest: authenticate,
+      preHandler: (request, reply) => rateLimited(request, reply),
       schema: { response: { 202: acceptedSchema } },
-      config:
-        options.rateLimitPerMinute > 0
-          ? {
-              rateLimit: {
-                max: options.rateLimitPerMinute,
-                timeWindow: 60_000,
-                keyGenerator: (request: FastifyRequest) => request.apiKey.id,
-              },
-            }
-          : {},
     },
     async (request, reply) => {
       const receivedAt = new Date();
-      const idempotencyKey = request.headers['idempotency-key'];
-      if (idempotencyKey !== undefined && (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey))) {
-        throw new ServiceError('ValidationError', 'Invalid Idempotency-Key header.', {
-          errors: [{ path: 'header:Idempotency-Key', message: 'must be 1 to 255 printable ASCII characters' }],
-        });
-      }
+      const idempotencyKey = idempotencyKeyOf(request);
       const body = request.body;
       if (!deps.validators.usageRecord(body)) {
         throw new ServiceError('ValidationError', 'The usage record does not match the schema.', {
@@ -158,12 +180,24 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
         });
       }
       const record = body as UsageRecord;
+      // What the schema cannot say: the store must be able to hold every value.
+      const outOfBounds = checkRecordBounds(record as unknown as Record<string, unknown>, options.recordBounds, receivedAt.getTime());
+      if (outOfBounds.length > 0) {
+        throw new ServiceError('ValidationError', 'The usage record holds values that cannot be stored.', { errors: outOfBounds });
+      }
       const usage = usageOf(record);
       // Two customers using the same idempotency string never collide.
       const eventKey = idempotencyKey ? `${request.apiKey.id}:${idempotencyKey}` : request.id;
 
+      const digest = idempotencyKey && deps.replay ? digestOf(record) : '';
       const previous = idempotencyKey ? deps.replay?.get(eventKey) : undefined;
       if (previous) {
+        if (previous.digest !== digest) {
+          throw new ServiceError(
+            'IdempotencyKeyReused',
+            'This Idempotency-Key was used for a different usage record; send a new key for a new record.',
+          );
+        }
         deps.metrics.requests.inc({ status: '202' });
         deps.metrics.replays.inc();
         return reply.code(202).send(accepted(previous, usage));
@@ -191,7 +225,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
         }
         throw error;
       }
-      const answer = { requestId: request.id, timestamp: queued.meta.receivedAt };
+      const answer = { requestId: request.id, timestamp: queued.meta.receivedAt, digest };
       if (idempotencyKey) deps.replay?.set(eventKey, answer);
       deps.metrics.requests.inc({ status: '202' });
       return reply.code(202).send(accepted(answer, usage));
@@ -205,6 +239,29 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
   });
 
   return app;
+}
+
+/** The Idempotency-Key header, checked: one header, 1 to 255 printable ASCII characters. */
+function idempotencyKeyOf(request: FastifyRequest): string | undefined {
+  // Node joins repeated headers with ", "; the distinct values tell two headers from one.
+  const values = request.raw.headersDistinct['idempotency-key'];
+  if (values === undefined) return undefined;
+  if (values.length !== 1 || !IDEMPOTENCY_KEY.test(values[0]!)) {
+    throw new ServiceError('ValidationError', 'Invalid Idempotency-Key header.', {
+      errors: [
+        {
+          path: 'header:Idempotency-Key',
+          message: values.length !== 1 ? 'must be sent once' : 'must be 1 to 255 printable ASCII characters',
+        },
+      ],
+    });
+  }
+  return values[0];
+}
+
+/** The record as parsed (whitespace and encoding of the body do not matter; member order does). */
+function digestOf(record: UsageRecord): string {
+  return createHash('sha256').update(JSON.stringify(record)).digest('base64url');
 }
 
 /** The one key of the request: form A, form B, or both when they agree. */
@@ -251,8 +308,13 @@ function normaliseStack(record: UsageRecord): void {
   }
 }
 
-function toServiceError(error: FastifyError): ServiceError {
+function toServiceError(error: FastifyError & { decompressError?: unknown }): ServiceError {
   if (error instanceof ServiceError) return error;
+  if (error.decompressError !== undefined) {
+    return new ServiceError('ValidationError', 'The request body is not valid gzip (Content-Encoding: gzip).', {
+      errors: [{ path: '/', message: 'must be gzip-compressed as Content-Encoding says' }],
+    });
+  }
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');

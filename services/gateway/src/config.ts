@@ -1,8 +1,11 @@
 import os from 'node:os';
+import { parseTimestamp } from '@otm/schemas';
 import { bool, infrastructureSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
+import { connectionLimitsSpec } from '@otm/shared/http-edge';
 
 export const gatewaySpec = {
   ...infrastructureSpec,
+  ...connectionLimitsSpec,
   GATEWAY_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the ingest endpoint' }),
   GATEWAY_PORT: nonNegativeInt({ default: 8443, desc: 'Port of the ingest endpoint; 0 picks a free one' }),
   GATEWAY_PLAIN_HTTP: bool({ default: false, desc: 'Serve plain HTTP (only behind a TLS-terminating proxy)' }),
@@ -21,7 +24,11 @@ export const gatewaySpec = {
   }),
   PRODUCE_TIMEOUT_MS: positiveInt({ default: 5000, desc: 'Bound on waiting for a broker acknowledgement before 503' }),
   RETRY_AFTER_SECONDS: positiveInt({ default: 5 }),
-  RATE_LIMIT_PER_MINUTE: nonNegativeInt({ default: 0, desc: 'Requests per key per minute; 0 turns the limit off' }),
+  RATE_LIMIT_PER_SECOND: nonNegativeInt({ default: 2000, desc: 'Records per key per second, sustained; 0 turns the limit off' }),
+  RATE_LIMIT_BURST: positiveInt({ default: 4000, desc: 'Records per key accepted at once (a window of BURST / PER_SECOND seconds)' }),
+  TIMESTAMP_EARLIEST: str({ default: '2000-01-01T00:00:00Z', desc: 'Timestamps before this are refused (RFC 3339)' }),
+  TIMESTAMP_MAX_FUTURE_HOURS: positiveInt({ default: 24, desc: "Timestamps more than this after the gateway's clock are refused" }),
+  CONTEXT_MAX_ARRAY_ITEMS: positiveInt({ default: 256, desc: 'Items in one array inside context' }),
   KEY_CACHE_TTL_MS: positiveInt({ default: 1000, desc: 'Lifetime of a cached key look-up (must stay under 2000)' }),
   KEY_CACHE_MISS_TTL_MS: positiveInt({ default: 250 }),
   IDEMPOTENCY_REPLAY_ENTRIES: nonNegativeInt({ default: 100_000, desc: 'Accepted idempotency keys remembered for replies' }),
@@ -36,6 +43,10 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv) {
   if (config.KEY_CACHE_TTL_MS >= 2000) throw new Error('KEY_CACHE_TTL_MS: must be under 2000 (deleted keys are refused within 2 s)');
   if (!config.GATEWAY_PLAIN_HTTP && (!config.TLS_CERT_FILE || !config.TLS_KEY_FILE)) {
     throw new Error('TLS_CERT_FILE, TLS_KEY_FILE: required unless GATEWAY_PLAIN_HTTP=true');
+  }
+  if (parseTimestamp(config.TIMESTAMP_EARLIEST) === null) throw new Error('TIMESTAMP_EARLIEST: must be an RFC 3339 date-time');
+  if (config.RATE_LIMIT_PER_SECOND > 0 && config.RATE_LIMIT_BURST < config.RATE_LIMIT_PER_SECOND) {
+    throw new Error('RATE_LIMIT_BURST: must be at least RATE_LIMIT_PER_SECOND');
   }
   return config;
 }

@@ -475,7 +475,7 @@ describe('around the endpoint', () => {
 
 describe('per-key rate limit', () => {
   it('answers 429 RateLimited with Retry-After past the configured rate, per key', async () => {
-    const limited = await startGateway({ topic, keyPrefix, extraEnv: { RATE_LIMIT_PER_MINUTE: 3 } });
+    const limited = await startGateway({ topic, keyPrefix, extraEnv: { RATE_LIMIT_PER_SECOND: 1, RATE_LIMIT_BURST: 3 } });
     try {
       const first = await createTestKey(keyPrefix, 'prod', 'limited-1');
       const second = await createTestKey(keyPrefix, 'prod', 'limited-2');

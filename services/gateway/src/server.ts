@@ -3,7 +3,8 @@
 // flush the producer and close clients in reverse order.
 import fs from 'node:fs';
 import { LRUCache } from 'lru-cache';
-import { buildQueuedRecordSchema, compileValidators } from '@otm/schemas';
+import { buildQueuedRecordSchema, compileValidators, parseTimestamp } from '@otm/schemas';
+import { connectionLimitsFrom } from '@otm/shared/http-edge';
 import { createLogger } from '@otm/shared/logger';
 import { createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry, fetchJsonSchema, registerJsonSchema } from '@otm/shared/registry';
@@ -103,7 +104,14 @@ const app = await buildApp(
     instanceId: config.GATEWAY_INSTANCE_ID,
     bodyLimitBytes: config.BODY_LIMIT_BYTES,
     retryAfterSeconds: config.RETRY_AFTER_SECONDS,
-    rateLimitPerMinute: config.RATE_LIMIT_PER_MINUTE,
+    rateLimit: { perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST },
+    connectionLimits: connectionLimitsFrom(config),
+    jsonMaxDepth: config.JSON_MAX_DEPTH,
+    recordBounds: {
+      earliestMs: parseTimestamp(config.TIMESTAMP_EARLIEST)!,
+      maxFutureMs: config.TIMESTAMP_MAX_FUTURE_HOURS * 3_600_000,
+      maxContextArrayItems: config.CONTEXT_MAX_ARRAY_ITEMS,
+    },
     https: config.GATEWAY_PLAIN_HTTP
       ? undefined
       : { cert: fs.readFileSync(config.TLS_CERT_FILE), key: fs.readFileSync(config.TLS_KEY_FILE) },

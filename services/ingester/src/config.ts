@@ -13,7 +13,12 @@ export const ingesterSpec = {
   DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),
   PRICE_TABLE_FILE: str({ default: '', desc: 'JSON file adding to or overriding the model price table' }),
   METRICS_HOST: str({ default: '127.0.0.1' }),
-  METRICS_PORT: nonNegativeInt({ default: 9465, desc: 'Prometheus metrics port; 0 picks a free one' }),
+  METRICS_PORT: nonNegativeInt({ default: 9465, desc: 'Prometheus metrics, /healthz and /readyz port; 0 picks a free one' }),
+  INGEST_FAULT_INJECTION: str({
+    default: '',
+    choices: ['', 'consumer-crash'],
+    desc: 'Tests only: consumer-crash throws a fatal error out of the first batch',
+  }),
 };
 
 export function loadIngesterConfig(env: NodeJS.ProcessEnv) {

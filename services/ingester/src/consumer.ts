@@ -22,7 +22,7 @@ import type { Logger } from '@otm/shared/logger';
 import { decodeStep, type SchemaCache } from './decode-step.js';
 import type { DedupeStep } from './dedupe-step.js';
 import { enrich, type EnrichedRecord } from './enrich-step.js';
-import { isDataError, loadStep } from './load-step.js';
+import { loadIsolatingBadRows } from './load-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
 import { failureReason } from './failure-reason.js';
 import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
@@ -39,6 +39,8 @@ export interface ConsumerOptions {
   gatherMs: number;
   retryInitialMs: number;
   retryMaxMs: number;
+  /** Tests only: throw a fatal error out of the first batch, as a bug would. */
+  injectCrash?: boolean;
 }
 
 export interface ConsumerDeps {
@@ -105,6 +107,7 @@ export class UsageConsumer {
   }
 
   private async eachBatch(payload: EachBatchPayload): Promise<void> {
+    if (this.options.injectCrash) throw new Error('injected fault: consumer-crash');
     const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload;
     const { messages } = batch;
     const generation = this.generation;
@@ -138,8 +141,21 @@ export class UsageConsumer {
     const part: Part = { topic, partition, rows: chunk.length, items: [], letters: [], alive, heartbeat };
     for (const message of chunk) {
       const decoded = await this.retrying('schema registry', () => decodeStep(message.value, schemas), alive, heartbeat);
-      if (decoded.kind === 'deadLetter') letter(part, message, decoded.reason);
-      else part.items.push({ message, record: enrich(decoded.value, prices), part });
+      if (decoded.kind === 'deadLetter') {
+        letter(part, message, decoded.reason);
+        continue;
+      }
+      // enrich is total by design (a value it cannot use becomes null and an anomaly);
+      // this guard makes sure a record it still cannot handle is a dead letter, never a
+      // throw out of the consumer loop.
+      let record: EnrichedRecord;
+      try {
+        record = enrich(decoded.value, prices);
+      } catch (error) {
+        letter(part, message, `enrich failed: ${(error as Error).message}`);
+        continue;
+      }
+      part.items.push({ message, record, part });
     }
     return part;
   }
@@ -166,33 +182,23 @@ export class UsageConsumer {
 
       const checked = performance.now();
       let alreadyLoaded = 0;
+      let refused: { item: Item; reason: string; headers: Record<string, string> }[] = [];
       const loaded = await retry('clickhouse', async () => {
         // A consumer that lost a partition must not write what the new owner writes.
         for (const part of parts) if (!part.alive()) outcomes.set(part, 'abandoned');
         const live = fresh.filter((item) => outcomes.get(item.part) === 'loaded');
         if (live.length === 0 && !anyAlive()) throw new Abandoned();
-        try {
-          alreadyLoaded = await loadStep(
-            clickhouse,
-            live.map((item) => item.record),
-          );
-          return live;
-        } catch (error) {
-          if (!isDataError(error)) throw error;
-          // ClickHouse rejected the data: load row by row so one bad row cannot block the rest.
-          const good: Item[] = [];
-          for (const item of live) {
-            try {
-              await loadStep(clickhouse, [item.record]);
-              good.push(item);
-            } catch (rowError) {
-              if (!isDataError(rowError)) throw rowError;
-              letter(item.part, item.message, `clickhouse rejected the row: ${(rowError as Error).message.slice(0, 300)}`);
-            }
-          }
-          return good;
-        }
+        // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
+        const result = await loadIsolatingBadRows(clickhouse, live, (item) => item.record);
+        alreadyLoaded = result.alreadyLoaded;
+        refused = result.refused.map(({ item, code, message }) => ({
+          item,
+          reason: `clickhouse refused the row: code ${code}: ${message}`,
+          headers: { 'x-dlq-clickhouse-code': String(code), 'x-dlq-clickhouse-message': message },
+        }));
+        return result.loaded;
       });
+      for (const { item, reason, headers } of refused) letter(item.part, item.message, reason, headers);
 
       const inserted = performance.now();
       const letters = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.letters);
@@ -250,8 +256,9 @@ export class UsageConsumer {
   }
 }
 
-function letter(part: Part, message: KafkaMessage, reason: string): void {
+function letter(part: Part, message: KafkaMessage, reason: string, headers?: Record<string, string>): void {
   part.letters.push({
+    headers,
     topic: part.topic,
     partition: part.partition,
     offset: message.offset,

@@ -9,6 +9,8 @@ export interface DeadLetter {
   key: Buffer | null;
   value: Buffer | null;
   reason: string;
+  /** More headers (e.g. the ClickHouse code and message of a refused row). */
+  headers?: Record<string, string>;
 }
 
 export async function sendDeadLetters(producer: Producer, dlqTopic: string, letters: readonly DeadLetter[]): Promise<void> {
@@ -25,6 +27,7 @@ export async function sendDeadLetters(producer: Producer, dlqTopic: string, lett
         'x-dlq-source-partition': String(letter.partition),
         'x-dlq-source-offset': letter.offset,
         'x-dlq-at': new Date().toISOString(),
+        ...letter.headers,
       },
     })),
   });

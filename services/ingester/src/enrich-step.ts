@@ -2,7 +2,13 @@
 // I/O. What the client sent is stored as sent; every derived value has its own
 // column (total_tokens, latency_ms, ttft_ms, output_tokens_per_sec, cost_usd, flags).
 // Runs after decode (needs a schema-valid record), before dedupe and load.
-import type { QueuedUsageRecord } from '@otm/schemas';
+//
+// Total: the gateway refuses what the store cannot hold, but records also come from
+// older gateways and direct producers. A timestamp that does not denote an instant
+// ClickHouse's DateTime can hold becomes null, a string that is not well-formed
+// Unicode has its lone surrogates replaced (U+FFFD), and each such change is named in
+// `anomalies`; nothing here throws on a schema-valid record.
+import { parseTimestamp, type QueuedUsageRecord } from '@otm/schemas';
 import type { PriceTable } from './prices.js';
 import { formatDateTime } from './migrate.js';
 
@@ -44,6 +50,8 @@ export interface UsageEventRow {
   flag_out_of_order: 0 | 1;
   flag_total_mismatch: 0 | 1;
   flag_latency_mismatch: 0 | 1;
+  /** What the ingester had to change to store the record (`field:problem`), empty when nothing. */
+  anomalies: string[];
   ingested_at: string;
 }
 
@@ -65,12 +73,34 @@ export function latencyDisagrees(sentMs: number, spanMs: number): boolean {
   return Math.abs(sentMs - spanMs) > 100 + 0.05 * Math.max(sentMs, spanMs);
 }
 
+/** DateTime and Date hold 1970-01-01 up to early 2106 (2149 for Date); past that nothing is stored. */
+const STORABLE_UNTIL_MS = Date.parse('2106-01-01T00:00:00Z');
+
+/** An instant ClickHouse can hold, or null with the reason added to `anomalies`. */
+function storableInstant(text: string | undefined, field: string, anomalies: string[]): number | null {
+  if (text === undefined) return null;
+  const at = parseTimestamp(text);
+  if (at === null) anomalies.push(`${field}:unreadable`);
+  else if (at < 0 || at >= STORABLE_UNTIL_MS) anomalies.push(`${field}:out_of_range`);
+  else return at;
+  return null;
+}
+
+/** The text, well-formed: lone surrogates (which ClickHouse refuses) become U+FFFD. */
+function wellFormed<T extends string | null | undefined>(text: T, field: string, anomalies: string[]): T {
+  if (typeof text !== 'string' || text.isWellFormed()) return text;
+  anomalies.push(`${field}:not_well_formed`);
+  return text.toWellFormed() as T;
+}
+
 export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date.now()): EnrichedRecord {
   const { meta, record } = queued;
-  const receivedMs = Date.parse(meta.receivedAt);
-  const start = record.timing ? Date.parse(record.timing.startTime) : null;
-  const first = record.timing ? Date.parse(record.timing.firstTokenTime) : null;
-  const last = record.timing ? Date.parse(record.timing.lastTokenTime) : null;
+  const anomalies: string[] = [];
+  const text = <T extends string | null | undefined>(value: T, field: string) => wellFormed(value, field, anomalies);
+  const receivedMs = storableInstant(meta.receivedAt, 'meta.receivedAt', anomalies) ?? now;
+  const start = storableInstant(record.timing?.startTime, 'timing.startTime', anomalies);
+  const first = storableInstant(record.timing?.firstTokenTime, 'timing.firstTokenTime', anomalies);
+  const last = storableInstant(record.timing?.lastTokenTime, 'timing.lastTokenTime', anomalies);
   const input = record.tokens?.input ?? null;
   const output = record.tokens?.output ?? null;
   const sentTotal = record.tokens?.total ?? null;
@@ -90,23 +120,24 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
   const eventMs = start ?? receivedMs;
   const ingestedAt = formatDateTime(now);
   const eventDate = formatDateTime(eventMs).slice(0, 10);
+  const eventKey = text(meta.eventKey, 'meta.eventKey');
   const event: UsageEventRow = {
-    event_key: meta.eventKey,
-    request_id: meta.requestId,
+    event_key: eventKey,
+    request_id: text(meta.requestId, 'meta.requestId'),
     event_time: formatDateTime(eventMs),
     event_date: eventDate,
     received_at: formatDateTime(receivedMs),
     received_at_ms: receivedMs,
-    api_key_id: meta.apiKeyId,
+    api_key_id: text(meta.apiKeyId, 'meta.apiKeyId'),
     environment: meta.environment,
-    gateway_id: meta.gatewayId,
-    idempotency_key: meta.idempotencyKey,
-    model_id: record.request.modelId,
-    provider: record.request.provider,
+    gateway_id: text(meta.gatewayId, 'meta.gatewayId'),
+    idempotency_key: text(meta.idempotencyKey, 'meta.idempotencyKey'),
+    model_id: text(record.request.modelId, 'request.modelId'),
+    provider: text(record.request.provider, 'request.provider'),
     status: record.request.status,
-    user_id: record.user.id,
+    user_id: text(record.user.id, 'user.id'),
     user_type: record.user.type,
-    user_name: record.user.name ?? null,
+    user_name: text(record.user.name ?? null, 'user.name'),
     input_tokens: input,
     output_tokens: output,
     sent_total_tokens: sentTotal,
@@ -114,9 +145,9 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
     first_token_time_ms: first,
     last_token_time_ms: last,
     sent_latency_ms: sentLatency,
-    error_code: record.error?.code ?? null,
-    error_message: record.error?.message ?? null,
-    error_stack: record.error?.stack ?? null,
+    error_code: text(record.error?.code ?? null, 'error.code'),
+    error_message: text(record.error?.message ?? null, 'error.message'),
+    error_stack: text(record.error?.stack ?? null, 'error.stack'),
     context: record.context ? JSON.stringify(record.context) : '{}',
     total_tokens: sentTotal ?? (input ?? 0) + (output ?? 0),
     latency_ms: latency,
@@ -128,14 +159,15 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
     flag_out_of_order: outOfOrder ? 1 : 0,
     flag_total_mismatch: sentTotal !== null && input !== null && output !== null && sentTotal !== input + output ? 1 : 0,
     flag_latency_mismatch: sentLatency !== null && span !== null && latencyDisagrees(sentLatency, span) ? 1 : 0,
+    anomalies,
     ingested_at: ingestedAt,
   };
   const io = record.io
     ? {
-        event_key: meta.eventKey,
+        event_key: eventKey,
         event_date: eventDate,
-        prompt: record.io.prompt ?? null,
-        response: record.io.response ?? null,
+        prompt: text(record.io.prompt ?? null, 'io.prompt'),
+        response: text(record.io.response ?? null, 'io.response'),
         ingested_at: ingestedAt,
       }
     : null;

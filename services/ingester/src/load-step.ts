@@ -6,15 +6,8 @@
 // runs inside the retried unit: a retry after an insert whose outcome was unknown
 // checks again. usage_io is looked up on its own, so the two inserts can run at once.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from './clickhouse-errors.js';
 import type { EnrichedRecord } from './enrich-step.js';
-
-/** ClickHouse error codes that mean "this data is wrong", not "try again". */
-const DATA_ERROR_CODES = new Set(['6', '26', '27', '32', '38', '41', '53', '69', '70', '72', '117', '130', '131', '135']);
-
-export function isDataError(error: unknown): boolean {
-  const code = (error as { code?: string }).code;
-  return code !== undefined && DATA_ERROR_CODES.has(String(code));
-}
 
 /** A ClickHouse string literal (18.16 has no query parameters). */
 export function sqlString(value: string): string {
@@ -56,7 +49,11 @@ export async function existingEventKeys(
 }
 
 /** Inserts the rows ClickHouse does not hold yet; returns how many events were already there. */
-export async function loadStep(clickhouse: ClickHouseClient, records: readonly EnrichedRecord[]): Promise<number> {
+export async function loadStep(
+  clickhouse: ClickHouseClient,
+  records: readonly EnrichedRecord[],
+  order: 'together' | 'io first' = 'together',
+): Promise<number> {
   if (records.length === 0) return 0;
   const withIo = records.filter((record) => record.io !== null);
   const [eventsThere, ioThere] = await Promise.all([
@@ -75,9 +72,61 @@ export async function loadStep(clickhouse: ClickHouseClient, records: readonly E
   const io = withIo.filter((record) => !ioThere.has(record.event.event_key)).map((record) => record.io!);
   // Both tables at once: each is looked up on its own, so a unit that failed halfway
   // (one insert in, the other not) completes on its retry or redelivery.
-  await Promise.all([
-    io.length > 0 ? clickhouse.insert({ table: 'usage_io', values: io, format: 'JSONEachRow' }) : undefined,
-    events.length > 0 ? clickhouse.insert({ table: 'usage_events', values: events, format: 'JSONEachRow' }) : undefined,
-  ]);
+  const insertIo = () => (io.length > 0 ? clickhouse.insert({ table: 'usage_io', values: io, format: 'JSONEachRow' }) : undefined);
+  const insertEvents = () =>
+    events.length > 0 ? clickhouse.insert({ table: 'usage_events', values: events, format: 'JSONEachRow' }) : undefined;
+  if (order === 'io first') {
+    // Looking for a bad row: an event (what analytics count) is stored only once its
+    // text is, so a record refused by either table is a dead letter and never a count.
+    await insertIo();
+    await insertEvents();
+  } else {
+    await Promise.all([insertIo(), insertEvents()]);
+  }
   return eventsThere.size;
+}
+
+export interface RefusedRow<T> {
+  item: T;
+  /** ClickHouse's error code and message for this row alone. */
+  code: number;
+  message: string;
+}
+
+export interface IsolatedLoad<T> {
+  loaded: T[];
+  refused: RefusedRow<T>[];
+  alreadyLoaded: number;
+}
+
+/**
+ * Loads the items; when ClickHouse refuses the data itself (a data error, see
+ * clickhouse-errors.ts) the batch is halved until each refused row stands alone, the
+ * good halves are loaded and the refused rows are returned with ClickHouse's reason
+ * for the dead-letter topic. One bad row costs about 2·log2(n) extra inserts and
+ * never blocks the others. Any other failure is thrown, for the caller to retry.
+ */
+export async function loadIsolatingBadRows<T>(
+  clickhouse: ClickHouseClient,
+  items: readonly T[],
+  recordOf: (item: T) => EnrichedRecord,
+): Promise<IsolatedLoad<T>> {
+  const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: 0 };
+  const attempt = async (part: readonly T[], order: 'together' | 'io first'): Promise<void> => {
+    try {
+      result.alreadyLoaded += await loadStep(clickhouse, part.map(recordOf), order);
+      result.loaded.push(...part);
+    } catch (error) {
+      if (!isDataError(error)) throw error;
+      if (part.length === 1) {
+        result.refused.push({ item: part[0]!, code: clickhouseErrorCode(error)!, message: clickhouseErrorMessage(error) });
+        return;
+      }
+      const middle = Math.ceil(part.length / 2);
+      await attempt(part.slice(0, middle), 'io first');
+      await attempt(part.slice(middle), 'io first');
+    }
+  };
+  await attempt(items, 'together');
+  return result;
 }

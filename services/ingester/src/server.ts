@@ -67,13 +67,30 @@ const usageConsumer = new UsageConsumer(
     gatherMs: config.INGEST_GATHER_MS,
     retryInitialMs: 100,
     retryMaxMs: config.INGEST_RETRY_MAX_MS,
+    injectCrash: config.INGEST_FAULT_INJECTION === 'consumer-crash',
   },
 );
-const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT);
+
+// Ready while the consumer runs in its group. A live process that consumes nothing is
+// the worst state: when kafkajs gives up on its consumer (a CRASH it will not restart)
+// the process exits non-zero, so its supervisor (npm start, Kubernetes) restarts it.
+let consuming = false;
+let stopping = false;
+consumer.on(consumer.events.GROUP_JOIN, () => void (consuming = true));
+consumer.on(consumer.events.STOP, () => void (consuming = false));
+consumer.on(consumer.events.CRASH, ({ payload }) => {
+  consuming = false;
+  if (payload.restart || stopping) {
+    logger.warn({ err: payload.error.message }, 'consumer crashed; kafkajs restarts it');
+    return;
+  }
+  logger.fatal({ err: payload.error.message, stack: payload.error.stack }, 'consumer crashed and will not restart; exiting');
+  process.exit(70);
+});
+const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT, () => consuming && !stopping);
 await usageConsumer.start();
 logger.info({ topic: config.USAGE_TOPIC, group: config.INGEST_GROUP_ID }, 'ingester consuming');
 
-let stopping = false;
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;

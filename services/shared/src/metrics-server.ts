@@ -2,8 +2,18 @@
 import http from 'node:http';
 import type { Registry } from 'prom-client';
 
-export function serveMetrics(registry: Registry, host: string, port: number): Promise<http.Server> {
+/**
+ * `/metrics`, and with `ready` also `/healthz` (process alive) and `/readyz` (200 while
+ * `ready()` is true, else 503), for a service that has no HTTP port of its own.
+ */
+export function serveMetrics(registry: Registry, host: string, port: number, ready?: () => boolean): Promise<http.Server> {
   const server = http.createServer(async (request, response) => {
+    if (ready && (request.url === '/healthz' || request.url === '/readyz')) {
+      const ok = request.url === '/healthz' || ready();
+      response.writeHead(ok ? 200 : 503, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ status: request.url === '/healthz' ? 'ok' : ok ? 'ready' : 'unavailable' }));
+      return;
+    }
     if (request.url !== '/metrics') {
       response.writeHead(404).end();
       return;

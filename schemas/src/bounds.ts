@@ -1,0 +1,168 @@
+// Bounds on what is stored (decisions.md, "Bounds on what is stored"): the checks a
+// JSON Schema validator cannot make, shared by the gateway (which refuses a record
+// that breaks them) and the ingester (which must never trust that they were made).
+// A timestamp is read by one function everywhere, so the gateway can never accept a
+// text the ingester cannot turn into an instant.
+
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+/** RFC 3339 date-time: `T` (or `t` or a space), seconds, optional fraction, `Z` or `±hh:mm`. */
+const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/**
+ * Epoch milliseconds of an RFC 3339 date-time, or null when the text does not denote
+ * a real instant: a leap second (23:59:60: RFC 3339 allows it, no store here holds
+ * it), 30 February, an offset written `+01` or `+0100`, hour 24. Fractions finer
+ * than a millisecond are truncated.
+ */
+export function parseTimestamp(text: string): number | null {
+  const match = TIMESTAMP.exec(text);
+  if (!match) return null;
+  const [, y, mo, d, h, mi, s, fraction, zulu, sign, oh, om] = match;
+  const year = Number(y);
+  const month = Number(mo);
+  const day = Number(d);
+  const hour = Number(h);
+  const minute = Number(mi);
+  const second = Number(s);
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return null;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  if (day > (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!)) return null;
+  let offsetMinutes = 0;
+  if (!zulu) {
+    const offsetHours = Number(oh);
+    const offsetMins = Number(om);
+    if (offsetHours > 23 || offsetMins > 59) return null;
+    offsetMinutes = (sign === '-' ? -1 : 1) * (offsetHours * 60 + offsetMins);
+  }
+  const millis = fraction ? Number(fraction.slice(0, 3).padEnd(3, '0')) : 0;
+  const date = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, millis));
+  date.setUTCFullYear(year); // Date.UTC maps years 0-99 to 1900-1999
+  return date.getTime() - offsetMinutes * 60_000;
+}
+
+/** C0 and C1 controls and the bidirectional overrides and isolates. */
+const UNSAFE_IN_IDENTIFIER = /[\u0000-\u001F\u007F-\u009F\u202A-\u202E\u2066-\u2069]/;
+
+/** True when a text may name something: no control characters, no bidi overrides, well-formed. */
+export function isSafeIdentifier(text: string): boolean {
+  return text.isWellFormed() && !UNSAFE_IN_IDENTIFIER.test(text);
+}
+
+const OPEN_BRACE = 0x7b;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACE = 0x7d;
+const CLOSE_BRACKET = 0x5d;
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * Whether a JSON text nests objects and arrays deeper than `maxDepth`, read before
+ * it is parsed: a megabyte of `[[[[` costs one pass over the text, not a parse.
+ * Brackets inside strings do not count. Malformed text is left to the parser.
+ */
+export function exceedsJsonDepth(text: string, maxDepth: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if (inString) {
+      if (code === BACKSLASH) index++;
+      else if (code === QUOTE) inString = false;
+    } else if (code === QUOTE) {
+      inString = true;
+    } else if (code === OPEN_BRACE || code === OPEN_BRACKET) {
+      if (++depth > maxDepth) return true;
+    } else if (code === CLOSE_BRACE || code === CLOSE_BRACKET) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+export interface RecordBounds {
+  /** Earliest timestamp accepted, epoch ms. */
+  earliestMs: number;
+  /** How far after `now` a timestamp may lie, ms. */
+  maxFutureMs: number;
+  /** Items in one array inside `context`. */
+  maxContextArrayItems: number;
+}
+
+export const DEFAULT_RECORD_BOUNDS: RecordBounds = {
+  earliestMs: Date.parse('2000-01-01T00:00:00Z'),
+  maxFutureMs: 24 * 3600 * 1000,
+  maxContextArrayItems: 256,
+};
+
+const TIMING_FIELDS = ['startTime', 'firstTokenTime', 'lastTokenTime'] as const;
+const IDENTIFIERS: [string, string][] = [
+  ['request', 'modelId'],
+  ['request', 'provider'],
+  ['user', 'id'],
+];
+
+/**
+ * The checks a schema-valid record must also pass before it is accepted: timestamps
+ * in the window, every string well-formed Unicode, identifiers free of control and
+ * bidi characters, arrays in `context` bounded. Returns every problem found (empty
+ * when the record may be stored). Expects a record that passed the schema.
+ */
+export function checkRecordBounds(record: Record<string, unknown>, bounds: RecordBounds, now = Date.now()): FieldError[] {
+  const errors: FieldError[] = [];
+  const timing = record.timing as Record<string, unknown> | undefined;
+  if (timing) {
+    for (const field of TIMING_FIELDS) {
+      const text = timing[field];
+      if (typeof text !== 'string') continue;
+      const at = parseTimestamp(text);
+      const path = `/timing/${field}`;
+      if (at === null) errors.push({ path, message: 'must be a real instant (no leap second; offset Z or ±hh:mm)' });
+      else if (at < bounds.earliestMs) errors.push({ path, message: `must not be before ${new Date(bounds.earliestMs).toISOString()}` });
+      else if (at > now + bounds.maxFutureMs) {
+        errors.push({ path, message: `must not be more than ${bounds.maxFutureMs / 3_600_000} h after the server's clock` });
+      }
+    }
+  }
+  for (const [parent, field] of IDENTIFIERS) {
+    const value = (record[parent] as Record<string, unknown> | undefined)?.[field];
+    if (typeof value === 'string' && value.isWellFormed() && UNSAFE_IN_IDENTIFIER.test(value)) {
+      errors.push({ path: `/${parent}/${field}`, message: 'must not contain control characters or bidirectional overrides' });
+    }
+  }
+  walkStrings(record, '', false, bounds, errors);
+  return errors;
+}
+
+/** Every string and key well-formed; inside context, key names safe and arrays bounded. */
+function walkStrings(node: unknown, path: string, inContext: boolean, bounds: RecordBounds, errors: FieldError[]): void {
+  if (typeof node === 'string') {
+    if (!node.isWellFormed()) errors.push({ path: path || '/', message: 'must be well-formed Unicode (no lone surrogates)' });
+    return;
+  }
+  if (node === null || typeof node !== 'object') return;
+  if (Array.isArray(node)) {
+    if (inContext && node.length > bounds.maxContextArrayItems) {
+      errors.push({ path, message: `must have at most ${bounds.maxContextArrayItems} items` });
+      return;
+    }
+    for (let index = 0; index < node.length; index++) walkStrings(node[index], `${path}/${index}`, inContext, bounds, errors);
+    return;
+  }
+  for (const [key, value] of Object.entries(node)) {
+    const childPath = `${path}/${escapePointer(key.isWellFormed() ? key : key.toWellFormed())}`;
+    if (!key.isWellFormed()) errors.push({ path: childPath, message: 'key must be well-formed Unicode (no lone surrogates)' });
+    else if (inContext && UNSAFE_IN_IDENTIFIER.test(key)) {
+      errors.push({ path: childPath, message: 'key must not contain control characters or bidirectional overrides' });
+    }
+    walkStrings(value, childPath, inContext || (path === '' && key === 'context'), bounds, errors);
+  }
+}
+
+function escapePointer(segment: string): string {
+  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
+}
