@@ -46,6 +46,7 @@ export function parseTimestamp(text: string): number | null {
 }
 
 /** C0 and C1 controls and the bidirectional overrides and isolates. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const UNSAFE_IN_IDENTIFIER = /[\u0000-\u001F\u007F-\u009F\u202A-\u202E\u2066-\u2069]/;
 
 /** True when a text may name something: no control characters, no bidi overrides, well-formed. */
