@@ -234,3 +234,43 @@ export async function eventually<T>(check: () => Promise<T | undefined | false>,
 export function fixture(name: string): Record<string, any> {
   return JSON.parse(fs.readFileSync(path.join(projectRoot, 'schemas/fixtures', name), 'utf8'));
 }
+
+export interface DeadLetterRecord {
+  key: string;
+  headers: Record<string, string>;
+  value: string;
+}
+
+/** Reads a dead-letter topic from the beginning until `until` holds or the time runs out. */
+export async function readDeadLetters(
+  dlqTopic: string,
+  until: (letters: DeadLetterRecord[]) => boolean,
+  timeoutMs = 20_000,
+): Promise<DeadLetterRecord[]> {
+  const kafka = createKafka({ brokers: testStack().KAFKA_BROKERS.split(','), clientId: 'dlq-reader' });
+  const consumer = kafka.consumer({ groupId: uniqueName('dlq'), maxWaitTimeInMs: 100 });
+  const letters: DeadLetterRecord[] = [];
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic: dlqTopic, fromBeginning: true });
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      void consumer.run({
+        eachMessage: async ({ message }) => {
+          letters.push({
+            key: message.key?.toString() ?? '',
+            headers: Object.fromEntries(Object.entries(message.headers ?? {}).map(([name, value]) => [name, String(value)])),
+            value: message.value?.toString('latin1') ?? '',
+          });
+          if (until(letters)) {
+            clearTimeout(timer);
+            resolve();
+          }
+        },
+      });
+    });
+  } finally {
+    await consumer.disconnect();
+  }
+  return letters;
+}

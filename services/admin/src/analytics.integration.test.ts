@@ -207,11 +207,22 @@ describe('analytics API', () => {
     ['environment=staging', '/environment'],
     ['since=forever', '/since'],
     ['colour=blue', '/colour'],
+    ['from=2026', '/from'],
+    ['from=2026-11-22', '/from'],
+    ['to=11%2F22%2F2026', '/to'],
+    ['from=2026-11-22T10:00:00', '/from'],
   ])('400 for %s', async (query, path) => {
     const answer = await httpRequest(`${admin.url}/v1/analytics/usage?${query}`, { headers: auth });
     expect(answer.status, answer.text).toBe(400);
     expect(answer.body).toMatchObject({ statusCode: 400, errorType: 'ValidationError' });
     expect(answer.body.errors.map((error: { path: string }) => error.path)).toContain(path);
+  });
+
+  it.each(['userId=u1', 'keyId=key_x', 'userType=internal'])('errors refuses the filter it cannot apply: %s', async (query) => {
+    const answer = await httpRequest(`${admin.url}/v1/analytics/errors?${query}`, { headers: auth });
+    expect(answer.status, answer.text).toBe(400);
+    expect(answer.body).toMatchObject({ statusCode: 400, errorType: 'ValidationError' });
+    expect(answer.body.errors.map((error: { path: string }) => error.path)).toContain(`/${query.split('=')[0]}`);
   });
 
   it('401 without the admin token, with a wrong one, or with an ingest key', async () => {

@@ -31,6 +31,7 @@ let gateway: ServiceProcess;
 let admin: ServiceProcess;
 let browser: Browser;
 let page: Page;
+const consoleErrors: string[] = [];
 
 beforeAll(async () => {
   const executablePath = ensureChromium();
@@ -70,6 +71,17 @@ beforeAll(async () => {
   });
   page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   page.on('dialog', (dialog) => void dialog.accept());
+  // What the page's CSP blocks (an inline style attribute, for one) is reported to
+  // the page as a securitypolicyviolation event, and to the console.
+  await page.addInitScript(() => {
+    document.addEventListener('securitypolicyviolation', (event) => {
+      const found = ((window as unknown as { cspViolations?: string[] }).cspViolations ??= []);
+      found.push(`${event.violatedDirective} ${event.blockedURI} ${event.sample}`);
+    });
+  });
+  page.on('console', (message) => {
+    if (message.type() === 'error') consoleErrors.push(message.text());
+  });
 }, 180_000);
 
 afterAll(async () => {
@@ -150,5 +162,16 @@ describe('dashboard', () => {
     }
     expect(status).toBe(401);
     await page.screenshot({ path: path.join(shots, 'keys-deleted.png'), fullPage: true });
+  });
+});
+
+describe('the page under its own security policy', () => {
+  it('sends nosniff and a CSP with frame-ancestors none, and nothing on the pages broke it', async () => {
+    const answer = await page.request.get(admin.url);
+    expect(answer.headers()['x-content-type-options']).toBe('nosniff');
+    expect(answer.headers()['content-security-policy']).toContain("frame-ancestors 'none'");
+    expect(consoleErrors.filter((text) => /Content Security Policy/i.test(text))).toEqual([]);
+    // The page is still the one the earlier tests used (a reload would clear the record).
+    expect(await page.evaluate(() => (window as unknown as { cspViolations?: string[] }).cspViolations ?? [])).toEqual([]);
   });
 });

@@ -213,6 +213,22 @@ describe('admin API', () => {
     expect(answer.body.errors.length).toBeGreaterThan(0);
   });
 
+  it('refuses key names with control characters or bidi overrides', async () => {
+    for (const name of ['billing\u202Egnp', 'tab\there', 'bell\u0007']) {
+      const answer = await httpRequest(`${admin.url}/v1/keys`, {
+        method: 'POST',
+        headers: { ...adminHeaders, 'content-type': 'application/json' },
+        body: JSON.stringify({ environment: 'dev', name }),
+      });
+      expect(answer.status, name).toBe(400);
+      expect(answer.body).toMatchObject({ errorType: 'ValidationError', errors: [{ path: '/name' }] });
+    }
+    const answer = await httpRequest(`${admin.url}/v1/keys`, { headers: adminHeaders });
+    expect(answer.headers['cache-control']).toBe('no-store');
+    expect(answer.headers['x-content-type-options']).toBe('nosniff');
+    expect(answer.headers['content-security-policy']).toContain("frame-ancestors 'none'");
+  });
+
   it('no token, a wrong token or an ingest key: 401 with the AuthError body', async () => {
     const ingestKey = (await createTestKey(keyPrefix, 'prod', 'not-admin')).key;
     const attempts: Record<string, string>[] = [

@@ -2,7 +2,6 @@
 // value lands right, duplicates are one row, and crashes, a stopped ClickHouse and
 // poison messages lose nothing and count nothing twice.
 import { afterAll, describe, expect, it } from 'vitest';
-import { createKafka } from '@otm/shared/kafka';
 import { encodeWire } from '@otm/shared/registry';
 import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../scripts/lib/sample-records.js';
 import { produceQueued, registeredSchemaId } from '../../../test/helpers/produce.js';
@@ -13,10 +12,10 @@ import {
   fixture,
   postUsage,
   queryRows,
+  readDeadLetters,
   startGateway,
   startIngester,
   testClickHouse,
-  testStack,
   uniqueName,
 } from '../../../test/helpers/stack.js';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
@@ -379,29 +378,11 @@ describe('poison messages', () => {
     cleanups.push(() => clickhouse.close());
     await eventually(async () => (await distinctCount(clickhouse)) === 20, 30_000);
 
-    const kafka = createKafka({ brokers: testStack().KAFKA_BROKERS.split(','), clientId: 'dlq-reader' });
-    const consumer = kafka.consumer({ groupId: uniqueName('dlq'), maxWaitTimeInMs: 100 });
-    await consumer.connect();
-    await consumer.subscribe({ topic: `${n.topic}.dlq`, fromBeginning: true });
-    const letters: { key: string; reason: string; offset: string; value: string }[] = [];
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, 20_000);
-      void consumer.run({
-        eachMessage: async ({ message }) => {
-          letters.push({
-            key: message.key?.toString() ?? '',
-            reason: message.headers?.['x-dlq-reason']?.toString() ?? '',
-            offset: message.headers?.['x-dlq-source-offset']?.toString() ?? '',
-            value: message.value?.toString('latin1') ?? '',
-          });
-          if (letters.length === 4) {
-            clearTimeout(timer);
-            resolve();
-          }
-        },
-      });
-    });
-    await consumer.disconnect();
+    const letters = (await readDeadLetters(`${n.topic}.dlq`, (found) => found.length === 4)).map((letter) => ({
+      key: letter.key,
+      reason: letter.headers['x-dlq-reason'] ?? '',
+      value: letter.value,
+    }));
     expect(letters.map((letter) => letter.key).sort()).toEqual(['poison-1', 'poison-2', 'poison-3', 'poison-4']);
     const reasonOf = (key: string) => letters.find((letter) => letter.key === key)!.reason;
     expect(reasonOf('poison-1')).toMatch(/magic byte|wire header/);
