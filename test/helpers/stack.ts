@@ -36,6 +36,16 @@ export function uniqueName(prefix: string): string {
   return `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
 }
 
+/** Names of everything one test case owns: topic, Redis key prefix, database, consumer group. */
+export function testNames(label: string) {
+  return {
+    topic: uniqueName(label),
+    keyPrefix: `${uniqueName(label)}:`,
+    database: uniqueName(label.replace(/-/g, '_')),
+    groupId: uniqueName(label),
+  };
+}
+
 export function stackEnv(overrides: Record<string, string | number | boolean> = {}): NodeJS.ProcessEnv {
   const stack = testStack();
   const { source, ...addresses } = stack;

@@ -56,11 +56,7 @@ export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Pro
     }
     if (error.statusCode && error.statusCode < 500) {
       const type = error.statusCode === 415 ? 'UnsupportedMediaType' : error.statusCode === 413 ? 'PayloadTooLarge' : 'ValidationError';
-      const message =
-        type === 'ValidationError' && error.code === 'FST_ERR_CTP_INVALID_JSON_BODY'
-          ? 'The request body is not valid JSON.'
-          : error.message;
-      return reply.code(error.statusCode).send(errorBody(type, message));
+      return reply.code(error.statusCode).send(errorBody(type, error.message));
     }
     request.log.error({ err: error }, 'admin request failed');
     return reply.code(503).send(errorBody('Unavailable', 'A dependency is unavailable; retry later.'));

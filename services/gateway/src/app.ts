@@ -27,7 +27,10 @@ import type { GatewayMetrics } from './metrics.js';
 export interface AcceptedReply {
   requestId: string;
   timestamp: string;
-  /** SHA-256 of the accepted record: a replay with another body is refused. */
+  /**
+   * SHA-256 of the accepted record as parsed (whitespace and transfer encoding of the
+   * body do not matter; member order does): a replay with another record is refused.
+   */
   digest: string;
 }
 
@@ -150,8 +153,8 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
   // Per key: a fixed window of burst/perSecond seconds holding `burst` records, so a
   // key sustains perSecond and may send a burst at once. In memory, per gateway.
   const { perSecond, burst } = options.rateLimit;
-  const windowSeconds = Math.max(1, Math.round(burst / Math.max(1, perSecond)));
-  const limiter = perSecond > 0 ? new RateLimiterMemory({ points: burst, duration: windowSeconds }) : undefined;
+  const limiter =
+    perSecond > 0 ? new RateLimiterMemory({ points: burst, duration: Math.max(1, Math.round(burst / perSecond)) }) : undefined;
   async function rateLimited(request: FastifyRequest, reply: FastifyReply, records = 1): Promise<void> {
     if (!limiter) return;
     try {
@@ -189,7 +192,10 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
       // Two customers using the same idempotency string never collide.
       const eventKey = idempotencyKey ? `${request.apiKey.id}:${idempotencyKey}` : request.id;
 
-      const digest = idempotencyKey && deps.replay ? digestOf(record) : '';
+      normaliseStack(record);
+      // The record is serialised once: for the replay digest and inside the queued value.
+      const recordJson = JSON.stringify(record);
+      const digest = idempotencyKey && deps.replay ? createHash('sha256').update(recordJson).digest('base64url') : '';
       const previous = idempotencyKey ? deps.replay?.get(eventKey) : undefined;
       if (previous) {
         if (previous.digest !== digest) {
@@ -203,21 +209,19 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
         return reply.code(202).send(accepted(previous, usage));
       }
 
-      normaliseStack(record);
-      const queued: QueuedUsageRecord = {
-        meta: {
-          requestId: request.id,
-          eventKey,
-          receivedAt: receivedAt.toISOString(),
-          apiKeyId: request.apiKey.id,
-          environment: request.apiKey.environment,
-          idempotencyKey: idempotencyKey ?? null,
-          gatewayId: options.instanceId,
-        },
-        record,
+      const meta: QueuedUsageRecord['meta'] = {
+        requestId: request.id,
+        eventKey,
+        receivedAt: receivedAt.toISOString(),
+        apiKeyId: request.apiKey.id,
+        environment: request.apiKey.environment,
+        idempotencyKey: idempotencyKey ?? null,
+        gatewayId: options.instanceId,
       };
+      // The queued value is the envelope {meta, record} of the registered schema.
+      const queuedJson = `{"meta":${JSON.stringify(meta)},"record":${recordJson}}`;
       try {
-        await deps.batcher.enqueue({ key: eventKey, value: encodeWire(deps.schemaId, JSON.stringify(queued)) });
+        await deps.batcher.enqueue({ key: eventKey, value: encodeWire(deps.schemaId, queuedJson) });
       } catch (error) {
         if (error instanceof ProduceUnavailableError) {
           request.log.warn({ requestId: request.id, reason: error.message }, 'produce unavailable');
@@ -225,7 +229,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
         }
         throw error;
       }
-      const answer = { requestId: request.id, timestamp: queued.meta.receivedAt, digest };
+      const answer = { requestId: request.id, timestamp: meta.receivedAt, digest };
       if (idempotencyKey) deps.replay?.set(eventKey, answer);
       deps.metrics.requests.inc({ status: '202' });
       return reply.code(202).send(accepted(answer, usage));
@@ -257,11 +261,6 @@ function idempotencyKeyOf(request: FastifyRequest): string | undefined {
     });
   }
   return values[0];
-}
-
-/** The record as parsed (whitespace and encoding of the body do not matter; member order does). */
-function digestOf(record: UsageRecord): string {
-  return createHash('sha256').update(JSON.stringify(record)).digest('base64url');
 }
 
 /** The one key of the request: form A, form B, or both when they agree. */
@@ -320,8 +319,6 @@ function toServiceError(error: FastifyError & { decompressError?: unknown }): Se
       return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new ServiceError('UnsupportedMediaType', 'Content-Type must be application/json.');
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new ServiceError('ValidationError', 'The request body is empty.', { errors: [{ path: '/', message: 'is required' }] });
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new ServiceError('ValidationError', 'Content-Length does not match the body.');
   }

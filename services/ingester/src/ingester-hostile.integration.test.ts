@@ -20,8 +20,8 @@ import {
   startGateway,
   startIngester,
   testClickHouse,
+  testNames,
   testStack,
-  uniqueName,
 } from '../../../test/helpers/stack.js';
 import { enrich } from './enrich-step.js';
 import { loadIsolatingBadRows } from './load-step.js';
@@ -33,14 +33,7 @@ afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
 });
 
-function names(label: string) {
-  return {
-    topic: uniqueName(`ingh-${label}`),
-    keyPrefix: `${uniqueName(`ingh-${label}`)}:`,
-    database: uniqueName(`ingh_${label}`.replace(/-/g, '_')),
-    groupId: uniqueName(`ingh-${label}`),
-  };
-}
+const names = (label: string) => testNames(`ingh-${label}`);
 
 function queued(eventKey: string, change: (record: UsageRecord) => void): QueuedUsageRecord {
   const [record] = queuedRecords(sampleUsageRecords(1, { seed: eventKey.length }), { eventKey: () => eventKey });

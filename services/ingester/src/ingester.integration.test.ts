@@ -16,7 +16,7 @@ import {
   startGateway,
   startIngester,
   testClickHouse,
-  uniqueName,
+  testNames,
 } from '../../../test/helpers/stack.js';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { createRedis } from '@otm/shared/redis';
@@ -27,14 +27,7 @@ afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
 });
 
-function names(label: string) {
-  return {
-    topic: uniqueName(`ing-${label}`),
-    keyPrefix: `${uniqueName(`ing-${label}`)}:`,
-    database: uniqueName(`ing_${label}`.replace(/-/g, '_')),
-    groupId: uniqueName(`ing-${label}`),
-  };
-}
+const names = (label: string) => testNames(`ing-${label}`);
 
 /** Distinct loaded records, counted the way every analytics query counts them. */
 async function distinctCount(client: ClickHouseClient): Promise<number> {
