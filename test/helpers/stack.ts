@@ -178,9 +178,14 @@ export interface TopicRecord {
   offset: string;
 }
 
-/** Reads the whole topic from the beginning until `until` holds or the time runs out. */
-export async function readTopic(topic: string, until: (records: TopicRecord[]) => boolean, timeoutMs = 30_000): Promise<TopicRecord[]> {
-  const kafka = createKafka({ brokers: testStack().KAFKA_BROKERS.split(','), clientId: 'test-reader' });
+/** Reads the whole topic from the beginning (on the stack's Kafka unless `brokers` is given) until `until` holds or the time runs out. */
+export async function readTopic(
+  topic: string,
+  until: (records: TopicRecord[]) => boolean,
+  timeoutMs = 30_000,
+  brokers = testStack().KAFKA_BROKERS,
+): Promise<TopicRecord[]> {
+  const kafka = createKafka({ brokers: brokers.split(','), clientId: 'test-reader' });
   const consumer = kafka.consumer({ groupId: uniqueName('reader'), maxWaitTimeInMs: 100 });
   const records: TopicRecord[] = [];
   await consumer.connect();
@@ -213,6 +218,16 @@ export async function readTopic(topic: string, until: (records: TopicRecord[]) =
     await consumer.disconnect();
   }
   return records;
+}
+
+/** A readTopic condition: every one of these requestIds has been read (records are checked once each). */
+export function holdsRequestIds(requestIds: Iterable<string>): (records: TopicRecord[]) => boolean {
+  const waiting = new Set(requestIds);
+  let checked = 0;
+  return (records) => {
+    for (; checked < records.length; checked++) waiting.delete(records[checked]!.value.meta.requestId);
+    return waiting.size === 0;
+  };
 }
 
 export function testClickHouse(database: string): ClickHouseClient {

@@ -1,38 +1,34 @@
-// The ingest endpoint: authenticate (before the body is read) -> parse -> validate
-// against the registered schema -> build the queued record -> produce -> 202.
+// The ingest endpoints: authenticate (before the body is read) -> parse -> validate
+// against the registered schema -> build the queued record -> produce -> 202. The
+// single endpoint is here; the batch endpoint (batch-route.ts) shares the intake.
 // buildApp() only assembles; server.ts connects the real dependencies and listens.
-import { createHash } from 'node:crypto';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import Fastify, { LogController } from 'fastify';
 import compress from '@fastify/compress';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
-import {
-  checkRecordBounds,
-  toFieldErrors,
-  type QueuedUsageRecord,
-  type RecordBounds,
-  type UsageRecord,
-  type Validators,
-} from '@otm/schemas';
+import type { RecordBounds, Validators } from '@otm/schemas';
 import { errorBody, ServiceError } from '@otm/shared/errors';
 import { edgeServerOptions, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
-import { encodeWire } from '@otm/shared/registry';
 import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
 import { hashKey, parseKey } from '@otm/shared/keys/key-format';
+import { registerBatchRoute, type BatchLimits } from './batch-route.js';
+import { ingestRoutes } from './ingest-routes.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
+import {
+  IDEMPOTENCY_KEY,
+  prepareRecord,
+  previousAnswer,
+  queuedValue,
+  type AcceptedReply,
+  type IntakeContext,
+  type ReplayCache,
+  type Usage,
+} from './record-intake.js';
 import type { GatewayMetrics } from './metrics.js';
 
-export interface AcceptedReply {
-  requestId: string;
-  timestamp: string;
-  /**
-   * SHA-256 of the accepted record as parsed (whitespace and transfer encoding of the
-   * body do not matter; member order does): a replay with another record is refused.
-   */
-  digest: string;
-}
+export type { AcceptedReply } from './record-intake.js';
 
 export interface GatewayDeps {
   logger: Logger;
@@ -44,7 +40,7 @@ export interface GatewayDeps {
   /** Answers whether Kafka, Redis and the registry are reachable. */
   ready(): Promise<boolean>;
   /** Recently accepted scoped idempotency keys, to answer retries with the original requestId. */
-  replay?: { get(key: string): AcceptedReply | undefined; set(key: string, value: AcceptedReply): unknown };
+  replay?: ReplayCache;
 }
 
 export interface GatewayOptions {
@@ -56,6 +52,7 @@ export interface GatewayOptions {
   connectionLimits: ConnectionLimits;
   jsonMaxDepth: number;
   recordBounds: RecordBounds;
+  batch: BatchLimits;
   https?: { key: Buffer; cert: Buffer };
 }
 
@@ -65,22 +62,7 @@ declare module 'fastify' {
   }
 }
 
-const IDEMPOTENCY_KEY = /^[\x20-\x7E]{1,255}$/;
 const BEARER = /^Bearer[ ]+(\S+)[ ]*$/i;
-
-const acceptedSchema = {
-  type: 'object',
-  properties: {
-    requestId: { type: 'string' },
-    status: { type: 'string' },
-    message: { type: 'string' },
-    timestamp: { type: 'string' },
-    usage: {
-      type: 'object',
-      properties: { inputTokens: { type: 'integer' }, outputTokens: { type: 'integer' }, totalTokens: { type: 'integer' } },
-    },
-  },
-} as const;
 
 export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Promise<FastifyInstance> {
   const serverOptions: FastifyServerOptions = {
@@ -125,6 +107,9 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     if (serviceError.statusCode >= 500) request.log.error({ err: error, requestId: request.id }, 'request failed');
     deps.metrics.requests.inc({ status: String(serviceError.statusCode) });
     if (serviceError.errorType === 'ValidationError') deps.metrics.validationFailures.inc();
+    if (request.routeOptions.url === ingestRoutes.single.url && [400, 422, 503].includes(serviceError.statusCode)) {
+      deps.metrics.records.inc({ outcome: 'refused' });
+    }
     return reply.code(serviceError.statusCode).send(serviceError.toBody());
   });
 
@@ -166,62 +151,34 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     }
   }
 
+  const intakeContext = (request: FastifyRequest, receivedAt: Date): IntakeContext => ({
+    validators: deps.validators,
+    recordBounds: options.recordBounds,
+    schemaId: deps.schemaId,
+    instanceId: options.instanceId,
+    apiKey: request.apiKey,
+    receivedAt,
+    replay: deps.replay,
+  });
+
   app.post(
-    '/v1/telemetry/usage',
+    ingestRoutes.single.url,
     {
       onRequest: authenticate,
       preHandler: (request, reply) => rateLimited(request, reply),
-      schema: { response: { 202: acceptedSchema } },
+      schema: { response: { 202: ingestRoutes.single.responses[202].schema } },
     },
     async (request, reply) => {
-      const receivedAt = new Date();
-      const idempotencyKey = idempotencyKeyOf(request);
-      const body = request.body;
-      if (!deps.validators.usageRecord(body)) {
-        throw new ServiceError('ValidationError', 'The usage record does not match the schema.', {
-          errors: toFieldErrors(deps.validators.usageRecord.errors),
-        });
-      }
-      const record = body as UsageRecord;
-      // What the schema cannot say: the store must be able to hold every value.
-      const outOfBounds = checkRecordBounds(record as unknown as Record<string, unknown>, options.recordBounds, receivedAt.getTime());
-      if (outOfBounds.length > 0) {
-        throw new ServiceError('ValidationError', 'The usage record holds values that cannot be stored.', { errors: outOfBounds });
-      }
-      const usage = usageOf(record);
-      // Two customers using the same idempotency string never collide.
-      const eventKey = idempotencyKey ? `${request.apiKey.id}:${idempotencyKey}` : request.id;
-
-      normaliseStack(record);
-      // The record is serialised once: for the replay digest and inside the queued value.
-      const recordJson = JSON.stringify(record);
-      const digest = idempotencyKey && deps.replay ? createHash('sha256').update(recordJson).digest('base64url') : '';
-      const previous = idempotencyKey ? deps.replay?.get(eventKey) : undefined;
+      const context = intakeContext(request, new Date());
+      const prepared = prepareRecord(request.body, idempotencyKeyOf(request), request.id, context);
+      const previous = previousAnswer(prepared, deps.replay);
       if (previous) {
-        if (previous.digest !== digest) {
-          throw new ServiceError(
-            'IdempotencyKeyReused',
-            'This Idempotency-Key was used for a different usage record; send a new key for a new record.',
-          );
-        }
         deps.metrics.requests.inc({ status: '202' });
         deps.metrics.replays.inc();
-        return reply.code(202).send(accepted(previous, usage));
+        return reply.code(202).send(accepted(previous, prepared.usage));
       }
-
-      const meta: QueuedUsageRecord['meta'] = {
-        requestId: request.id,
-        eventKey,
-        receivedAt: receivedAt.toISOString(),
-        apiKeyId: request.apiKey.id,
-        environment: request.apiKey.environment,
-        idempotencyKey: idempotencyKey ?? null,
-        gatewayId: options.instanceId,
-      };
-      // The queued value is the envelope {meta, record} of the registered schema.
-      const queuedJson = `{"meta":${JSON.stringify(meta)},"record":${recordJson}}`;
       try {
-        await deps.batcher.enqueue({ key: eventKey, value: encodeWire(deps.schemaId, queuedJson) });
+        await deps.batcher.enqueue({ key: prepared.eventKey, value: queuedValue(prepared, context) });
       } catch (error) {
         if (error instanceof ProduceUnavailableError) {
           request.log.warn({ requestId: request.id, reason: error.message }, 'produce unavailable');
@@ -229,12 +186,23 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
         }
         throw error;
       }
-      const answer = { requestId: request.id, timestamp: meta.receivedAt, digest };
-      if (idempotencyKey) deps.replay?.set(eventKey, answer);
+      const answer = { requestId: request.id, timestamp: context.receivedAt.toISOString(), digest: prepared.digest };
+      if (prepared.idempotencyKey) deps.replay?.set(prepared.eventKey, answer);
       deps.metrics.requests.inc({ status: '202' });
-      return reply.code(202).send(accepted(answer, usage));
+      deps.metrics.records.inc({ outcome: 'accepted' });
+      return reply.code(202).send(accepted(answer, prepared.usage));
     },
   );
+
+  registerBatchRoute(app, options.batch, options.jsonMaxDepth, {
+    batcher: deps.batcher,
+    metrics: deps.metrics,
+    authenticate,
+    rateLimited,
+    idempotencyKeyOf,
+    intakeContext,
+    retryAfterSeconds: options.retryAfterSeconds,
+  });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
@@ -282,13 +250,7 @@ function credentialsOf(request: FastifyRequest): string {
   return key;
 }
 
-function usageOf(record: UsageRecord) {
-  const input = record.tokens?.input ?? 0;
-  const output = record.tokens?.output ?? 0;
-  return { inputTokens: input, outputTokens: output, totalTokens: record.tokens?.total ?? input + output };
-}
-
-function accepted(answer: AcceptedReply, usage: ReturnType<typeof usageOf>) {
+function accepted(answer: AcceptedReply, usage: Usage) {
   return {
     requestId: answer.requestId,
     status: 'accepted',
@@ -296,15 +258,6 @@ function accepted(answer: AcceptedReply, usage: ReturnType<typeof usageOf>) {
     timestamp: answer.timestamp,
     usage,
   };
-}
-
-/** The stack trace travels as `stack` whichever name the client used. */
-function normaliseStack(record: UsageRecord): void {
-  const error = record.error;
-  if (error && error.stacktrace !== undefined) {
-    error.stack = error.stacktrace;
-    delete error.stacktrace;
-  }
 }
 
 function toServiceError(error: FastifyError & { decompressError?: unknown }): ServiceError {
@@ -318,7 +271,7 @@ function toServiceError(error: FastifyError & { decompressError?: unknown }): Se
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new ServiceError('UnsupportedMediaType', 'Content-Type must be application/json.');
+      return new ServiceError('UnsupportedMediaType', 'Content-Type must be application/json (or application/x-ndjson for a batch).');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new ServiceError('ValidationError', 'Content-Length does not match the body.');
   }
@@ -328,6 +281,7 @@ function toServiceError(error: FastifyError & { decompressError?: unknown }): Se
     });
   }
   if (error.statusCode === 413) return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');
-  if (error.statusCode === 415) return new ServiceError('UnsupportedMediaType', 'Content-Type must be application/json.');
+  if (error.statusCode === 415)
+    return new ServiceError('UnsupportedMediaType', 'Content-Type must be application/json (or application/x-ndjson for a batch).');
   return new ServiceError('InternalError', 'Internal error.');
 }

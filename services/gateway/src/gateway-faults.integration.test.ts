@@ -6,6 +6,7 @@ import fc from 'fast-check';
 import {
   createTestKey,
   fixture,
+  holdsRequestIds,
   httpRequest,
   postUsage,
   readTopic,
@@ -168,7 +169,8 @@ describe('broker stopped mid-load', () => {
         expect(unavailable.ms).toBeLessThan(2000 + 1500);
       }
       const acceptedIds = answers.filter((a) => a.status === 202).map((a) => a.requestId!);
-      const onTopic = await readTopicFrom(broker.address, topic, new Set(acceptedIds));
+      const records = await readTopic(topic, holdsRequestIds(acceptedIds), 30_000, broker.address);
+      const onTopic = new Set(records.map((record) => record.value.meta.requestId));
       const missing = answers.filter((a) => a.status === 202 && !onTopic.has(a.requestId!));
       expect(missing).toEqual([]);
     } finally {
@@ -198,33 +200,3 @@ describe('SIGTERM', () => {
     expect(acceptedIds.filter((id) => !ids.has(id))).toEqual([]);
   });
 });
-
-/** Reads the topic until every expected requestId was seen (or 30 s pass); returns the ids read. */
-async function readTopicFrom(brokers: string, topic: string, expected: Set<string>): Promise<Set<string>> {
-  const { createKafka } = await import('@otm/shared/kafka');
-  const { decodeWire } = await import('@otm/shared/registry');
-  const kafka = createKafka({ brokers: [brokers], clientId: 'fault-reader' });
-  const consumer = kafka.consumer({ groupId: uniqueName('fault-reader'), maxWaitTimeInMs: 100 });
-  const ids = new Set<string>();
-  let pending = expected.size;
-  await consumer.connect();
-  await consumer.subscribe({ topic, fromBeginning: true });
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, 30_000);
-    void consumer.run({
-      eachMessage: async ({ message }) => {
-        const wire = decodeWire(message.value);
-        if (!wire.ok) return;
-        const id = (JSON.parse(wire.json) as { meta: { requestId: string } }).meta.requestId;
-        if (expected.has(id) && !ids.has(id)) pending--;
-        ids.add(id);
-        if (pending === 0) {
-          clearTimeout(timer);
-          resolve();
-        }
-      },
-    });
-  });
-  await consumer.disconnect();
-  return ids;
-}

@@ -12,6 +12,12 @@ export function createGatewayMetrics(depth: () => number) {
       labelNames: ['status'],
       registers: [registry],
     }),
+    records: new Counter({
+      name: 'otm_gateway_records_total',
+      help: 'Usage records by outcome (accepted: durably queued; refused: 400, 422 or 503), single and batch',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
     validationFailures: new Counter({
       name: 'otm_gateway_validation_failures_total',
       help: 'Bodies refused with 400',

@@ -107,6 +107,7 @@ const app = await buildApp(
     rateLimit: { perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST },
     connectionLimits: connectionLimitsFrom(config),
     jsonMaxDepth: config.JSON_MAX_DEPTH,
+    batch: { maxRecords: config.BATCH_MAX_RECORDS, maxBytes: config.BATCH_BODY_LIMIT_BYTES },
     recordBounds: {
       earliestMs: parseTimestamp(config.TIMESTAMP_EARLIEST)!,
       maxFutureMs: config.TIMESTAMP_MAX_FUTURE_HOURS * 3_600_000,

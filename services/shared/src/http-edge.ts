@@ -84,39 +84,34 @@ function answerClientError(error: Error & { code?: string }, socket: Socket): vo
 }
 
 /**
- * application/json bodies: nesting deeper than `maxDepth` is refused by a scan before
+ * Parses one JSON text: nesting deeper than `maxDepth` is refused by a scan before
  * parsing (a hostile body costs one pass over its text), then parsed with prototype
- * poisoning refused, as Fastify's own parser does.
+ * poisoning refused, as Fastify's own parser does. Throws ServiceError (400).
  */
+export function parseJsonText(text: string, maxDepth: number, what = 'The request body'): unknown {
+  if (exceedsJsonDepth(text, maxDepth)) {
+    throw new ServiceError('ValidationError', `${what} nests deeper than ${maxDepth} levels.`, {
+      errors: [{ path: '/', message: `must not nest deeper than ${maxDepth} levels` }],
+    });
+  }
+  if (text.length === 0) {
+    throw new ServiceError('ValidationError', `${what} is empty.`, { errors: [{ path: '/', message: 'is required' }] });
+  }
+  try {
+    return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
+  } catch {
+    throw new ServiceError('ValidationError', `${what} is not valid JSON.`, { errors: [{ path: '/', message: 'must be valid JSON' }] });
+  }
+}
+
+/** application/json bodies, parsed by parseJsonText. */
 export function registerJsonParser(app: FastifyInstance, maxDepth: number): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, text, done) => {
-    const body = text as string;
-    if (exceedsJsonDepth(body, maxDepth)) {
-      done(
-        new ServiceError('ValidationError', `The request body nests deeper than ${maxDepth} levels.`, {
-          errors: [{ path: '/', message: `must not nest deeper than ${maxDepth} levels` }],
-        }),
-        undefined,
-      );
-      return;
-    }
-    if (body.length === 0) {
-      done(
-        new ServiceError('ValidationError', 'The request body is empty.', { errors: [{ path: '/', message: 'is required' }] }),
-        undefined,
-      );
-      return;
-    }
     try {
-      done(null, secureJson.parse(body, undefined, { protoAction: 'error', constructorAction: 'error' }));
-    } catch {
-      done(
-        new ServiceError('ValidationError', 'The request body is not valid JSON.', {
-          errors: [{ path: '/', message: 'must be valid JSON' }],
-        }),
-        undefined,
-      );
+      done(null, parseJsonText(text as string, maxDepth));
+    } catch (error) {
+      done(error as Error, undefined);
     }
   });
 }

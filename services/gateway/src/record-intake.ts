@@ -1,0 +1,138 @@
+// One usage record from body to queued message, shared by the single and the batch
+// endpoint so both apply exactly the same rules: schema, bounds, scoped key, replay.
+// Refusals are thrown as ServiceError (the single endpoint answers them whole; the
+// batch endpoint turns each into its item's result).
+import { createHash } from 'node:crypto';
+import {
+  checkRecordBounds,
+  toFieldErrors,
+  type QueuedUsageRecord,
+  type RecordBounds,
+  type UsageRecord,
+  type Validators,
+} from '@otm/schemas';
+import { ServiceError } from '@otm/shared/errors';
+import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
+import { encodeWire } from '@otm/shared/registry';
+
+export interface AcceptedReply {
+  requestId: string;
+  timestamp: string;
+  /**
+   * SHA-256 of the accepted record as parsed (whitespace and transfer encoding of the
+   * body do not matter; member order does): a replay with another record is refused.
+   */
+  digest: string;
+}
+
+export interface ReplayCache {
+  get(key: string): AcceptedReply | undefined;
+  set(key: string, value: AcceptedReply): unknown;
+}
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  totalTokens: number;
+}
+
+/** A record that passed every check, serialised once, ready to queue. */
+export interface PreparedRecord {
+  requestId: string;
+  /** The Kafka key and dedupe key: the idempotency key scoped by the API key id, else the requestId. */
+  eventKey: string;
+  idempotencyKey: string | null;
+  recordJson: string;
+  /** Empty when there is no idempotency key (nothing to compare a replay with). */
+  digest: string;
+  usage: Usage;
+}
+
+export interface IntakeContext {
+  validators: Pick<Validators, 'usageRecord'>;
+  recordBounds: RecordBounds;
+  schemaId: number;
+  instanceId: string;
+  apiKey: ApiKeyRecord;
+  receivedAt: Date;
+  replay?: ReplayCache;
+}
+
+export const IDEMPOTENCY_KEY = /^[\x20-\x7E]{1,255}$/;
+
+/** Validates `body` as a usage record and prepares it; throws ServiceError when it is refused. */
+export function prepareRecord(
+  body: unknown,
+  idempotencyKey: string | undefined,
+  requestId: string,
+  context: IntakeContext,
+): PreparedRecord {
+  if (!context.validators.usageRecord(body)) {
+    throw new ServiceError('ValidationError', 'The usage record does not match the schema.', {
+      errors: toFieldErrors(context.validators.usageRecord.errors),
+    });
+  }
+  const record = body as UsageRecord;
+  // What the schema cannot say: the store must be able to hold every value.
+  const outOfBounds = checkRecordBounds(record as unknown as Record<string, unknown>, context.recordBounds, context.receivedAt.getTime());
+  if (outOfBounds.length > 0) {
+    throw new ServiceError('ValidationError', 'The usage record holds values that cannot be stored.', { errors: outOfBounds });
+  }
+  normaliseStack(record);
+  // The record is serialised once: for the replay digest and inside the queued value.
+  const recordJson = JSON.stringify(record);
+  return {
+    requestId,
+    // Two customers using the same idempotency string never collide.
+    eventKey: idempotencyKey ? `${context.apiKey.id}:${idempotencyKey}` : requestId,
+    idempotencyKey: idempotencyKey ?? null,
+    recordJson,
+    digest: idempotencyKey && context.replay ? createHash('sha256').update(recordJson).digest('base64url') : '',
+    usage: usageOf(record),
+  };
+}
+
+/**
+ * The answer already given for this record's idempotency key, if the gateway still
+ * holds it; a different record under a known key is refused (422).
+ */
+export function previousAnswer(prepared: PreparedRecord, replay: ReplayCache | undefined): AcceptedReply | undefined {
+  if (!prepared.idempotencyKey || !replay) return undefined;
+  const previous = replay.get(prepared.eventKey);
+  if (previous && previous.digest !== prepared.digest) {
+    throw new ServiceError(
+      'IdempotencyKeyReused',
+      'This Idempotency-Key was used for a different usage record; send a new key for a new record.',
+    );
+  }
+  return previous;
+}
+
+/** The message value: the registered envelope {meta, record} in the registry's wire format. */
+export function queuedValue(prepared: PreparedRecord, context: IntakeContext): Buffer {
+  const meta: QueuedUsageRecord['meta'] = {
+    requestId: prepared.requestId,
+    eventKey: prepared.eventKey,
+    receivedAt: context.receivedAt.toISOString(),
+    apiKeyId: context.apiKey.id,
+    environment: context.apiKey.environment,
+    idempotencyKey: prepared.idempotencyKey,
+    gatewayId: context.instanceId,
+  };
+  return encodeWire(context.schemaId, `{"meta":${JSON.stringify(meta)},"record":${prepared.recordJson}}`);
+}
+
+export function usageOf(record: UsageRecord): Usage {
+  const input = record.tokens?.input ?? 0;
+  const output = record.tokens?.output ?? 0;
+  return { inputTokens: input, outputTokens: output, totalTokens: record.tokens?.total ?? input + output };
+}
+
+/** The stack trace travels as `stack` whichever name the client used. */
+function normaliseStack(record: UsageRecord): void {
+  const error = record.error;
+  if (error && error.stacktrace !== undefined) {
+    error.stack = error.stacktrace;
+    delete error.stacktrace;
+  }
+}
