@@ -43,6 +43,10 @@ describe('exceedsJsonDepth', () => {
     expect(exceedsJsonDepth('{"a":"[[[[[[[[\\"[[[["}', 1)).toBe(false);
     expect(exceedsJsonDepth('['.repeat(33) + ']'.repeat(33), 32)).toBe(true);
     expect(exceedsJsonDepth('['.repeat(32) + ']'.repeat(32), 32)).toBe(false);
+    // Escaped quotes and backslash runs before a quote: only an even run ends the string.
+    expect(exceedsJsonDepth('["a\\\\",[[]]]', 2)).toBe(true);
+    expect(exceedsJsonDepth('["a\\\"[[[",[]]', 2)).toBe(false);
+    expect(exceedsJsonDepth('["\\\\\\"]', 1)).toBe(false);
   });
 
   it('reads a megabyte of brackets in one pass', () => {

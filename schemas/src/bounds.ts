@@ -68,14 +68,19 @@ const BACKSLASH = 0x5c;
  */
 export function exceedsJsonDepth(text: string, maxDepth: number): boolean {
   let depth = 0;
-  let inString = false;
   for (let index = 0; index < text.length; index++) {
     const code = text.charCodeAt(index);
-    if (inString) {
-      if (code === BACKSLASH) index++;
-      else if (code === QUOTE) inString = false;
-    } else if (code === QUOTE) {
-      inString = true;
+    if (code === QUOTE) {
+      // Most of a record's text is inside strings (prompts, responses): jump to the
+      // closing quote, one not preceded by an odd run of backslashes.
+      for (;;) {
+        const quote = text.indexOf('"', index + 1);
+        if (quote === -1) return false; // unterminated: the parser refuses it
+        let backslashes = 0;
+        while (text.charCodeAt(quote - 1 - backslashes) === BACKSLASH) backslashes++;
+        index = quote;
+        if (backslashes % 2 === 0) break;
+      }
     } else if (code === OPEN_BRACE || code === OPEN_BRACKET) {
       if (++depth > maxDepth) return true;
     } else if (code === CLOSE_BRACE || code === CLOSE_BRACKET) {
@@ -155,7 +160,7 @@ function walkStrings(node: unknown, path: string, inContext: boolean, bounds: Re
     return;
   }
   for (const [key, value] of Object.entries(node)) {
-    const childPath = `${path}/${escapePointer(key.isWellFormed() ? key : key.toWellFormed())}`;
+    const childPath = `${path}/${escapePointer(key)}`;
     if (!key.isWellFormed()) errors.push({ path: childPath, message: 'key must be well-formed Unicode (no lone surrogates)' });
     else if (inContext && UNSAFE_IN_IDENTIFIER.test(key)) {
       errors.push({ path: childPath, message: 'key must not contain control characters or bidirectional overrides' });
@@ -164,6 +169,8 @@ function walkStrings(node: unknown, path: string, inContext: boolean, bounds: Re
   }
 }
 
-function escapePointer(segment: string): string {
+function escapePointer(key: string): string {
+  const segment = key.isWellFormed() ? key : key.toWellFormed();
+  if (!segment.includes('~') && !segment.includes('/')) return segment;
   return segment.replace(/~/g, '~0').replace(/\//g, '~1');
 }
