@@ -6,14 +6,14 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['services/**/*.test.ts', 'schemas/**/*.test.ts', 'scripts/**/*.test.ts'],
+          include: ['services/**/*.test.ts', 'schemas/**/*.test.ts', 'scripts/**/*.test.ts', 'clients/**/*.test.ts'],
           exclude: ['**/*.integration.test.ts', '**/node_modules/**'],
         },
       },
       {
         test: {
           name: 'integration',
-          include: ['services/**/*.integration.test.ts', 'test/**/*.integration.test.ts'],
+          include: ['services/**/*.integration.test.ts', 'clients/**/*.integration.test.ts', 'test/**/*.integration.test.ts'],
           globalSetup: ['test/global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 180_000,

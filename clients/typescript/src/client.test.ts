@@ -1,0 +1,117 @@
+// The client's delivery rules with a scripted gateway (a fetch that answers from a
+// list): what is retried, what is not, with which keys and after how long. The real
+// gateway is in client.integration.test.ts.
+import { describe, expect, it } from 'vitest';
+import { gunzipSync } from 'node:zlib';
+import { createClient, type UsageRecord } from './index.js';
+
+interface Sent {
+  items: (UsageRecord & { idempotencyKey: string })[];
+  at: number;
+}
+
+/** A fetch that records each request and answers with the next scripted answer (a function of the items). */
+function scriptedGateway(answers: ((items: Sent['items']) => Response | Error)[]) {
+  const sent: Sent[] = [];
+  const fetcher = async (_url: string, init: RequestInit) => {
+    const body = Buffer.from(init.body as ArrayBuffer);
+    const items = JSON.parse(gunzipSync(body).toString()) as Sent['items'];
+    sent.push({ items, at: Date.now() });
+    const answer = (answers.shift() ?? (() => json(202, { status: 'accepted' })))(items);
+    if (answer instanceof Error) throw answer;
+    return answer;
+  };
+  return { sent, fetch: fetcher as unknown as typeof fetch };
+}
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });
+
+const record = (id: string): UsageRecord => ({
+  request: { modelId: 'm', provider: 'p', status: 'success' },
+  user: { id, type: 'external' },
+});
+
+const fast = { endpoint: 'https://gateway.test', apiKey: 'otm_dev_x', retryInitialDelayMs: 1, retryMaxDelayMs: 50, flushIntervalMs: 10 };
+
+describe('delivery', () => {
+  it('retries a 503 and a network error with the same idempotency keys, never a 400', async () => {
+    const gateway = scriptedGateway([() => json(503, { errorType: 'Unavailable' }), () => new TypeError('fetch failed')]);
+    const client = createClient({ ...fast, fetch: gateway.fetch });
+    client.record(record('a'));
+    client.record(record('b'), 'my-key');
+    expect(await client.flush(5000)).toBe(true);
+    expect(gateway.sent).toHaveLength(3);
+    const keys = gateway.sent.map((request) => request.items.map((item) => item.idempotencyKey));
+    expect(keys[1]).toEqual(keys[0]);
+    expect(keys[2]).toEqual(keys[0]);
+    expect(keys[0]![1]).toBe('my-key');
+    expect(client.stats()).toEqual({ queued: 0, sent: 2, failed: 0, dropped: 0, retries: 2 });
+
+    const refusing = scriptedGateway([() => json(400, { errorType: 'ValidationError' })]);
+    const strict = createClient({ ...fast, fetch: refusing.fetch });
+    strict.record(record('c'));
+    await strict.flush(5000);
+    expect(refusing.sent).toHaveLength(1);
+    expect(strict.stats()).toMatchObject({ sent: 0, failed: 1, retries: 0 });
+    await Promise.all([client.shutdown(), strict.shutdown()]);
+  });
+
+  it('on 207 resends only the items answered 503 and counts the refused ones as failed', async () => {
+    const gateway = scriptedGateway([
+      () =>
+        json(207, {
+          results: [
+            { index: 0, status: 202 },
+            { index: 1, status: 400, errorType: 'ValidationError' },
+            { index: 2, status: 503, errorType: 'Unavailable' },
+          ],
+        }),
+    ]);
+    const client = createClient({ ...fast, fetch: gateway.fetch });
+    for (const id of ['a', 'b', 'c']) client.record(record(id));
+    await client.flush(5000);
+    expect(gateway.sent.map((request) => request.items.map((item) => item.user.id))).toEqual([['a', 'b', 'c'], ['c']]);
+    expect(gateway.sent[1]!.items[0]!.idempotencyKey).toBe(gateway.sent[0]!.items[2]!.idempotencyKey);
+    expect(client.stats()).toEqual({ queued: 0, sent: 2, failed: 1, dropped: 0, retries: 1 });
+    await client.shutdown();
+  });
+
+  it('waits at least Retry-After after a 429', async () => {
+    const gateway = scriptedGateway([() => json(429, { errorType: 'RateLimited' }, { 'retry-after': '1' })]);
+    const client = createClient({ ...fast, retryMaxDelayMs: 5000, fetch: gateway.fetch });
+    client.record(record('a'));
+    await client.flush(5000);
+    expect(gateway.sent).toHaveLength(2);
+    expect(gateway.sent[1]!.at - gateway.sent[0]!.at).toBeGreaterThanOrEqual(990);
+    await client.shutdown();
+  });
+
+  it('splits a batch the gateway finds too large; a single record too large fails', async () => {
+    const tooLarge = (items: Sent['items']) => (items.some((item) => item.user.id === 'big') ? json(413, {}) : json(202, {}));
+    const gateway = scriptedGateway(Array.from({ length: 10 }, () => tooLarge));
+    const client = createClient({ ...fast, fetch: gateway.fetch, maxConcurrentRequests: 1 });
+    for (const id of ['a', 'b', 'big', 'd']) client.record(record(id));
+    await client.flush(5000);
+    expect(gateway.sent.map((request) => request.items.map((item) => item.user.id))).toEqual([
+      ['a', 'b', 'big', 'd'],
+      ['a', 'b'],
+      ['big', 'd'],
+      ['big'],
+      ['d'],
+    ]);
+    expect(client.stats()).toMatchObject({ sent: 3, failed: 1 });
+    await client.shutdown();
+  });
+
+  it('shutdown gives up after its timeout and counts what was left as dropped', async () => {
+    const gateway = scriptedGateway(Array.from({ length: 1000 }, () => () => json(503, {})));
+    const client = createClient({ ...fast, fetch: gateway.fetch });
+    client.record(record('a'));
+    client.record(record('b'));
+    const stats = await client.shutdown(300);
+    expect(stats).toMatchObject({ queued: 0, sent: 0, dropped: 2 });
+    expect(client.record(record('c'))).toBe(false);
+    expect(client.stats().dropped).toBe(3);
+  });
+});
