@@ -44,9 +44,9 @@ describe('exceedsJsonDepth', () => {
     expect(exceedsJsonDepth('['.repeat(33) + ']'.repeat(33), 32)).toBe(true);
     expect(exceedsJsonDepth('['.repeat(32) + ']'.repeat(32), 32)).toBe(false);
     // Escaped quotes and backslash runs before a quote: only an even run ends the string.
-    expect(exceedsJsonDepth('["a\\\\",[[]]]', 2)).toBe(true);
-    expect(exceedsJsonDepth('["a\\\"[[[",[]]', 2)).toBe(false);
-    expect(exceedsJsonDepth('["\\\\\\"]', 1)).toBe(false);
+    expect(exceedsJsonDepth(String.raw`["a\\",[[]]]`, 2)).toBe(true); // two backslashes: the quote ends the string
+    expect(exceedsJsonDepth(String.raw`["a\\\"[[[",[]]`, 2)).toBe(false); // three: the quote is escaped
+    expect(exceedsJsonDepth(String.raw`["\\\\",[[]]]`, 2)).toBe(true); // four
   });
 
   it('reads a megabyte of brackets in one pass', () => {
