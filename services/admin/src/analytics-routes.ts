@@ -19,21 +19,56 @@ import {
 
 type Runner = (clickhouse: ClickHouseClient, query: AnalyticsQuery) => Promise<unknown[]>;
 
+// The error rollup has no user or key columns: those filters are refused (400), never ignored.
+const { userId, keyId, userType, ...errorFilters } = analyticsQuerySchema.properties;
+void [userId, keyId, userType];
+const errorQuerySchema = {
+  ...analyticsQuerySchema,
+  properties: { ...errorFilters, errorCode: { type: 'string', maxLength: 1024 } },
+} as const;
+
+/** The answer of every analytics route; the row columns depend on the route and groupBy. */
+export const analyticsAnswerSchema = {
+  type: 'object',
+  required: ['from', 'to', 'bucket', 'groupBy', 'rows', 'truncated'],
+  properties: {
+    from: { type: 'string', format: 'date-time' },
+    to: { type: 'string', format: 'date-time' },
+    bucket: { type: 'string' },
+    groupBy: { type: 'array', items: { type: 'string' } },
+    rows: { type: 'array', items: { type: 'object', additionalProperties: true } },
+    truncated: { type: 'boolean', description: 'true when `limit` rows were returned (there may be more)' },
+  },
+} as const;
+
+/** The analytics routes as data: registered below and documented by scripts/gen-openapi.ts. */
+export const analyticsRoutes = [
+  {
+    name: 'usage',
+    summary: 'Requests, tokens and cost per time bucket and dimension',
+    runner: usageAnalytics as Runner,
+    dimensions: USAGE_DIMENSIONS as readonly string[],
+    querystring: analyticsQuerySchema,
+  },
+  {
+    name: 'latency',
+    summary: 'Latency and time-to-first-token percentiles per time bucket and dimension',
+    runner: latencyAnalytics as Runner,
+    dimensions: USAGE_DIMENSIONS as readonly string[],
+    querystring: analyticsQuerySchema,
+  },
+  {
+    name: 'errors',
+    summary: 'Errors per code, model and provider per time bucket',
+    runner: errorAnalytics as Runner,
+    dimensions: ERROR_DIMENSIONS as readonly string[],
+    querystring: errorQuerySchema,
+  },
+].map((route) => ({ ...route, url: `/v1/analytics/${route.name}` }));
+
 export function registerAnalyticsRoutes(app: FastifyInstance, clickhouse: ClickHouseClient): void {
-  // The error rollup has no user or key columns: those filters are refused (400), never ignored.
-  const { userId, keyId, userType, ...errorFilters } = analyticsQuerySchema.properties;
-  void [userId, keyId, userType];
-  const errorSchema = {
-    ...analyticsQuerySchema,
-    properties: { ...errorFilters, errorCode: { type: 'string', maxLength: 1024 } },
-  };
-  const routes: [string, Runner, readonly string[], object][] = [
-    ['usage', usageAnalytics, USAGE_DIMENSIONS, analyticsQuerySchema],
-    ['latency', latencyAnalytics, USAGE_DIMENSIONS, analyticsQuerySchema],
-    ['errors', errorAnalytics, ERROR_DIMENSIONS, errorSchema],
-  ];
-  for (const [name, runner, dimensions, schema] of routes) {
-    app.get<{ Querystring: RawQuery }>(`/v1/analytics/${name}`, { schema: { querystring: schema } }, async (request) => {
+  for (const { url, runner, dimensions, querystring } of analyticsRoutes) {
+    app.get<{ Querystring: RawQuery }>(url, { schema: { querystring } }, async (request) => {
       let query: AnalyticsQuery;
       try {
         query = parseAnalyticsQuery(request.query, dimensions);

@@ -2,6 +2,8 @@
 // against the registered schema -> build the queued record -> produce -> 202. The
 // single endpoint is here; the batch endpoint (batch-route.ts) shares the intake.
 // buildApp() only assembles; server.ts connects the real dependencies and listens.
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import Fastify, { LogController } from 'fastify';
 import compress from '@fastify/compress';
@@ -204,6 +206,9 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     retryAfterSeconds: options.retryAfterSeconds,
   });
 
+  // The OpenAPI document (generated into schemas/ by npm run gen:openapi), served as is.
+  const openApi = fs.readFileSync(createRequire(import.meta.url).resolve('@otm/schemas/openapi.json'));
+  app.get('/openapi.json', async (_request, reply) => reply.type('application/json; charset=utf-8').send(openApi));
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
     const ready = await deps.ready().catch(() => false);

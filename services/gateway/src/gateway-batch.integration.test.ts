@@ -4,6 +4,7 @@
 // broker that stops mid-batch.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import zlib from 'node:zlib';
+import { validate } from '@readme/openapi-parser';
 import {
   createTestKey,
   eventually,
@@ -215,6 +216,19 @@ describe('limits on the whole request', () => {
     } finally {
       await limited.stop();
     }
+  });
+});
+
+describe('GET /openapi.json', () => {
+  it('serves the generated document, which a real OpenAPI parser validates, without a key', async () => {
+    const answer = await httpRequest(`${gateway.url}/openapi.json`);
+    expect(answer.status).toBe(200);
+    expect(answer.headers['content-type']).toMatch(/^application\/json/);
+    const result = await validate(answer.body);
+    expect(result.valid ? [] : result.errors).toEqual([]);
+    expect(Object.keys(answer.body.paths)).toEqual(
+      expect.arrayContaining(['/v1/telemetry/usage', '/v1/telemetry/usage/batch', '/v1/analytics/usage']),
+    );
   });
 });
 

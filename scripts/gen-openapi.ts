@@ -1,0 +1,310 @@
+// Generates the OpenAPI 3.1 document of the HTTP API from what the services run: the
+// usage record's JSON Schema (schemas/), the gateway's ingest routes as data
+// (ingest-routes.ts), the analytics routes as data (analytics-routes.ts) and the
+// error catalog. Writes schemas/openapi.json (served by the gateway at GET
+// /openapi.json) and docs/api.md (its rendering). `--check` fails when either is stale.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { format, resolveConfig } from 'prettier';
+import { usageRecordSchema } from '@otm/schemas';
+import { errorCatalog, type ErrorType } from '@otm/shared/errors';
+import { errorBodySchema, ingestRoutes, type RouteDoc } from '../services/gateway/src/ingest-routes.js';
+import { analyticsAnswerSchema, analyticsRoutes } from '../services/admin/src/analytics-routes.js';
+import { loadGatewayConfig } from '../services/gateway/src/config.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+type Json = Record<string, unknown>;
+
+/** The usage record's definitions become components; its `#/definitions/x` refs follow them. */
+function usageRecordComponents(): Record<string, Json> {
+  const { $schema, $id, definitions, ...record } = usageRecordSchema as unknown as Json & { definitions: Record<string, Json> };
+  void [$schema, $id];
+  const retarget = (schema: unknown): Json =>
+    JSON.parse(
+      JSON.stringify(schema).replace(/"#\/definitions\/(\w+)"/g, (_match, name: string) => `"#/components/schemas/${pascal(name)}"`),
+    );
+  const usageRecord = retarget(record);
+  const properties = usageRecord.properties as Json;
+  return {
+    ...Object.fromEntries(Object.entries(definitions).map(([name, schema]) => [pascal(name), retarget(schema)])),
+    UsageRecord: usageRecord,
+    // A batch item: the record's members plus its own idempotency key (removed before validation).
+    UsageRecordBatchItem: {
+      ...usageRecord,
+      title: 'UsageRecordBatchItem',
+      description: 'A usage record, optionally with its own idempotencyKey (the only extra member allowed in a batch item).',
+      properties: {
+        ...properties,
+        idempotencyKey: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7E]+$' },
+      },
+    },
+    ErrorBody: errorBodySchema as unknown as Json,
+  };
+}
+
+const pascal = (name: string) => name[0]!.toUpperCase() + name.slice(1);
+
+const reasonOf: Record<number, string> = {
+  400: 'Bad request',
+  401: 'Unauthorized',
+  404: 'Not found',
+  408: 'Request timeout',
+  413: 'Payload too large',
+  415: 'Unsupported media type',
+  422: 'Unprocessable',
+  429: 'Too many requests',
+  500: 'Internal error',
+  503: 'Unavailable',
+};
+
+/** Error answers by status, each naming the errorTypes it carries. */
+function errorResponses(errors: readonly ErrorType[]): Record<string, Json> {
+  const byStatus = new Map<number, ErrorType[]>();
+  for (const errorType of [...errors, 'InternalError' as const]) {
+    const status = errorCatalog[errorType].statusCode;
+    byStatus.set(status, [...(byStatus.get(status) ?? []), errorType]);
+  }
+  const retryAfter = { 'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer' } } };
+  return Object.fromEntries(
+    [...byStatus.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([status, types]) => [
+        String(status),
+        {
+          description: `${reasonOf[status] ?? 'Error'}: errorType ${types.map((type) => `\`${type}\``).join(', ')}`,
+          ...(status === 429 || status === 503 ? { headers: retryAfter } : {}),
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorBody' } } },
+        },
+      ]),
+  );
+}
+
+function ingestOperation(route: RouteDoc): Json {
+  const body =
+    route.requestBody?.body === 'usageRecordBatch'
+      ? {
+          type: 'array',
+          minItems: 1,
+          maxItems: gatewayDefaults.BATCH_MAX_RECORDS,
+          items: { $ref: '#/components/schemas/UsageRecordBatchItem' },
+        }
+      : { $ref: '#/components/schemas/UsageRecord' };
+  const content = Object.fromEntries(
+    (route.requestBody?.mediaTypes ?? []).map((mediaType) => [
+      mediaType,
+      mediaType === 'application/x-ndjson'
+        ? { schema: { type: 'string', description: 'One UsageRecordBatchItem per line; blank lines are skipped' } }
+        : { schema: body },
+    ]),
+  );
+  return {
+    summary: route.summary,
+    description: route.description,
+    operationId: route === ingestRoutes.batch ? 'ingestUsageBatch' : 'ingestUsage',
+    tags: ['ingest'],
+    security: [{ apiKeyHeader: [] }, { apiKeyBearer: [] }],
+    parameters: (route.headers ?? []).map((header) => ({
+      name: header.name,
+      in: 'header',
+      required: header.required,
+      description: header.description,
+      schema: { type: 'string' },
+    })),
+    requestBody: { required: true, content },
+    responses: {
+      ...Object.fromEntries(
+        Object.entries(route.responses).map(([status, answer]) => [
+          status,
+          { description: answer.description, content: { 'application/json': { schema: answer.schema } } },
+        ]),
+      ),
+      ...errorResponses(route.errors),
+    },
+  };
+}
+
+const parameterDescriptions: Record<string, string> = {
+  from: 'Start, RFC 3339 (default: `to` minus `since`)',
+  to: 'End, RFC 3339 (default: now)',
+  since: 'Window ending at `to`, e.g. 15m, 24h, 7d (default 24h)',
+  bucket: 'Time bucket of the rows',
+  groupBy: 'Comma-separated dimensions',
+  limit: 'Rows at most',
+  orderBy: 'Sort rows by this measure, descending',
+};
+
+function analyticsOperation(route: (typeof analyticsRoutes)[number]): Json {
+  const properties = route.querystring.properties as Record<string, Json>;
+  return {
+    summary: route.summary,
+    operationId: `${route.name}Analytics`,
+    tags: ['analytics'],
+    servers: [{ url: 'http://127.0.0.1:8480', description: 'The admin service (local default)' }],
+    security: [{ adminToken: [] }],
+    parameters: Object.entries(properties).map(([name, schema]) => ({
+      name,
+      in: 'query',
+      required: false,
+      description: parameterDescriptions[name] ?? (name === 'groupBy' ? undefined : `Only rows with this ${name}`),
+      schema,
+    })),
+    responses: {
+      200: { description: 'Rows of the rollup', content: { 'application/json': { schema: analyticsAnswerSchema } } },
+      ...errorResponses(['ValidationError', 'AuthError', 'Unavailable']),
+    },
+  };
+}
+
+const gatewayDefaults = loadGatewayConfig({ GATEWAY_PLAIN_HTTP: 'true' });
+
+export function buildOpenApiDocument(): Json {
+  const probe = { 200: { description: 'Up', content: { 'application/json': { schema: { type: 'object' } } } } };
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'otm-telemetry',
+      version: '1.0.0',
+      description:
+        'Ingestion of LLM usage records (one per call) and analytics over them. A record answered 202 is durably on Kafka (acks=all) and is stored once, whatever retries happen. Every error answer has the ErrorBody shape.',
+    },
+    servers: [{ url: 'https://127.0.0.1:8443', description: 'The gateway (local default)' }],
+    tags: [
+      { name: 'ingest', description: 'The gateway: authenticated with an ingest key' },
+      { name: 'analytics', description: 'The admin service: authenticated with the admin token' },
+      { name: 'operations', description: 'Health and this document' },
+    ],
+    paths: {
+      [ingestRoutes.single.url]: { post: ingestOperation(ingestRoutes.single) },
+      [ingestRoutes.batch.url]: { post: ingestOperation(ingestRoutes.batch) },
+      ...Object.fromEntries(analyticsRoutes.map((route) => [route.url, { get: analyticsOperation(route) }])),
+      '/openapi.json': {
+        get: { summary: 'This document', operationId: 'openApi', tags: ['operations'], security: [], responses: probe },
+      },
+      '/healthz': { get: { summary: 'Liveness', operationId: 'healthz', tags: ['operations'], security: [], responses: probe } },
+      '/readyz': {
+        get: {
+          summary: 'Readiness: Kafka, Redis and the registry reachable',
+          operationId: 'readyz',
+          tags: ['operations'],
+          security: [],
+          responses: { ...probe, 503: { description: 'A dependency is unreachable', content: probe[200].content } },
+        },
+      },
+    },
+    components: {
+      schemas: usageRecordComponents(),
+      securitySchemes: {
+        apiKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'otm_<env>_<secret>' },
+        apiKeyBearer: { type: 'http', scheme: 'bearer', description: 'The same ingest key as a bearer token' },
+        adminToken: { type: 'http', scheme: 'bearer', description: 'The admin token' },
+      },
+    },
+  };
+}
+
+/** Members of an object schema (and of the objects in its arrays) as table rows. */
+function propertiesTable(schema: Json, prefix = ''): string[] {
+  const rows = prefix ? [] : ['| member | type | description |', '| --- | --- | --- |'];
+  for (const [name, member] of Object.entries((schema.properties as Record<string, Json> | undefined) ?? {})) {
+    const type = member.enum ? (member.enum as unknown[]).join(' \\| ') : String(member.type ?? '');
+    rows.push(`| \`${prefix}${name}\` | ${type} | ${((member.description as string | undefined) ?? '').replaceAll('|', '\\|')} |`);
+    if (member.type === 'object') rows.push(...propertiesTable(member, `${prefix}${name}.`));
+    const items = member.items as Json | undefined;
+    if (member.type === 'array' && items?.type === 'object') rows.push(...propertiesTable(items, `${prefix}${name}[].`));
+  }
+  return rows;
+}
+
+/** docs/api.md: the document as a page a person reads. */
+function renderMarkdown(document: Json): string {
+  const lines = [
+    '# HTTP API',
+    '',
+    '<!-- Generated by `npm run gen:openapi` from schemas/openapi.json. Do not edit. -->',
+    '',
+    `The OpenAPI 3.1 document is \`schemas/openapi.json\`, served by the gateway at \`GET /openapi.json\`; this page renders it. ${(document.info as Json).description as string}`,
+    '',
+  ];
+  for (const [url, operations] of Object.entries(document.paths as Record<string, Record<string, Json>>)) {
+    for (const [method, operation] of Object.entries(operations)) {
+      lines.push(`## ${method.toUpperCase()} ${url}`, '', `**${operation.summary as string}**`, '');
+      if (operation.description) lines.push(operation.description as string, '');
+      const parameters = (operation.parameters as Json[] | undefined) ?? [];
+      if (parameters.length > 0) {
+        lines.push('| parameter | in | description |', '| --- | --- | --- |');
+        for (const parameter of parameters) {
+          const schema = parameter.schema as Json;
+          const allowed = schema.enum ? ` One of: ${(schema.enum as string[]).join(', ')}.` : '';
+          lines.push(
+            `| \`${parameter.name as string}\` | ${parameter.in as string} | ${(parameter.description as string | undefined) ?? ''}${allowed} |`,
+          );
+        }
+        lines.push('');
+      }
+      const body = (operation.requestBody as Json | undefined)?.content as Json | undefined;
+      if (body)
+        lines.push(
+          `Request body: ${Object.keys(body)
+            .map((type) => `\`${type}\``)
+            .join(' or ')}.`,
+          '',
+        );
+      lines.push('| status | answer |', '| --- | --- |');
+      const bodies = new Map<string, Json>();
+      for (const [status, answer] of Object.entries(operation.responses as Record<string, Json>)) {
+        lines.push(`| ${status} | ${answer.description as string} |`);
+        const schema = ((answer.content as Json | undefined)?.['application/json'] as Json | undefined)?.schema as Json | undefined;
+        if (status.startsWith('2') && schema?.properties) bodies.set(status, schema);
+      }
+      lines.push('');
+      // Bodies shared by several statuses are shown once.
+      const shown = new Set<string>();
+      for (const schema of bodies.values()) {
+        const key = JSON.stringify(schema);
+        if (shown.has(key)) continue;
+        shown.add(key);
+        const statuses = [...bodies].filter(([, other]) => JSON.stringify(other) === key).map(([code]) => code);
+        lines.push(`Body of ${statuses.join(' and ')}:`, '', ...propertiesTable(schema), '');
+      }
+    }
+  }
+  lines.push(
+    '## Error body',
+    '',
+    'Every error answer, from every route, has this shape; a 400 or 503 of the batch endpoint adds `results`, one entry per item as in a 207:',
+    '',
+    '```json',
+    '{ "statusCode": 400, "errorType": "ValidationError", "message": "…", "errors": [ { "path": "/tokens/input", "message": "must be integer" } ] }',
+    '```',
+    '',
+    '| errorType | status | retry? |',
+    '| --- | --- | --- |',
+    ...Object.entries(errorCatalog).map(([type, entry]) => `| \`${type}\` | ${entry.statusCode} | ${entry.retriable ? 'yes' : 'no'} |`),
+    '',
+  );
+  return lines.join('\n');
+}
+
+const document = buildOpenApiDocument();
+// Formatted as `prettier --check` expects them.
+const formatted = async (file: string, text: string) =>
+  format(text, { ...(await resolveConfig(path.join(root, file))), filepath: path.join(root, file) });
+const outputs: Record<string, string> = {
+  'schemas/openapi.json': await formatted('schemas/openapi.json', JSON.stringify(document)),
+  'docs/api.md': await formatted('docs/api.md', renderMarkdown(document)),
+};
+const check = process.argv.includes('--check');
+let stale = false;
+for (const [file, content] of Object.entries(outputs)) {
+  const target = path.join(root, file);
+  if (fs.existsSync(target) && fs.readFileSync(target, 'utf8') === content) continue;
+  if (check) {
+    console.error(`${file} is stale: run npm run gen:openapi`);
+    stale = true;
+  } else {
+    fs.writeFileSync(target, content);
+    console.log(`wrote ${file}`);
+  }
+}
+process.exitCode = stale ? 1 : 0;
