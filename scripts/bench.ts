@@ -30,7 +30,7 @@ const options = new Command('bench')
   .option('--runs <n>', 'runs per figure (median, min, max)', '3')
   .option(
     '--only <sections>',
-    'comma-separated subset: gateway,produce,ingester,freshness,revocation (latest.json keeps the other figures)',
+    'comma-separated subset: gateway,batch,produce,ingester,freshness,revocation (latest.json keeps the other figures)',
   )
   .parse(process.argv)
   .opts<{ quick?: boolean; runs: string; only?: string }>();
@@ -94,6 +94,17 @@ function peakRssMb(pid: number | undefined): number {
   }
 }
 
+/** CPU seconds (user + system) a process has used so far, from /proc. */
+function cpuSeconds(pid: number | undefined): number {
+  if (!pid) return NaN;
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
+  } catch {
+    return NaN;
+  }
+}
+
 interface LoadResult {
   accepted: number;
   non2xx: number;
@@ -107,7 +118,7 @@ interface LoadResult {
 // The load generators are compiled once per bench run and started with plain node: a
 // generator is started about 40 times, and the TypeScript loader took 0.4 s a start.
 const generators = Object.fromEntries(
-  ['load', 'rate-load'].map((name) => {
+  ['load', 'rate-load', 'sdk-load'].map((name) => {
     const outfile = path.join(work, `${name}.mjs`);
     buildSync({
       entryPoints: [path.join(root, `scripts/bench/${name}.ts`)],
@@ -123,9 +134,28 @@ const generators = Object.fromEntries(
   }),
 );
 
+interface SdkLoadResult {
+  accepted: number;
+  perSec: number;
+  failed: number;
+  dropped: number;
+  retries: number;
+  batches: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
 /** Closed-loop maximum (autocannon), or with `rate` an open-loop fixed rate (rate-load.ts). */
 function runLoad(spec: Record<string, unknown>): Promise<LoadResult> {
-  const script = spec.rate ? generators['rate-load']! : generators.load!;
+  return runGenerator(spec.rate ? generators['rate-load']! : generators.load!, spec);
+}
+
+/** Batches through the client SDK as fast as the endpoint accepts them (sdk-load.ts). */
+function runSdkLoad(spec: Record<string, unknown>): Promise<SdkLoadResult> {
+  return runGenerator(generators['sdk-load']!, spec);
+}
+
+function runGenerator<T>(script: string, spec: Record<string, unknown>): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [script, JSON.stringify(spec)], {
       // The local certificate is self-signed; the load stays on loopback.
@@ -137,7 +167,7 @@ function runLoad(spec: Record<string, unknown>): Promise<LoadResult> {
     child.on('exit', (code) => {
       const line = out.trim().split('\n').pop() ?? '';
       if (code !== 0) return reject(new Error(`load generator exited ${code}: ${out}`));
-      resolve(JSON.parse(line) as LoadResult);
+      resolve(JSON.parse(line) as T);
     });
   });
 }
@@ -206,7 +236,9 @@ const kafka = createKafka({ brokers: addresses.KAFKA_BROKERS.split(','), clientI
 const latestFile = path.join(root, 'bench/results/latest.json');
 const previous = only && fs.existsSync(latestFile) ? (JSON.parse(fs.readFileSync(latestFile, 'utf8')) as Record<string, any>) : {};
 const results: Record<string, Record<string, number | string | Figure>> = Object.fromEntries(
-  ['gateway', 'produce', 'ingester', 'freshness', 'revocation', 'memory'].filter((key) => previous[key]).map((key) => [key, previous[key]]),
+  ['gateway', 'batch', 'produce', 'ingester', 'freshness', 'revocation', 'memory']
+    .filter((key) => previous[key])
+    .map((key) => [key, previous[key]]),
 );
 
 // 1. Gateway throughput and latency ------------------------------------------------
@@ -295,6 +327,89 @@ if (section('gateway')) {
     baselineP99At50: figure(baselineP99at50),
   };
   results.memory = { ...results.memory, gatewayRssMb: figure(rss).median, gatewayRss: figure(rss) };
+}
+
+// 1b. Batch ingest through the SDK ------------------------------------------------
+if (section('batch')) {
+  const flushAt = 500;
+  const concurrency = 4;
+  log(
+    `1b. batch ingest: the SDK (batches of ${flushAt}, gzip, ${concurrency} in flight) into Kafka, ingester stopped; single endpoint beside it`,
+  );
+  const port = 18450;
+  const [baselineServer, gateway] = await Promise.all([
+    startProcess(
+      'baseline',
+      [path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
+      process.env,
+      /baseline listening/,
+    ),
+    startQuiet('gateway', gatewayServiceEnv(`bench.batch.${runId}`, keyPrefix, port + 1), /gateway listening/),
+  ]);
+  const sdkLoad = (endpoint: string) =>
+    runSdkLoad({
+      endpoint,
+      apiKey: benchKey.key,
+      bodiesFile,
+      durationSeconds: scale.loadSeconds,
+      warmupSeconds: scale.warmupSeconds,
+      flushAt,
+      maxConcurrentRequests: concurrency,
+    });
+  const batchRates: number[] = [];
+  const batchP99: number[] = [];
+  const batchP50: number[] = [];
+  const baselineRates: number[] = [];
+  const singleRates: number[] = [];
+  const cpuPerRecord: number[] = [];
+  const singleCpuPerRecord: number[] = [];
+  let refused = 0;
+  for (let run = 0; run < runs; run++) {
+    baselineRates.push((await sdkLoad(`https://127.0.0.1:${port}`)).perSec);
+    let cpu = cpuSeconds(gateway.child.pid);
+    const batch = await sdkLoad(`https://127.0.0.1:${port + 1}`);
+    cpuPerRecord.push(((cpuSeconds(gateway.child.pid) - cpu) * 1e6) / batch.accepted);
+    batchRates.push(batch.perSec);
+    batchP99.push(batch.p99Ms);
+    batchP50.push(batch.p50Ms);
+    refused += batch.failed + batch.dropped;
+    cpu = cpuSeconds(gateway.child.pid);
+    const single = await runLoad({
+      url: `https://127.0.0.1:${port + 1}/v1/telemetry/usage`,
+      bodiesFile,
+      headers: { 'x-api-key': benchKey.key },
+      connections: Number(process.env.BENCH_CONNECTIONS ?? 50),
+      durationSeconds: scale.loadSeconds,
+    });
+    singleCpuPerRecord.push(((cpuSeconds(gateway.child.pid) - cpu) * 1e6) / single.accepted);
+    singleRates.push(single.perSec);
+    log(
+      `   run ${run + 1}: batch ${batchRates.at(-1)!.toFixed(0)} records/s (p99 ${batch.p99Ms.toFixed(0)} ms per batch, ${cpuPerRecord.at(-1)!.toFixed(0)} µs CPU per record), bare Fastify ${baselineRates.at(-1)!.toFixed(0)}/s, single ${singleRates.at(-1)!.toFixed(0)}/s`,
+    );
+  }
+  const gatewayRss = peakRssMb(gateway.child.pid);
+  await Promise.all([baselineServer.stop(), gateway.stop()]);
+  const batched = figure(batchRates);
+  const base = figure(baselineRates);
+  results.batch = {
+    recordsPerS: batched.median,
+    p99Ms: figure(batchP99).median,
+    p50Ms: figure(batchP50).median,
+    baselineRecordsPerS: base.median,
+    ratio: batched.median / base.median,
+    singleRecordsPerS: figure(singleRates).median,
+    gatewayCpuUsPerRecord: figure(cpuPerRecord).median,
+    singleGatewayCpuUsPerRecord: figure(singleCpuPerRecord).median,
+    gatewayRssMb: gatewayRss,
+    notAccepted: refused,
+    flushAt,
+    requestsInFlight: concurrency,
+    meanBodyBytes,
+    batch: batched,
+    baseline: base,
+    single: figure(singleRates),
+    p99: figure(batchP99),
+  };
 }
 
 // 2. Produce path ------------------------------------------------------------------
@@ -681,6 +796,7 @@ function renderMarkdown(data: typeof output): string {
     return x ? `${f(x.median, digits)} (${f(x.min, digits)}–${f(x.max, digits)})` : 'n/a';
   };
   const g = data.gateway as Record<string, any>;
+  const b = (data.batch ?? {}) as Record<string, any>;
   const p = data.produce as Record<string, any>;
   const i = data.ingester as Record<string, any>;
   const fr = data.freshness as Record<string, any>;
@@ -705,6 +821,9 @@ ClickHouse and the load generator all share the machine with the service under t
 | non-202 answers at maximum load | ${f(g.non2xxAtMax)} | | | 0 |
 | gateway latency at 50 % of max: p50 / p99 / p99.9 | ${f(g.p50Ms)} / ${range(g.p99At50)} / ${f(g.p999Ms)} ms | bare Fastify+TLS at the same rate: p99 ${range(g.baselineP99At50)} ms | | p99 < 20 ms |
 | gateway p99 at 80 % of max | ${range(g.p99At80)} ms | | | |
+| batch endpoint accepted records/s into Kafka (SDK, ${f(b.flushAt)} per gzip batch, ${f(b.requestsInFlight)} in flight, ingester stopped) | ${range(b.batch)} | bare Fastify+TLS taking the same batches ${range(b.baseline)} | ${f(b.ratio, 2)} | ≥ 20,000/s |
+| … p50 / p99 per batch; gateway CPU per record | ${f(b.p50Ms)} / ${range(b.p99)} ms; ${f(b.gatewayCpuUsPerRecord)} µs | | | |
+| single endpoint, same gateway, same run (autocannon); gateway CPU per record | ${range(b.single)}; ${f(b.singleGatewayCpuUsPerRecord)} µs | | ${f(b.recordsPerS / b.singleRecordsPerS, 1)}× batch/single | |
 | produce path records/s (gateway batcher, no HTTP) | ${range(p.batcher)} | kafkajs sendBatch ×1000 ${range(p.baseline)} | ${f(p.ratio, 2)} | ≥ 0.5 |
 | ingester rows/s into ClickHouse (${f(i.records)} records) | ${range(i.ingester)} | bare consumer + JSON.parse ${range(i.baseline)} | ${f(i.ratio, 2)} | ≥ 0.5 |
 | ingester rows/s / gateway maximum records/s (keeps up when ≥ 1) | ${f(i.rowsPerSec / g.recordsPerSec, 2)} | | | ≥ 1 |

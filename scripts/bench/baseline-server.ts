@@ -1,9 +1,10 @@
 // The gateway benchmark's baseline: a bare Fastify server with the same TLS and
-// body limit that parses the same JSON body and answers 202, without
-// authentication, validation or Kafka.
+// body limits that inflates and parses the same JSON bodies and answers 202 (with a
+// result per item for a batch), without authentication, validation or Kafka.
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import Fastify from 'fastify';
+import compress from '@fastify/compress';
 
 const [port, certFile, keyFile] = process.argv.slice(2);
 const app = Fastify({
@@ -21,6 +22,18 @@ app.post('/v1/telemetry/usage', async (request, reply) => {
     message: 'Usage record accepted for processing.',
     timestamp: new Date().toISOString(),
     usage: { inputTokens: input, outputTokens: output, totalTokens: body.tokens?.total ?? input + output },
+  });
+});
+await app.register(compress, { globalCompression: false, requestEncodings: ['gzip'] });
+app.post('/v1/telemetry/usage/batch', { bodyLimit: 5 * 1_048_576 }, async (request, reply) => {
+  const items = request.body as unknown[];
+  return reply.code(202).send({
+    status: 'accepted',
+    message: `All ${items.length} usage records accepted for processing.`,
+    timestamp: new Date().toISOString(),
+    accepted: items.length,
+    refused: 0,
+    results: items.map((_item, index) => ({ index, status: 202, requestId: randomUUID() })),
   });
 });
 await app.listen({ host: '127.0.0.1', port: Number(port) });
