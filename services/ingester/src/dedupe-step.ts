@@ -5,13 +5,23 @@
 import type { Redis } from '@otm/shared/redis';
 
 const MGET_KEYS = 1000;
+const MARK_KEYS = 1000;
+
+/** SET key 1 EX ttl for every key given: one command for a thousand keys instead of a thousand commands. */
+const MARK_SEEN_SCRIPT = `for i = 1, #KEYS do redis.call('SET', KEYS[i], '1', 'EX', ARGV[1]) end return #KEYS`;
+
+type MarkingRedis = Redis & { otmMarkSeen(keyCount: number, ...keysThenTtl: (string | number)[]): Promise<number> };
 
 export class DedupeStep {
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
     private readonly ttlSeconds: number,
-  ) {}
+  ) {
+    // EVALSHA, falling back to EVAL when the server does not hold the script yet. The
+    // keys of one call must share a slot on a Redis Cluster: one plain server here.
+    if (!('otmMarkSeen' in redis)) redis.defineCommand('otmMarkSeen', { lua: MARK_SEEN_SCRIPT });
+  }
 
   private key(eventKey: string): string {
     return `${this.prefix}seen:${eventKey}`;
@@ -39,11 +49,14 @@ export class DedupeStep {
   }
 
   async markSeen(eventKeys: readonly string[]): Promise<void> {
-    if (eventKeys.length === 0) return;
-    const pipeline = this.redis.pipeline();
-    for (const eventKey of eventKeys) pipeline.set(this.key(eventKey), '1', 'EX', this.ttlSeconds);
-    const results = (await pipeline.exec()) ?? [];
-    const failed = results.find(([error]) => error);
-    if (failed) throw failed[0];
+    // A pipeline of one SET per key cost the ingester about a fifth of its time per unit
+    // (a command object each): a script marks a thousand keys per call.
+    const redis = this.redis as MarkingRedis;
+    const calls: Promise<number>[] = [];
+    for (let start = 0; start < eventKeys.length; start += MARK_KEYS) {
+      const keys = eventKeys.slice(start, start + MARK_KEYS).map((eventKey) => this.key(eventKey));
+      calls.push(redis.otmMarkSeen(keys.length, ...keys, this.ttlSeconds));
+    }
+    await Promise.all(calls);
   }
 }

@@ -38,11 +38,11 @@ export async function fetchJsonSchema(registry: SchemaRegistry, id: number): Pro
 }
 
 export function encodeWire(schemaId: number, json: string): Buffer {
-  const body = Buffer.from(json, 'utf8');
-  const buffer = Buffer.allocUnsafe(HEADER_BYTES + body.length);
+  // Encoded straight into the message buffer: one copy of the text, not two.
+  const buffer = Buffer.allocUnsafe(HEADER_BYTES + Buffer.byteLength(json, 'utf8'));
   buffer.writeUInt8(MAGIC_BYTE, 0);
   buffer.writeUInt32BE(schemaId, 1);
-  body.copy(buffer, HEADER_BYTES);
+  buffer.write(json, HEADER_BYTES, 'utf8');
   return buffer;
 }
 
