@@ -2,7 +2,7 @@
 // endpoint so both apply exactly the same rules: schema, bounds, scoped key, replay.
 // Refusals are thrown as ServiceError (the single endpoint answers them whole; the
 // batch endpoint turns each into its item's result).
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import {
   checkRecordBounds,
   toFieldErrors,
@@ -87,7 +87,8 @@ export function prepareRecord(
     eventKey: idempotencyKey ? `${context.apiKey.id}:${idempotencyKey}` : requestId,
     idempotencyKey: idempotencyKey ?? null,
     recordJson,
-    digest: idempotencyKey && context.replay ? createHash('sha256').update(recordJson).digest('base64url') : '',
+    // One-shot hash: half the cost of a Hash object for a few kilobytes.
+    digest: idempotencyKey && context.replay ? hash('sha256', recordJson, 'base64url') : '',
     usage: usageOf(record),
   };
 }
