@@ -862,7 +862,7 @@ ClickHouse and the load generator all share the machine with the service under t
 | gateway latency at 50 % of max: p50 / p99 / p99.9 | ${f(g.p50Ms)} / ${range(g.p99At50)} / ${f(g.p999Ms)} ms | bare Fastify+TLS at the same rate: p99 ${range(g.baselineP99At50)} ms | | p99 < 20 ms |
 | gateway p99 at 80 % of max | ${range(g.p99At80)} ms | | | |
 | batch endpoint accepted records/s into Kafka (SDK, ${f(b.flushAt)} per gzip batch, ${f(b.requestsInFlight)} in flight, ingester stopped) | ${range(b.batch)} | bare Fastify+TLS taking the same batches ${range(b.baseline)} | ${f(b.ratio, 2)} | ≥ 20,000/s |
-| … p50 / p99 per batch; gateway CPU per record | ${f(b.p50Ms)} / ${range(b.p99)} ms; ${f(b.gatewayCpuUsPerRecord)} µs | | | |
+| … p50 / p99 per batch; gateway CPU per record; gateway peak RSS | ${f(b.p50Ms)} / ${range(b.p99)} ms; ${f(b.gatewayCpuUsPerRecord)} µs; ${f(b.gatewayRssMb)} MB | | | RSS < 200 MB |
 | single endpoint, same gateway, same run (autocannon); gateway CPU per record | ${range(b.single)}; ${f(b.singleGatewayCpuUsPerRecord)} µs | | ${f(b.recordsPerS / b.singleRecordsPerS, 1)}× batch/single | |
 | produce path records/s (gateway batcher, no HTTP) | ${range(p.batcher)} | kafkajs sendBatch ×1000 ${range(p.baseline)} | ${f(p.ratio, 2)} | ≥ 0.5 |
 | ingester rows/s into ClickHouse (${f(i.records)} records) | ${range(i.ingester)} | bare consumer + JSON.parse ${range(i.baseline)} | ${f(i.ratio, 2)} | |
