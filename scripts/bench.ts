@@ -340,7 +340,7 @@ if (section('batch')) {
     `1b. batch ingest: the SDK (batches of ${flushAt}, gzip, ${concurrency} in flight) into Kafka, ingester stopped; single endpoint beside it`,
   );
   const port = 18450;
-  const [baselineServer, gateway] = await Promise.all([
+  const [baselineServer, gateway, cluster] = await Promise.all([
     startProcess(
       'baseline',
       [path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
@@ -348,7 +348,13 @@ if (section('batch')) {
       /baseline listening/,
     ),
     startQuiet('gateway', gatewayServiceEnv(`bench.batch.${runId}`, keyPrefix, port + 1), /gateway listening/),
+    startQuiet(
+      'gateway-cluster',
+      { ...gatewayServiceEnv(`bench.batch.${runId}`, keyPrefix, port + 2), GATEWAY_WORKERS: String(os.availableParallelism()) },
+      /gateway listening/,
+    ),
   ]);
+  await sleep(1500); // let every worker listen
   const sdkLoad = (endpoint: string) =>
     runSdkLoad({
       endpoint,
@@ -366,6 +372,7 @@ if (section('batch')) {
   const singleRates: number[] = [];
   const cpuPerRecord: number[] = [];
   const singleCpuPerRecord: number[] = [];
+  const clusterRates: number[] = [];
   let refused = 0;
   for (let run = 0; run < runs; run++) {
     baselineRates.push((await sdkLoad(`https://127.0.0.1:${port}`)).perSec);
@@ -386,12 +393,13 @@ if (section('batch')) {
     });
     singleCpuPerRecord.push(((cpuSeconds(gateway.child.pid) - cpu) * 1e6) / single.accepted);
     singleRates.push(single.perSec);
+    clusterRates.push((await sdkLoad(`https://127.0.0.1:${port + 2}`)).perSec);
     log(
-      `   run ${run + 1}: batch ${batchRates.at(-1)!.toFixed(0)} records/s (p99 ${batch.p99Ms.toFixed(0)} ms per batch, ${cpuPerRecord.at(-1)!.toFixed(0)} µs CPU per record), bare Fastify ${baselineRates.at(-1)!.toFixed(0)}/s, single ${singleRates.at(-1)!.toFixed(0)}/s`,
+      `   run ${run + 1}: batch ${batchRates.at(-1)!.toFixed(0)} records/s (p99 ${batch.p99Ms.toFixed(0)} ms per batch, ${cpuPerRecord.at(-1)!.toFixed(0)} µs CPU per record), bare Fastify ${baselineRates.at(-1)!.toFixed(0)}/s, single ${singleRates.at(-1)!.toFixed(0)}/s, batch one process per core ${clusterRates.at(-1)!.toFixed(0)}/s`,
     );
   }
   const gatewayRss = peakRssMb(gateway.child.pid);
-  await Promise.all([baselineServer.stop(), gateway.stop()]);
+  await Promise.all([baselineServer.stop(), gateway.stop(), cluster.stop()]);
   const batched = figure(batchRates);
   const base = figure(baselineRates);
   results.batch = {
@@ -401,6 +409,7 @@ if (section('batch')) {
     baselineRecordsPerS: base.median,
     ratio: batched.median / base.median,
     singleRecordsPerS: figure(singleRates).median,
+    perCoreRecordsPerS: figure(clusterRates).median,
     gatewayCpuUsPerRecord: figure(cpuPerRecord).median,
     singleGatewayCpuUsPerRecord: figure(singleCpuPerRecord).median,
     gatewayRssMb: gatewayRss,
@@ -411,6 +420,7 @@ if (section('batch')) {
     batch: batched,
     baseline: base,
     single: figure(singleRates),
+    perCore: figure(clusterRates),
     p99: figure(batchP99),
   };
 }
@@ -863,6 +873,7 @@ ClickHouse and the load generator all share the machine with the service under t
 | gateway p99 at 80 % of max | ${range(g.p99At80)} ms | | | |
 | batch endpoint accepted records/s into Kafka (SDK, ${f(b.flushAt)} per gzip batch, ${f(b.requestsInFlight)} in flight, ingester stopped) | ${range(b.batch)} | bare Fastify+TLS taking the same batches ${range(b.baseline)} | ${f(b.ratio, 2)} | ≥ 20,000/s |
 | … p50 / p99 per batch; gateway CPU per record; gateway peak RSS | ${f(b.p50Ms)} / ${range(b.p99)} ms; ${f(b.gatewayCpuUsPerRecord)} µs; ${f(b.gatewayRssMb)} MB | | | RSS < 200 MB |
+| batch endpoint, one gateway process per core (cluster), same generator | ${range(b.perCore)} | | ${f(b.perCoreRecordsPerS / b.baselineRecordsPerS, 2)} | ≥ 20,000/s |
 | single endpoint, same gateway, same run (autocannon); gateway CPU per record | ${range(b.single)}; ${f(b.singleGatewayCpuUsPerRecord)} µs | | ${f(b.recordsPerS / b.singleRecordsPerS, 1)}× batch/single | |
 | produce path records/s (gateway batcher, no HTTP) | ${range(p.batcher)} | kafkajs sendBatch ×1000 ${range(p.baseline)} | ${f(p.ratio, 2)} | ≥ 0.5 |
 | ingester rows/s into ClickHouse (${f(i.records)} records) | ${range(i.ingester)} | bare consumer + JSON.parse ${range(i.baseline)} | ${f(i.ratio, 2)} | |
