@@ -197,6 +197,16 @@ const gatewayServiceEnv = (topic: string, prefix: string, port: number): NodeJS.
     RATE_LIMIT_PER_SECOND: 0,
   });
 
+/** The bare Fastify server with the same TLS (scripts/bench/baseline-server.ts). */
+function startBaseline(port: number): Promise<ServiceProcess> {
+  return startProcess(
+    'baseline',
+    [path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
+    process.env,
+    /baseline listening/,
+  );
+}
+
 // The ready lines are logged at info; debug adds the ingester's "unit loaded" timings.
 async function startQuiet(
   entry: 'gateway' | 'ingester' | 'gateway-cluster',
@@ -271,12 +281,7 @@ if (section('gateway')) {
   // every run's figures share the machine's conditions of that moment.
   const gatewayEnv = (gatewayPort: number) => gatewayServiceEnv(`bench.gateway.${runId}`, keyPrefix, gatewayPort);
   const [baselineServer, gateway, cluster] = await Promise.all([
-    startProcess(
-      'baseline',
-      [path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
-      process.env,
-      /baseline listening/,
-    ),
+    startBaseline(port),
     startQuiet('gateway', gatewayEnv(port + 4), /gateway listening/),
     startQuiet('gateway-cluster', { ...gatewayEnv(port + 5), GATEWAY_WORKERS: String(os.availableParallelism()) }, /gateway listening/),
   ]);
@@ -341,12 +346,7 @@ if (section('batch')) {
   );
   const port = 18450;
   const [baselineServer, gateway, cluster] = await Promise.all([
-    startProcess(
-      'baseline',
-      [path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
-      process.env,
-      /baseline listening/,
-    ),
+    startBaseline(port),
     startQuiet('gateway', gatewayServiceEnv(`bench.batch.${runId}`, keyPrefix, port + 1), /gateway listening/),
     startQuiet(
       'gateway-cluster',
