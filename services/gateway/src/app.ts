@@ -160,6 +160,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     instanceId: options.instanceId,
     apiKey: request.apiKey,
     receivedAt,
+    receivedAtIso: receivedAt.toISOString(),
     replay: deps.replay,
   });
 
@@ -188,7 +189,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
         }
         throw error;
       }
-      const answer = { requestId: request.id, timestamp: context.receivedAt.toISOString(), digest: prepared.digest };
+      const answer = { requestId: request.id, timestamp: context.receivedAtIso, digest: prepared.digest };
       if (prepared.idempotencyKey) deps.replay?.set(prepared.eventKey, answer);
       deps.metrics.requests.inc({ status: '202' });
       deps.metrics.records.inc({ outcome: 'accepted' });

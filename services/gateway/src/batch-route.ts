@@ -112,7 +112,7 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchLimits, js
               status === 202
                 ? `All ${answer.accepted} usage records accepted for processing.`
                 : `${answer.accepted} of ${answer.results.length} usage records accepted; see results for the others.`,
-            timestamp: receivedAt.toISOString(),
+            timestamp: context.receivedAtIso,
             accepted: answer.accepted,
             refused: answer.refused,
             usage: answer.usage,
@@ -194,7 +194,7 @@ async function ingestBatch(
             if (item.idempotencyKey)
               context.replay?.set(item.eventKey, {
                 requestId: item.requestId,
-                timestamp: context.receivedAt.toISOString(),
+                timestamp: context.receivedAtIso,
                 digest: item.digest,
               });
           },

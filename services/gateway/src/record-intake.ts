@@ -55,6 +55,8 @@ export interface IntakeContext {
   instanceId: string;
   apiKey: ApiKeyRecord;
   receivedAt: Date;
+  /** receivedAt in RFC 3339 with milliseconds: formatted once per request, shared by its records. */
+  receivedAtIso: string;
   replay?: ReplayCache;
 }
 
@@ -114,7 +116,7 @@ export function queuedValue(prepared: PreparedRecord, context: IntakeContext): B
   const meta: QueuedUsageRecord['meta'] = {
     requestId: prepared.requestId,
     eventKey: prepared.eventKey,
-    receivedAt: context.receivedAt.toISOString(),
+    receivedAt: context.receivedAtIso,
     apiKeyId: context.apiKey.id,
     environment: context.apiKey.environment,
     idempotencyKey: prepared.idempotencyKey,
