@@ -18,6 +18,24 @@ describe('parseTimestamp', () => {
     expect(new Date(parseTimestamp('0050-01-01T00:00:00Z')!).toISOString()).toBe('0050-01-01T00:00:00.000Z');
   });
 
+  it('agrees with Date on instants spread over years 0000 to 9999, in every zone offset form', () => {
+    let seed = 7;
+    const next = (n: number) => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) % n;
+    const earliest = Date.UTC(0, 0, 1) - 1900 * 365.2425 * 86_400_000; // about 0000-01-01
+    const latest = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+    for (let i = 0; i < 5000; i++) {
+      const at = Math.floor(earliest + ((latest - earliest) * next(1_000_000)) / 1_000_000) + next(1000);
+      const iso = new Date(at).toISOString();
+      if (iso.startsWith('-') || iso.startsWith('+')) continue;
+      expect(parseTimestamp(iso)).toBe(at);
+      const offset = next(24 * 60) * (next(2) === 0 ? 1 : -1);
+      const local = new Date(at + offset * 60_000).toISOString().slice(0, 23);
+      if (local.startsWith('-') || local.startsWith('+')) continue;
+      const zone = `${offset < 0 ? '-' : '+'}${String(Math.floor(Math.abs(offset) / 60)).padStart(2, '0')}:${String(Math.abs(offset) % 60).padStart(2, '0')}`;
+      expect(parseTimestamp(`${local}${zone}`)).toBe(at);
+    }
+  });
+
   it.each([
     '2026-06-30T23:59:60Z', // leap second: RFC 3339 allows it, no store here holds it
     '2026-11-22T10:00:00+01', // offset without minutes

@@ -40,9 +40,22 @@ export function parseTimestamp(text: string): number | null {
     offsetMinutes = (sign === '-' ? -1 : 1) * (offsetHours * 60 + offsetMins);
   }
   const millis = fraction ? Number(fraction.slice(0, 3).padEnd(3, '0')) : 0;
-  const date = new Date(Date.UTC(2000, month - 1, day, hour, minute, second, millis));
-  date.setUTCFullYear(year); // Date.UTC maps years 0-99 to 1900-1999
-  return date.getTime() - offsetMinutes * 60_000;
+  const seconds = daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offsetMinutes * 60;
+  return seconds * 1000 + millis;
+}
+
+/**
+ * Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+ * days_from_civil): plain arithmetic, no Date object per timestamp (the ingester and
+ * the gateway read several per record).
+ */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400;
+  const dayOfYear = Math.floor((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5) + day - 1;
+  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear;
+  return era * 146_097 + dayOfEra - 719_468;
 }
 
 /** C0 and C1 controls and the bidirectional overrides and isolates. */

@@ -12,9 +12,9 @@ export async function registeredSchemaId(): Promise<number> {
 export async function produceQueued(
   topic: string,
   records: QueuedUsageRecord[],
-  options: { partitions?: number; raw?: { key: string; value: Buffer }[] } = {},
+  options: { partitions?: number; raw?: { key: string; value: Buffer }[]; brokers?: string } = {},
 ): Promise<void> {
-  const kafka = createKafka({ brokers: testStack().KAFKA_BROKERS.split(','), clientId: 'test-producer' });
+  const kafka = createKafka({ brokers: (options.brokers ?? testStack().KAFKA_BROKERS).split(','), clientId: 'test-producer' });
   await ensureTopic(kafka, topic, options.partitions ?? 3);
   const schemaId = await registeredSchemaId();
   const producer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });

@@ -299,3 +299,21 @@ export async function readDeadLetters(
   }
   return letters;
 }
+
+/** Messages of `topic` the group has not committed yet, summed over partitions (a partition never committed counts whole). */
+export async function groupLag(groupId: string, topic: string, brokers = testStack().KAFKA_BROKERS): Promise<number> {
+  const admin = createKafka({ brokers: brokers.split(','), clientId: 'test-lag' }).admin();
+  await admin.connect();
+  try {
+    const ends = await admin.fetchTopicOffsets(topic);
+    const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+    let lag = 0;
+    for (const end of ends) {
+      const at = committed?.partitions.find((partition) => partition.partition === end.partition)?.offset ?? '-1';
+      lag += Number(end.high) - Math.max(Number(at), Number(end.low));
+    }
+    return lag;
+  } finally {
+    await admin.disconnect();
+  }
+}

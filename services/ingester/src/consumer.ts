@@ -21,7 +21,7 @@ import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Logger } from '@otm/shared/logger';
 import { decodeStep, type SchemaCache } from './decode-step.js';
 import type { DedupeStep } from './dedupe-step.js';
-import { enrich, type EnrichedRecord } from './enrich-step.js';
+import { enrich, rowText, type RowText } from './enrich-step.js';
 import { loadIsolatingBadRows } from './load-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
 import { failureReason } from './failure-reason.js';
@@ -33,6 +33,8 @@ export interface ConsumerOptions {
   topic: string;
   dlqTopic: string;
   maxBatchRows: number;
+  /** Rows decoded and not loaded yet, at most (the one unit loading and the next gathering); bounds memory. */
+  maxPendingRows: number;
   /** Partition batches kafkajs hands over at once; their chunks are loaded together. */
   partitionsConcurrently: number;
   /** How long a load unit waits for more partition chunks after its first. */
@@ -62,7 +64,7 @@ class Abandoned extends Error {}
 
 interface Item {
   message: KafkaMessage;
-  record: EnrichedRecord;
+  row: RowText;
   part: Part;
 }
 
@@ -81,15 +83,20 @@ export class UsageConsumer {
   private readonly gatherer: LoadGatherer<Part>;
   /** Bumped at every rebalance: chunks fetched under an older generation are not inserted. */
   private generation = 0;
+  /** Per generation and partition: settles true once every chunk so far is loaded and committable. */
+  private readonly chains = new Map<string, Promise<boolean>>();
+  /** Rows decoded and handed to the gatherer, not loaded yet (bounded by maxPendingRows). */
+  private pendingRows = 0;
+  private roomWaiters: (() => void)[] = [];
+  /** An error out of our own code during a load: thrown from the next eachBatch, as it would have been inline. */
+  private failure: Error | undefined;
+  private draining = false;
 
   constructor(
     private readonly deps: ConsumerDeps,
     private readonly options: ConsumerOptions,
   ) {
-    this.gatherer = new LoadGatherer(
-      { maxRows: options.maxBatchRows, lingerMs: options.gatherMs, slots: options.partitionsConcurrently },
-      (parts) => this.loadUnit(parts),
-    );
+    this.gatherer = new LoadGatherer({ maxRows: options.maxBatchRows, lingerMs: options.gatherMs }, (parts) => this.loadUnit(parts));
   }
 
   async start(): Promise<void> {
@@ -108,24 +115,104 @@ export class UsageConsumer {
 
   private async eachBatch(payload: EachBatchPayload): Promise<void> {
     if (this.options.injectCrash) throw new Error('injected fault: consumer-crash');
+    if (this.failure) throw this.failure;
     const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload;
     const { messages } = batch;
     const generation = this.generation;
     const alive = () => isRunning() && !isStale() && generation === this.generation;
     for (let start = 0; start < messages.length; start += this.options.maxBatchRows) {
       const chunk = messages.slice(start, start + this.options.maxBatchRows);
-      if (!alive()) return;
+      // Bounded memory: wait while the rows decoded and not yet loaded fill the window.
+      if (!(await this.roomFor(chunk.length, alive, heartbeat)) || this.draining) return;
+      let part: Part;
       try {
-        const part = await this.decode(batch.topic, batch.partition, chunk, alive, heartbeat);
-        await this.gatherer.submit(part);
+        part = await this.decode(batch.topic, batch.partition, chunk, alive, heartbeat);
       } catch (error) {
-        if (error instanceof Abandoned) return; // not committed: redelivered to whoever owns the partition next
+        if (error instanceof Abandoned) return; // not resolved: fetched again by whoever owns the partition
         throw error;
       }
-      const last = chunk[chunk.length - 1]!.offset;
-      await this.deps.consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: (BigInt(last) + 1n).toString() }]);
-      resolveOffset(last);
-      await heartbeat();
+      this.follow(part, generation, chunk[0]!.offset, chunk[chunk.length - 1]!.offset);
+      // Resolving lets kafkajs fetch on while the chunk loads; what is committed is
+      // decided by follow(), only after the rows are in.
+      resolveOffset(chunk[chunk.length - 1]!.offset);
+    }
+    await heartbeat();
+  }
+
+  /**
+   * Hands a decoded chunk to the gatherer and commits its offsets once it is loaded,
+   * behind every earlier chunk of its partition: a partition's commits follow its
+   * loads in order, and after a chunk that was not loaded nothing later of that
+   * partition commits in this generation (kafkajs starts the next generation from the
+   * last commit, so the chunk is fetched again).
+   */
+  private follow(part: Part, generation: number, first: string, last: string): void {
+    this.pendingRows += part.rows;
+    const loaded = this.gatherer.submit(part);
+    const key = `${generation}:${part.topic}:${part.partition}`;
+    const previous = this.chains.get(key) ?? Promise.resolve(true);
+    const chain = previous.then(async (committable) => {
+      try {
+        await loaded;
+      } catch (error) {
+        if (!(error instanceof Abandoned)) {
+          this.failure ??= error instanceof Error ? error : new Error(String(error));
+          this.deps.logger.error(
+            { partition: part.partition, first, last, err: this.failure.message },
+            'load failed; the consumer stops at its next batch',
+          );
+        }
+        return false;
+      } finally {
+        this.release(part.rows);
+      }
+      if (!committable || generation !== this.generation) return false;
+      try {
+        await this.deps.consumer.commitOffsets([{ topic: part.topic, partition: part.partition, offset: (BigInt(last) + 1n).toString() }]);
+      } catch (error) {
+        // The rows are in and marked; a later commit covers these offsets, and were
+        // there none, the redelivered rows are known duplicates.
+        this.deps.logger.warn({ partition: part.partition, first, last, err: (error as Error).message }, 'offset commit failed');
+      }
+      return true;
+    });
+    this.chains.set(key, chain);
+    void chain.finally(() => {
+      if (this.chains.get(key) === chain) this.chains.delete(key);
+    });
+  }
+
+  /** Waits until `rows` more fit in the window of decoded, unloaded rows; false if the batch was given up meanwhile. */
+  private async roomFor(rows: number, alive: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
+    while (this.pendingRows > 0 && this.pendingRows + rows > this.options.maxPendingRows) {
+      if (!alive()) return false;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 1000);
+        this.roomWaiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      await heartbeat().catch(() => undefined);
+    }
+    return alive();
+  }
+
+  private release(rows: number): void {
+    this.pendingRows -= rows;
+    for (const wake of this.roomWaiters.splice(0)) wake();
+  }
+
+  /**
+   * Graceful stop: takes no new chunks and waits (up to `timeoutMs`) until the chunks
+   * already taken are loaded and committed, so a planned restart redelivers nothing.
+   */
+  async drain(timeoutMs: number): Promise<void> {
+    this.draining = true;
+    this.deps.consumer.pause([{ topic: this.options.topic }]);
+    const deadline = Date.now() + timeoutMs;
+    while (this.chains.size > 0 && Date.now() < deadline) {
+      await Promise.race([Promise.allSettled([...this.chains.values()]), new Promise((resolve) => setTimeout(resolve, 100))]);
     }
   }
 
@@ -148,14 +235,14 @@ export class UsageConsumer {
       // enrich is total by design (a value it cannot use becomes null and an anomaly);
       // this guard makes sure a record it still cannot handle is a dead letter, never a
       // throw out of the consumer loop.
-      let record: EnrichedRecord;
+      let row: RowText;
       try {
-        record = enrich(decoded.value, prices);
+        row = rowText(enrich(decoded.value, prices));
       } catch (error) {
         letter(part, message, `enrich failed: ${(error as Error).message}`);
         continue;
       }
-      part.items.push({ message, record, part });
+      part.items.push({ message, row, part });
     }
     return part;
   }
@@ -176,9 +263,7 @@ export class UsageConsumer {
     const outcomes = new Map<Part, 'loaded' | 'abandoned'>(parts.map((part) => [part, 'loaded']));
     try {
       const items = parts.flatMap((part) => part.items);
-      const { fresh, duplicates } = await retry('redis (dedupe check)', () =>
-        dedupe.filterSeen(items, (item) => item.record.event.event_key),
-      );
+      const { fresh, duplicates } = await retry('redis (dedupe check)', () => dedupe.filterSeen(items, (item) => item.row.eventKey));
 
       const checked = performance.now();
       let alreadyLoaded = 0;
@@ -189,7 +274,7 @@ export class UsageConsumer {
         const live = fresh.filter((item) => outcomes.get(item.part) === 'loaded');
         if (live.length === 0 && !anyAlive()) throw new Abandoned();
         // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
-        const result = await loadIsolatingBadRows(clickhouse, live, (item) => item.record);
+        const result = await loadIsolatingBadRows(clickhouse, live, (item) => item.row);
         alreadyLoaded = result.alreadyLoaded;
         refused = result.refused.map(({ item, code, message }) => ({
           item,
@@ -203,12 +288,12 @@ export class UsageConsumer {
       const inserted = performance.now();
       const letters = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.letters);
       await retry('kafka (dead letters)', () => sendDeadLetters(this.deps.dlqProducer, this.options.dlqTopic, letters));
-      await retry('redis (mark seen)', () => dedupe.markSeen(loaded.map((item) => item.record.event.event_key)));
+      await retry('redis (mark seen)', () => dedupe.markSeen(loaded.map((item) => item.row.eventKey)));
 
       metrics.rowsLoaded.inc(loaded.length);
       metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
       metrics.deadLetters.inc(letters.length);
-      metrics.unknownPrice.inc(loaded.filter((item) => item.record.event.price_known === 0).length);
+      metrics.unknownPrice.inc(loaded.filter((item) => !item.row.priceKnown).length);
       const done = performance.now();
       metrics.batchSeconds.observe((done - started) / 1000);
       metrics.batchRows.observe(loaded.length);

@@ -68,6 +68,30 @@ export interface EnrichedRecord {
   io: UsageIoRow | null;
 }
 
+/**
+ * A record as it travels to ClickHouse: each row already one JSONEachRow line. The
+ * rows are serialised once, right after enrich, and the objects let go: a decoded
+ * record waiting for its load unit holds about half the memory as text that it holds
+ * as objects, and the insert only joins lines.
+ */
+export interface RowText {
+  eventKey: string;
+  priceKnown: boolean;
+  /** The usage_events row, one JSON line without its newline. */
+  event: string;
+  /** The usage_io row, or null when the record carries no prompt or response. */
+  io: string | null;
+}
+
+export function rowText(record: EnrichedRecord): RowText {
+  return {
+    eventKey: record.event.event_key,
+    priceKnown: record.event.price_known === 1,
+    event: JSON.stringify(record.event),
+    io: record.io ? JSON.stringify(record.io) : null,
+  };
+}
+
 /** A sent latency further than this from the timestamps' span is flagged. */
 export function latencyDisagrees(sentMs: number, spanMs: number): boolean {
   return Math.abs(sentMs - spanMs) > 100 + 0.05 * Math.max(sentMs, spanMs);

@@ -23,7 +23,7 @@ import {
   testNames,
   testStack,
 } from '../../../test/helpers/stack.js';
-import { enrich } from './enrich-step.js';
+import { enrich, rowText } from './enrich-step.js';
 import { loadIsolatingBadRows } from './load-step.js';
 import { migrate } from './migrate.js';
 import { PriceTable } from './prices.js';
@@ -124,14 +124,14 @@ describe('a row ClickHouse refuses', () => {
     const withIo = records.findIndex((record, index) => index > 20 && record.io !== null);
     records[withIo]!.io!.prompt = 'bad \ud800 text';
 
-    const result = await loadIsolatingBadRows(clickhouse, records, (record) => record);
-    expect(result.refused.map((refused) => refused.item.event.event_key).sort()).toEqual(['row-7', `row-${withIo}`].sort());
+    const result = await loadIsolatingBadRows(clickhouse, records.map(rowText), (row) => row);
+    expect(result.refused.map((refused) => refused.item.eventKey).sort()).toEqual(['row-7', `row-${withIo}`].sort());
     for (const refused of result.refused) {
       expect(refused.code).toBeGreaterThan(0);
       expect(refused.message).toMatch(/DB::Exception/);
     }
     console.log(
-      `refused: ${result.refused.map((refused) => `${refused.item.event.event_key} code ${refused.code}: ${refused.message}`).join(' | ')}`,
+      `refused: ${result.refused.map((refused) => `${refused.item.eventKey} code ${refused.code}: ${refused.message}`).join(' | ')}`,
     );
     expect(result.loaded).toHaveLength(38);
     const keys = await queryRows<{ event_key: string }>(clickhouse, 'SELECT event_key FROM usage_events GROUP BY event_key');

@@ -1,5 +1,6 @@
 // Pure gathering logic with a stand-in loader (no Kafka, Redis or ClickHouse): when a
-// unit closes, and that each contributor learns its own outcome.
+// unit closes, that one unit loads at a time while the next gathers, and that each
+// contributor learns its own outcome.
 import { describe, expect, it } from 'vitest';
 import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
 
@@ -8,68 +9,75 @@ interface Part {
   rows: number;
 }
 
-function recordingLoader(outcome: (part: Part) => PartOutcome = () => 'loaded') {
+function recordingLoader(outcome: (part: Part) => PartOutcome = () => 'loaded', ms = 5) {
   const units: string[][] = [];
+  let loading = 0;
+  let mostAtOnce = 0;
   const load = async (parts: Part[]) => {
     units.push(parts.map((part) => part.name));
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    mostAtOnce = Math.max(mostAtOnce, ++loading);
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    loading--;
     return parts.map(outcome);
   };
-  return { units, load };
+  return { units, load, mostAtOnce: () => mostAtOnce };
 }
 
 describe('LoadGatherer', () => {
-  it('loads the chunks that arrive together as one unit once every slot is waiting', async () => {
+  it('loads the chunks that arrive within the linger as one unit', async () => {
     const loader = recordingLoader();
-    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 10_000, slots: 3 }, loader.load);
+    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 20 }, loader.load);
+    const started = performance.now();
     await Promise.all(['a', 'b', 'c'].map((name) => gatherer.submit({ name, rows: 10 })));
     expect(loader.units).toEqual([['a', 'b', 'c']]);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(15);
   });
 
   it('closes a unit at maxRows without waiting for the linger', async () => {
     const loader = recordingLoader();
-    const gatherer = new LoadGatherer<Part>({ maxRows: 100, lingerMs: 10_000, slots: 10 }, loader.load);
+    const gatherer = new LoadGatherer<Part>({ maxRows: 100, lingerMs: 10_000 }, loader.load);
     await Promise.all([gatherer.submit({ name: 'a', rows: 60 }), gatherer.submit({ name: 'b', rows: 60 })]);
-    expect(loader.units).toEqual([['a', 'b']]);
+    // a alone is under maxRows; a+b is over: the unit closes, taking what fits (a), and b follows at once.
+    expect(loader.units).toEqual([['a'], ['b']]);
   });
 
-  it('closes a unit after the linger when fewer chunks than slots arrive', async () => {
-    const loader = recordingLoader();
-    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 20, slots: 6 }, loader.load);
-    const started = performance.now();
-    await Promise.all([gatherer.submit({ name: 'a', rows: 1 }), gatherer.submit({ name: 'b', rows: 1 })]);
-    expect(loader.units).toEqual([['a', 'b']]);
-    expect(performance.now() - started).toBeGreaterThanOrEqual(15);
-  });
-
-  it('counts the parts being loaded as taken slots, so a latecomer does not wait for the linger', async () => {
-    const loader = recordingLoader();
-    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 10_000, slots: 2 }, loader.load);
+  it('gathers the next unit while one loads, and loads it as soon as the first is in', async () => {
+    const loader = recordingLoader(() => 'loaded', 30);
+    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 1 }, loader.load);
     const first = gatherer.submit({ name: 'a', rows: 1 });
-    const second = gatherer.submit({ name: 'b', rows: 1 });
-    await Promise.all([first, second]);
-    const third = gatherer.submit({ name: 'c', rows: 1 });
-    const fourth = gatherer.submit({ name: 'd', rows: 1 });
-    await Promise.all([third, fourth]);
-    expect(loader.units).toEqual([
-      ['a', 'b'],
-      ['c', 'd'],
-    ]);
+    await new Promise((resolve) => setTimeout(resolve, 10)); // a is loading now
+    const later = ['b', 'c', 'd'].map((name) => gatherer.submit({ name, rows: 1 }));
+    await Promise.all([first, ...later]);
+    expect(loader.units).toEqual([['a'], ['b', 'c', 'd']]);
+    expect(loader.mostAtOnce()).toBe(1);
+  });
+
+  it('never puts more than maxRows in one unit; the rest loads next', async () => {
+    const loader = recordingLoader(() => 'loaded', 20);
+    const gatherer = new LoadGatherer<Part>({ maxRows: 10, lingerMs: 1 }, loader.load);
+    const first = gatherer.submit({ name: 'a', rows: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const later = ['b', 'c', 'd'].map((name) => gatherer.submit({ name, rows: 4 }));
+    await Promise.all([first, ...later]);
+    expect(loader.units).toEqual([['a'], ['b', 'c'], ['d']]);
   });
 
   it('gives each contributor its own outcome: one part abandoned does not fail the others', async () => {
     const loader = recordingLoader((part) => (part.name === 'b' ? new Error('partition lost') : 'loaded'));
-    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 10_000, slots: 3 }, loader.load);
+    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 5 }, loader.load);
     const results = await Promise.allSettled(['a', 'b', 'c'].map((name) => gatherer.submit({ name, rows: 1 })));
     expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((results[1] as PromiseRejectedResult).reason.message).toBe('partition lost');
   });
 
-  it('rejects every contributor when the loader itself fails', async () => {
-    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 10_000, slots: 2 }, async () => {
-      throw new Error('boom');
+  it('rejects every contributor when the loader itself fails, and goes on loading later units', async () => {
+    let calls = 0;
+    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 5 }, async (parts) => {
+      if (calls++ === 0) throw new Error('boom');
+      return parts.map(() => 'loaded' as const);
     });
     const results = await Promise.allSettled([gatherer.submit({ name: 'a', rows: 1 }), gatherer.submit({ name: 'b', rows: 1 })]);
     expect(results.every((result) => result.status === 'rejected')).toBe(true);
+    await expect(gatherer.submit({ name: 'c', rows: 1 })).resolves.toBeUndefined();
   });
 });

@@ -1,23 +1,23 @@
-// Gathers the partition chunks that kafkajs hands to eachBatch at about the same
-// time into one load unit, so ClickHouse gets one large insert per table instead of
-// one small insert per partition (ClickHouse 18.16 pays per insert: a new part per
-// table and per materialized view, and the merges that follow). Each contributor
-// waits for the unit it joined and learns its own outcome; nothing here touches
+// Gathers decoded partition chunks into load units, so ClickHouse gets one large
+// insert per table instead of one small insert per partition (ClickHouse 18.16 pays
+// per insert: a new part per table and per materialized view, and the merges that
+// follow). Each contributor learns its own part's outcome; nothing here touches
 // Kafka, Redis or ClickHouse.
 //
-// A unit closes and loads when it holds `maxRows` rows, when every slot kafkajs runs
-// at once is waiting in it or in a unit being loaded (nobody else can join), or
-// `lingerMs` after its first chunk arrived, whichever comes first.
-//
-// Measured and left out: loading one unit while the next gathers (pipelining). On
-// two cores shared with ClickHouse it gained nothing measurable and held two units
-// in memory (BENCHMARKS.md).
+// One unit loads at a time, and the next gathers meanwhile (pipelining): while
+// ClickHouse works on one insert, the consumer fetches and decodes the next chunks,
+// so the ingester's CPU and ClickHouse's are busy at once instead of in turns. A unit
+// closes and loads
+//   - at once when the unit ahead of it finishes (it has been gathering all along),
+//   - when it holds `maxRows` rows and nothing is loading,
+//   - `lingerMs` after its first chunk arrived when nothing was loading (an idle
+//     ingester waits that long for the other partitions of the same fetch).
+// A unit takes at most `maxRows` rows (and at least one part); the rest wait for the
+// next. How many rows wait in all is bounded by the consumer (see consumer.ts).
 
 export interface GathererOptions {
   maxRows: number;
   lingerMs: number;
-  /** Partition batches kafkajs processes at once (partitionsConsumedConcurrently). */
-  slots: number;
 }
 
 /** What a load unit reports for each part: loaded, or an error (not loaded, not to be committed). */
@@ -33,7 +33,7 @@ export class LoadGatherer<T extends { rows: number }> {
   private open: Waiting<T>[] = [];
   private openRows = 0;
   private timer: NodeJS.Timeout | undefined;
-  private loadingParts = 0;
+  private loading = false;
 
   constructor(
     private readonly options: GathererOptions,
@@ -46,7 +46,8 @@ export class LoadGatherer<T extends { rows: number }> {
     return new Promise<void>((resolve, reject) => {
       this.open.push({ part, resolve, reject });
       this.openRows += part.rows;
-      if (this.openRows >= this.options.maxRows || this.open.length + this.loadingParts >= this.options.slots) this.close();
+      if (this.loading) return; // loads as soon as the unit ahead of it is in
+      if (this.openRows >= this.options.maxRows) this.close();
       else this.timer ??= setTimeout(() => this.close(), this.options.lingerMs);
     });
   }
@@ -54,11 +55,13 @@ export class LoadGatherer<T extends { rows: number }> {
   private close(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    const unit = this.open;
-    if (unit.length === 0) return;
-    this.open = [];
-    this.openRows = 0;
-    this.loadingParts += unit.length;
+    if (this.loading || this.open.length === 0) return;
+    let rows = this.open[0]!.part.rows;
+    let count = 1;
+    while (count < this.open.length && rows + this.open[count]!.part.rows <= this.options.maxRows) rows += this.open[count++]!.part.rows;
+    const unit = this.open.splice(0, count);
+    this.openRows -= rows;
+    this.loading = true;
     void this.load(unit.map((waiting) => waiting.part))
       .then(
         (outcomes) =>
@@ -70,7 +73,8 @@ export class LoadGatherer<T extends { rows: number }> {
         (error: unknown) => unit.forEach((waiting) => waiting.reject(error)),
       )
       .finally(() => {
-        this.loadingParts -= unit.length;
+        this.loading = false;
+        this.close();
       });
   }
 }

@@ -7,7 +7,8 @@
 // checks again. usage_io is looked up on its own, so the two inserts can run at once.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from './clickhouse-errors.js';
-import type { EnrichedRecord } from './enrich-step.js';
+import { Readable } from 'node:stream';
+import type { RowText } from './enrich-step.js';
 
 /** A ClickHouse string literal (18.16 has no query parameters). */
 export function sqlString(value: string): string {
@@ -48,33 +49,48 @@ export async function existingEventKeys(
   return new Set(found.flat());
 }
 
+/**
+ * One INSERT of JSONEachRow lines already serialised (see RowText): the body is the
+ * lines joined, sent as they are, no per-row encoding by the client.
+ */
+export async function insertLines(clickhouse: ClickHouseClient, table: string, lines: readonly string[]): Promise<void> {
+  if (lines.length === 0) return;
+  const body = `${lines.join('\n')}\n`;
+  const { stream } = await clickhouse.exec({
+    query: `INSERT INTO ${table} FORMAT JSONEachRow`,
+    values: Readable.from([body], { objectMode: false }),
+  });
+  await new Promise<void>((resolve, reject) => {
+    stream.on('error', reject).on('end', resolve).resume();
+  });
+}
+
 /** Inserts the rows ClickHouse does not hold yet; returns how many events were already there. */
 export async function loadStep(
   clickhouse: ClickHouseClient,
-  records: readonly EnrichedRecord[],
+  rows: readonly RowText[],
   order: 'together' | 'io first' = 'together',
 ): Promise<number> {
-  if (records.length === 0) return 0;
-  const withIo = records.filter((record) => record.io !== null);
+  if (rows.length === 0) return 0;
+  const withIo = rows.filter((row) => row.io !== null);
   const [eventsThere, ioThere] = await Promise.all([
     existingEventKeys(
       clickhouse,
       'usage_events',
-      records.map((record) => record.event.event_key),
+      rows.map((row) => row.eventKey),
     ),
     existingEventKeys(
       clickhouse,
       'usage_io',
-      withIo.map((record) => record.event.event_key),
+      withIo.map((row) => row.eventKey),
     ),
   ]);
-  const events = records.filter((record) => !eventsThere.has(record.event.event_key)).map((record) => record.event);
-  const io = withIo.filter((record) => !ioThere.has(record.event.event_key)).map((record) => record.io!);
+  const events = rows.filter((row) => !eventsThere.has(row.eventKey)).map((row) => row.event);
+  const io = withIo.filter((row) => !ioThere.has(row.eventKey)).map((row) => row.io!);
   // Both tables at once: each is looked up on its own, so a unit that failed halfway
   // (one insert in, the other not) completes on its retry or redelivery.
-  const insertIo = () => (io.length > 0 ? clickhouse.insert({ table: 'usage_io', values: io, format: 'JSONEachRow' }) : undefined);
-  const insertEvents = () =>
-    events.length > 0 ? clickhouse.insert({ table: 'usage_events', values: events, format: 'JSONEachRow' }) : undefined;
+  const insertIo = () => insertLines(clickhouse, 'usage_io', io);
+  const insertEvents = () => insertLines(clickhouse, 'usage_events', events);
   if (order === 'io first') {
     // Looking for a bad row: an event (what analytics count) is stored only once its
     // text is, so a record refused by either table is a dead letter and never a count.
@@ -109,12 +125,12 @@ export interface IsolatedLoad<T> {
 export async function loadIsolatingBadRows<T>(
   clickhouse: ClickHouseClient,
   items: readonly T[],
-  recordOf: (item: T) => EnrichedRecord,
+  rowOf: (item: T) => RowText,
 ): Promise<IsolatedLoad<T>> {
   const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: 0 };
   const attempt = async (part: readonly T[], order: 'together' | 'io first'): Promise<void> => {
     try {
-      result.alreadyLoaded += await loadStep(clickhouse, part.map(recordOf), order);
+      result.alreadyLoaded += await loadStep(clickhouse, part.map(rowOf), order);
       result.loaded.push(...part);
     } catch (error) {
       if (!isDataError(error)) throw error;

@@ -1,6 +1,7 @@
 // The ingester process. Start order: ClickHouse schema, topics, Redis, producer
-// for dead letters, consumer. SIGTERM stops in reverse: the consumer finishes or
-// abandons its batch (committing only what was loaded), then clients close.
+// for dead letters, consumer. SIGTERM stops in reverse: the consumer takes no new
+// chunks and loads and commits the ones it took (for at most the session timeout;
+// what is not loaded by then is not committed and comes again), then clients close.
 import { createLogger } from '@otm/shared/logger';
 import { createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry } from '@otm/shared/registry';
@@ -73,6 +74,7 @@ const usageConsumer = new UsageConsumer(
     topic: config.USAGE_TOPIC,
     dlqTopic: config.DLQ_TOPIC,
     maxBatchRows: config.INGEST_BATCH_MAX_ROWS,
+    maxPendingRows: config.INGEST_MAX_PENDING_ROWS,
     partitionsConcurrently: config.INGEST_CONCURRENCY,
     gatherMs: config.INGEST_GATHER_MS,
     retryInitialMs: 100,
@@ -105,6 +107,8 @@ async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'shutting down');
+  // The chunks already taken load and commit first, so a planned restart redelivers nothing.
+  await usageConsumer.drain(config.INGEST_SESSION_TIMEOUT_MS).catch(() => undefined);
   await consumer.disconnect().catch(() => undefined);
   await dlqProducer.disconnect().catch(() => undefined);
   metricsServer.close();
