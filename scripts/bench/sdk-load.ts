@@ -1,8 +1,9 @@
 // A load generator process that sends through the client SDK (@otm/client), as a
 // high-volume producer would: record() in a loop, batches of `flushAt`, gzip, a few
-// requests in flight. Bounded in time and to loopback. The queue is kept from
+// requests in flight; at a fixed offered rate when `rate` is given, else as fast as
+// the endpoint takes them. Bounded in time and to loopback. The queue is kept from
 // overflowing (a producer faster than the gateway waits instead of dropping), so the
-// rate is what the endpoint accepts. Input: one JSON argument; output: one JSON line.
+// rate achieved is what the endpoint accepts. Input: one JSON argument; output: one JSON line.
 import fs from 'node:fs';
 import { createClient, type UsageRecord } from '@otm/client';
 
@@ -14,6 +15,8 @@ interface SdkLoadSpec {
   warmupSeconds: number;
   flushAt: number;
   maxConcurrentRequests: number;
+  /** Records offered per second; absent: as fast as the endpoint accepts them. */
+  rate?: number;
 }
 
 const spec = JSON.parse(process.argv[2]!) as SdkLoadSpec;
@@ -40,12 +43,20 @@ const client = createClient({
   fetch: timedFetch,
 });
 
+let next = 0;
+let offered = 0;
 async function offer(seconds: number): Promise<void> {
-  const until = performance.now() + seconds * 1000;
-  let next = 0;
+  const started = performance.now();
+  const until = started + seconds * 1000;
+  const due = () => (spec.rate ? Math.floor((spec.rate * (performance.now() - started)) / 1000) : Infinity);
+  let sent = 0;
   while (performance.now() < until) {
-    if (client.stats().queued < maxQueueSize - spec.flushAt) {
-      for (let i = 0; i < spec.flushAt; i++) client.record(records[next++ % records.length]!);
+    if (sent >= due()) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    } else if (client.stats().queued < maxQueueSize - spec.flushAt) {
+      const count = Math.min(spec.flushAt, due() - sent);
+      for (let i = 0; i < count; i++) client.record(records[next++ % records.length]!);
+      sent += count;
       // A turn of the event loop every batch's worth, so responses are handled.
       await new Promise((resolve) => setImmediate(resolve));
     } else {
@@ -60,7 +71,9 @@ await client.flush(60_000);
 const before = client.stats();
 measuring = true;
 const started = performance.now();
+const nextBefore = next;
 await offer(spec.durationSeconds);
+offered = next - nextBefore;
 await client.flush(60_000);
 const seconds = (performance.now() - started) / 1000;
 measuring = false;
@@ -71,6 +84,11 @@ console.log(
   JSON.stringify({
     accepted: after.sent - before.sent,
     perSec: (after.sent - before.sent) / seconds,
+    offered,
+    offeredPerSec: offered / spec.durationSeconds,
+    /** Every record the client was given over the whole run, warm-up included. */
+    recordedTotal: next,
+    sentTotal: after.sent,
     failed: after.failed - before.failed,
     dropped: after.dropped - before.dropped,
     retries: after.retries - before.retries,

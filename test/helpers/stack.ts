@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { Agent, request as undiciRequest } from 'undici';
-import { createKafka, type KafkaMessage } from '@otm/shared/kafka';
+import { consumerLag, createKafka, type KafkaMessage } from '@otm/shared/kafka';
 import { createRedis, type Redis } from '@otm/shared/redis';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { decodeWire } from '@otm/shared/registry';
@@ -300,19 +300,12 @@ export async function readDeadLetters(
   return letters;
 }
 
-/** Messages of `topic` the group has not committed yet, summed over partitions (a partition never committed counts whole). */
+/** Messages of `topic` the group has not committed yet, summed over partitions. */
 export async function groupLag(groupId: string, topic: string, brokers = testStack().KAFKA_BROKERS): Promise<number> {
   const admin = createKafka({ brokers: brokers.split(','), clientId: 'test-lag' }).admin();
   await admin.connect();
   try {
-    const ends = await admin.fetchTopicOffsets(topic);
-    const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
-    let lag = 0;
-    for (const end of ends) {
-      const at = committed?.partitions.find((partition) => partition.partition === end.partition)?.offset ?? '-1';
-      lag += Number(end.high) - Math.max(Number(at), Number(end.low));
-    }
-    return lag;
+    return (await consumerLag(admin, groupId, topic)).reduce((sum, partition) => sum + partition.lag, 0);
   } finally {
     await admin.disconnect();
   }

@@ -111,3 +111,12 @@ export function createDurableProducer(kafka: Kafka, options: { retries: number; 
 export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
   return kafka.consumer(config);
 }
+
+/** Per partition: messages of `topic` the group has not committed (a partition never committed counts from its low mark). */
+export async function consumerLag(admin: Admin, groupId: string, topic: string): Promise<{ partition: number; lag: number }[]> {
+  const [ends, [committed]] = await Promise.all([admin.fetchTopicOffsets(topic), admin.fetchOffsets({ groupId, topics: [topic] })]);
+  return ends.map((end) => {
+    const at = Number(committed?.partitions.find((partition) => partition.partition === end.partition)?.offset ?? -1);
+    return { partition: end.partition, lag: Math.max(0, Number(end.high) - Math.max(at, Number(end.low))) };
+  });
+}
