@@ -25,6 +25,7 @@ import { PriceTable } from '../services/ingester/src/prices.js';
 import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
 import { ensureLocalCertificate } from './local-tls.js';
+import { renderSummary, summarise } from './profile-summary.js';
 import { queuedRecords, sampleUsageRecords } from './lib/sample-records.js';
 import { startProcess, startService, type ServiceProcess } from './lib/service-process.js';
 
@@ -32,11 +33,15 @@ const options = new Command('bench')
   .option('--quick', 'short runs (about 2 minutes with the stack up)')
   .option('--runs <n>', 'runs per figure (median, min, max)', '3')
   .option(
+    '--profile',
+    'CPU-profile the gateway (batch section) and the ingester (ingester section, first run) and write summaries to bench/profiles/',
+  )
+  .option(
     '--only <sections>',
     'comma-separated subset: gateway,batch,produce,ingester,scaleOut,freshness,endToEnd,revocation (latest.json keeps the other figures)',
   )
   .parse(process.argv)
-  .opts<{ quick?: boolean; runs: string; only?: string }>();
+  .opts<{ quick?: boolean; runs: string; only?: string; profile?: boolean }>();
 const only = options.only ? new Set(options.only.split(',')) : undefined;
 const section = (name: string) => !only || only.has(name);
 // `npm run bench --quick` (without --) reaches us as npm_config_quick.
@@ -213,8 +218,20 @@ async function startQuiet(
   env: NodeJS.ProcessEnv,
   ready: RegExp,
   level: 'info' | 'debug' = 'info',
+  profileDir?: string,
 ): Promise<ServiceProcess> {
-  return startService(entry, { ...env, LOG_LEVEL: level }, ready, 90_000);
+  const flags = profileDir ? { SERVICE_NODE_FLAGS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {};
+  return startService(entry, { ...env, LOG_LEVEL: level, ...flags }, ready, 90_000);
+}
+
+/** With --profile: a fresh folder for one service's profile, summarised into bench/profiles/ at the end. */
+const profiles: { dir: string; name: string; title: string; records: () => number }[] = [];
+function profileDir(name: string, title: string, records: () => number): string | undefined {
+  if (!options.profile) return undefined;
+  const dir = path.join(work, 'profiles', `${name}-${runId}`);
+  fs.mkdirSync(dir, { recursive: true });
+  profiles.push({ dir, name, title, records });
+  return dir;
 }
 
 /** The ingester's load units as its debug log reports them: whole unit, and the ClickHouse part. */
@@ -347,7 +364,13 @@ if (section('batch')) {
   const port = 18450;
   const [baselineServer, gateway, cluster] = await Promise.all([
     startBaseline(port),
-    startQuiet('gateway', gatewayServiceEnv(`bench.batch.${runId}`, keyPrefix, port + 1), /gateway listening/),
+    startQuiet(
+      'gateway',
+      gatewayServiceEnv(`bench.batch.${runId}`, keyPrefix, port + 1),
+      /gateway listening/,
+      'info',
+      profileDir('gateway', 'Gateway under the batch section (batch and single-record load, every run)', () => gatewayRecords),
+    ),
     startQuiet(
       'gateway-cluster',
       { ...gatewayServiceEnv(`bench.batch.${runId}`, keyPrefix, port + 2), GATEWAY_WORKERS: String(os.availableParallelism()) },
@@ -365,6 +388,7 @@ if (section('batch')) {
       flushAt,
       maxConcurrentRequests: concurrency,
     });
+  let gatewayRecords = 0;
   const batchRates: number[] = [];
   const batchP99: number[] = [];
   const batchP50: number[] = [];
@@ -380,6 +404,7 @@ if (section('batch')) {
     const batch = await sdkLoad(`https://127.0.0.1:${port + 1}`);
     cpuPerRecord.push(((cpuSeconds(gateway.child.pid) - cpu) * 1e6) / batch.accepted);
     batchRates.push(batch.perSec);
+    gatewayRecords += batch.accepted;
     batchP99.push(batch.p99Ms);
     batchP50.push(batch.p50Ms);
     refused += batch.failed + batch.dropped;
@@ -392,6 +417,7 @@ if (section('batch')) {
       durationSeconds: scale.loadSeconds,
     });
     singleCpuPerRecord.push(((cpuSeconds(gateway.child.pid) - cpu) * 1e6) / single.accepted);
+    gatewayRecords += single.accepted;
     singleRates.push(single.perSec);
     clusterRates.push((await sdkLoad(`https://127.0.0.1:${port + 2}`)).perSec);
     log(
@@ -577,6 +603,10 @@ if (section('ingester')) {
         METRICS_PORT: 0,
       }),
       /ingester consuming/,
+      'info',
+      run === 0
+        ? profileDir('ingester', 'Ingester under the ingester section (first run, pre-filled topic)', () => scale.ingestRecords)
+        : undefined,
     );
     const ingestStart = performance.now();
     const cpuStart = cpuSeconds(ingester.child.pid);
@@ -1028,6 +1058,23 @@ const machine = {
   kafka: pom.match(/<kafka.version>([^<]+)/)?.[1] ?? '?',
   clickhouse: `${chMajor}.${chMinor}`,
 };
+
+// --profile: one Markdown summary per profiled service (the raw profiles stay in the stack folder).
+for (const profile of profiles) {
+  const files = fs.readdirSync(profile.dir).filter((file) => file.endsWith('.cpuprofile'));
+  // The main thread's profile is the largest; workers (pino's transport) write small ones.
+  const main = files.map((file) => path.join(profile.dir, file)).sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0];
+  if (!main) continue;
+  const summary = summarise(JSON.parse(fs.readFileSync(main, 'utf8')), 30);
+  const out = path.join(root, 'bench/profiles', `${profile.name}.md`);
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  fs.writeFileSync(
+    out,
+    renderSummary(summary, `${profile.title}, ${new Date().toISOString().slice(0, 10)}`, { count: profile.records(), unit: 'records' }),
+  );
+  log(`wrote ${path.relative(root, out)}`);
+}
+
 const output: { date: string; mode: string; runs: number; machine: typeof machine } & Record<string, any> = {
   date: new Date().toISOString(),
   mode: quick ? 'quick' : 'full',

@@ -49,6 +49,16 @@ describe('parseTimestamp', () => {
     '2026-11-22',
     ' 2026-11-22T10:00:00Z',
     '',
+    '2026-11-22T10:00:00.Z', // a dot without digits
+    '2026-11-22T10:00:00.1234567890Z', // more than nine fraction digits
+    '2026-11-22T10:00:00Zx',
+    '2026-11-22T10:00:00+01:00x',
+    '2026-11-22T10:00:00+01:0x',
+    '2026/11/22T10:00:00Z',
+    '2026-11-22T10-00-00Z',
+    '２０２６-11-22T10:00:00Z', // full-width digits
+    '2026-11-22T1a:00:00Z',
+    '+2026-11-22T10:00:00Z',
   ])('refuses %s', (text) => {
     expect(parseTimestamp(text)).toBeNull();
   });
