@@ -1108,6 +1108,42 @@ function renderMarkdown(data: typeof output): string {
   const fr = data.freshness as Record<string, any>;
   const r = data.revocation as Record<string, any>;
   const m = data.memory as Record<string, any>;
+  const e = (data.endToEnd ?? {}) as Record<string, any>;
+  const so = (data.scaleOut ?? {}) as Record<string, any>;
+  const steps = (e.steps ?? []) as Record<string, any>[];
+  const ladder = steps
+    .map(
+      (step) =>
+        `| ${f(step.offeredPerS)} | ${f(step.achievedPerS)} | ${f(step.accepted)} | ${f(step.lost)} | ${f(step.duplicates)} | ${f(step.maxLag)} / ${f(step.maxLagSecondHalf)} | ${f(step.drainSeconds, 1)} s | ${step.passed ? 'passed' : `failed: ${step.limitedBy}`} |`,
+    )
+    .join('\n');
+  const met = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**');
+  const num = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
+  const check = (value: unknown, test: (x: number) => boolean) => (num(value) === undefined ? undefined : test(num(value)!));
+  const targets = [
+    [
+      'batch endpoint ≥ 20,000 accepted records/s into Kafka',
+      `${f(b.recordsPerS)}/s (one process per core ${f(b.perCoreRecordsPerS)}/s)`,
+      check(Math.max(b.recordsPerS ?? NaN, b.perCoreRecordsPerS ?? NaN), (x) => x >= 20_000),
+    ],
+    ["ingester ≥ 0.5 of ClickHouse's own insert rate", f(i.ratioToClickhouse, 2), check(i.ratioToClickhouse, (x) => x >= 0.5)],
+    [
+      'end to end ≥ 10,000 records/s sustained, zero loss, zero duplicates',
+      `${f(e.sustainedPerS)}/s`,
+      check(e.sustainedPerS, (x) => x >= 10_000),
+    ],
+    [
+      'freshness p99 < 1,000 ms at 5,000 records/s achieved',
+      `${f(fr.p99MsAt5000)} ms at ${f(fr.achievedPerSecAt5000)}/s achieved`,
+      check(fr.p99MsAt5000, (x) => x < 1000 && fr.achievedPerSecAt5000 >= 4750),
+    ],
+    ['gateway single-record ≥ 0.6 of bare Fastify', f(g.ratio, 2), check(g.ratio, (x) => x >= 0.6)],
+    ['gateway p99 < 20 ms at half its maximum', `${f(g.p99Ms)} ms`, check(g.p99Ms, (x) => x < 20)],
+    ['gateway RSS < 200 MB under the end-to-end run', `${f(e.gatewayRssMb)} MB`, check(e.gatewayRssMb, (x) => x < 200)],
+    ['ingester RSS < 300 MB under the end-to-end run', `${f(e.ingesterRssMb)} MB`, check(e.ingesterRssMb, (x) => x < 300)],
+  ]
+    .map(([target, measured, ok]) => `| ${target} | ${measured} | ${met(ok as boolean | undefined)} |`)
+    .join('\n');
   return `# Benchmarks
 
 Measured by \`npm run bench${flags(data)}\` on ${data.date.slice(0, 10)}${
@@ -1140,6 +1176,25 @@ ClickHouse and the load generator all share the machine with the service under t
 | ingester load unit at 5,000/s: p50 (of which ClickHouse) / p99, rows per unit p50 | ${f(fr.unitMsP50At5000)} (${f(fr.unitClickhouseMsP50At5000)}) / ${f(fr.unitMsP99At5000)} ms, ${f(fr.unitRowsP50At5000)} rows | | | |
 | revocation, 2 instances: p50 / p99 / max (${f(r.samples)} samples) | ${f(r.p50Ms, 1)} / ${f(r.p99Ms, 1)} / ${f(r.maxMs, 1)} ms | | | p99 < 100 ms, max < 500 ms |
 | peak RSS: gateway / ingester | ${range(m.gatewayRss)} / ${range(m.ingesterRss)} MB | | | < 200 / < 300 MB |
+| scale-out, 6 partitions: 1 / 2 ingesters, rows/s (${f(so.records)} records, one run each) | ${f(so.p6Ingesters1RowsPerS)} / ${f(so.p6Ingesters2RowsPerS)} | | ${f(so.twoVsOneAt6, 2)} two vs one | |
+| scale-out, 12 partitions: 1 / 2 ingesters, rows/s | ${f(so.p12Ingesters1RowsPerS)} / ${f(so.p12Ingesters2RowsPerS)} | | ${f(so.twoVsOneAt12, 2)} two vs one | |
+| end to end sustained (batch endpoint, SDK, all co-located; ${f(e.stepSeconds)} s per step) | ${f(e.sustainedPerS)} records/s | | | ≥ 10,000/s |
+| … CPU per record: gateway / ingester; peak RSS: gateway / ingester | ${f(e.gatewayCpuUsPerRecord)} / ${f(e.ingesterCpuUsPerRecord)} µs; ${f(e.gatewayRssMb)} / ${f(e.ingesterRssMb)} MB | | | < 200 / < 300 MB |
+
+End to end, step by step (a step passes when at least 95 % of the offered rate is
+achieved with nothing failed or dropped, the consumer lag stays within 5 s of records
+over the step's second half, the topic drains after it, and ClickHouse holds and
+counts every accepted record exactly once):
+
+| offered/s | achieved/s | accepted | lost | counted twice | max lag / in the second half | drained in | result |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+${ladder || '| not measured | | | | | | | |'}
+
+Targets (issue "Pipeline throughput" and the batch-ingest issue), as measured by this run:
+
+| target | measured | |
+| --- | --- | --- |
+${targets}
 
 Raw figures: \`bench/results/latest.json\`.
 ${analysis()}`;
