@@ -1,10 +1,11 @@
 // Applies migrations/*.sql in name order, once each, recording them in
-// schema_migrations. Idempotent: statements use IF NOT EXISTS and applied files
-// are skipped. Every statement must run on ClickHouse 18.16 and current releases.
+// schema_migrations. Idempotent: statements use IF NOT EXISTS, applied files are
+// skipped, and runners that start together tolerate each other's "already exists". Every statement must run on ClickHouse 18.16 and current releases.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { clickhouseErrorCode } from './clickhouse-errors.js';
 
 export const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../migrations');
 
@@ -43,7 +44,15 @@ export async function migrate(
   for (const file of files) {
     if (applied.has(file)) continue;
     for (const statement of splitStatements(fs.readFileSync(path.join(migrationsDir, file), 'utf8'))) {
-      await inDatabase.command({ query: statement });
+      try {
+        await inDatabase.command({ query: statement });
+      } catch (error) {
+        // Two ingesters starting together (replicas, a scale-out) run the same
+        // migration at once; 18.16 has no ADD COLUMN IF NOT EXISTS, so the second
+        // ALTER finds the column there. What it wanted exists: go on.
+        if (!alreadyThere(error)) throw error;
+        log(`${file}: already applied by another runner (${(error as Error).message.slice(0, 80)})`);
+      }
     }
     await server.insert({
       table: `${database}.schema_migrations`,
@@ -54,6 +63,16 @@ export async function migrate(
     log(`applied ${file}`);
   }
   return appliedNow;
+}
+
+/** ClickHouse's "column already exists" (44) or "table already exists" (57). */
+function alreadyThere(error: unknown): boolean {
+  // The client wraps the server's error: look at the cause too.
+  for (let at: unknown = error; at; at = (at as { cause?: unknown }).cause) {
+    const code = clickhouseErrorCode(at);
+    if ((code === 44 || code === 57) && /already exists/i.test(String((at as Error).message))) return true;
+  }
+  return false;
 }
 
 /** 'YYYY-MM-DD hh:mm:ss' in UTC, the DateTime text every ClickHouse version parses. */
