@@ -271,7 +271,12 @@ export class UsageConsumer {
       const loaded = await retry('clickhouse', async () => {
         // A consumer that lost a partition must not write what the new owner writes.
         for (const part of parts) if (!part.alive()) outcomes.set(part, 'abandoned');
-        const live = fresh.filter((item) => outcomes.get(item.part) === 'loaded');
+        const live = loadableItems(
+          items,
+          fresh,
+          (item) => outcomes.get(item.part) === 'loaded',
+          (item) => item.row.eventKey,
+        );
         if (live.length === 0 && !anyAlive()) throw new Abandoned();
         // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
         const result = await loadIsolatingBadRows(clickhouse, live, (item) => item.row);
@@ -339,6 +344,27 @@ export class UsageConsumer {
       delay = Math.min(delay * 2, this.options.retryMaxMs);
     }
   }
+}
+
+/**
+ * The items a load unit inserts: one per event key that Redis has not seen, taken
+ * from a part still being loaded. A unit can hold the same records twice (a chunk
+ * fetched before a rebalance, now given up, beside the same offsets fetched again
+ * after it), and Redis's answer names the first occurrence: the one kept here is the
+ * first occurrence among the live parts, so a given-up copy never stands in for the
+ * copy that commits.
+ */
+export function loadableItems<T>(items: readonly T[], fresh: readonly T[], live: (item: T) => boolean, keyOf: (item: T) => string): T[] {
+  const freshKeys = new Set(fresh.map(keyOf));
+  const taken = new Set<string>();
+  const loadable: T[] = [];
+  for (const item of items) {
+    const key = keyOf(item);
+    if (!live(item) || !freshKeys.has(key) || taken.has(key)) continue;
+    taken.add(key);
+    loadable.push(item);
+  }
+  return loadable;
 }
 
 function letter(part: Part, message: KafkaMessage, reason: string, headers?: Record<string, string>): void {
