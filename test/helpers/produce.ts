@@ -12,7 +12,13 @@ export async function registeredSchemaId(): Promise<number> {
 export async function produceQueued(
   topic: string,
   records: QueuedUsageRecord[],
-  options: { partitions?: number; raw?: { key: string; value: Buffer }[]; brokers?: string } = {},
+  options: {
+    partitions?: number;
+    raw?: { key: string; value: Buffer }[];
+    brokers?: string;
+    /** Headers of each record's message, as the gateway sets `x-request-id`. */
+    headers?: (record: QueuedUsageRecord) => Record<string, string>;
+  } = {},
 ): Promise<void> {
   const kafka = createKafka({ brokers: (options.brokers ?? testStack().KAFKA_BROKERS).split(','), clientId: 'test-producer' });
   await ensureTopic(kafka, topic, options.partitions ?? 3);
@@ -21,7 +27,11 @@ export async function produceQueued(
   await producer.connect();
   try {
     const messages = [
-      ...records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) })),
+      ...records.map((record) => ({
+        key: record.meta.eventKey,
+        value: encodeWire(schemaId, JSON.stringify(record)),
+        headers: options.headers?.(record),
+      })),
       ...(options.raw ?? []),
     ];
     for (let start = 0; start < messages.length; start += 500) {

@@ -181,7 +181,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
         return reply.code(202).send(accepted(previous, prepared.usage));
       }
       try {
-        await deps.batcher.enqueue({ key: prepared.eventKey, value: queuedValue(prepared, context) });
+        await deps.batcher.enqueue({ key: prepared.eventKey, value: queuedValue(prepared, context), requestId: prepared.requestId });
       } catch (error) {
         if (error instanceof ProduceUnavailableError) {
           request.log.warn({ requestId: request.id, reason: error.message }, 'produce unavailable');

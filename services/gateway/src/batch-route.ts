@@ -188,7 +188,7 @@ async function ingestBatch(
       }
       prepared[index] = item;
       sends.push(
-        deps.batcher.enqueue({ key: item.eventKey, value: queuedValue(item, context) }).then(
+        deps.batcher.enqueue({ key: item.eventKey, value: queuedValue(item, context), requestId: item.requestId }).then(
           () => {
             results[index] = { index, status: 202, requestId: item.requestId };
             if (item.idempotencyKey)

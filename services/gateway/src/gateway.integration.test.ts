@@ -164,6 +164,8 @@ describe('the queued record on the topic', () => {
       expect(record.value.meta).toMatchObject({ requestId, apiKeyId, environment: 'qa' });
       expect(record.value.meta.receivedAt).toMatch(RFC3339_MS_Z);
       expect(record.value.meta.gatewayId).toEqual(expect.any(String));
+      // The request id travels as a header too, for the ingester's logs and dead letters.
+      expect(record.headers?.['x-request-id']?.toString()).toBe(requestId);
     }
   });
 

@@ -7,6 +7,8 @@ import type { Producer } from '@otm/shared/kafka';
 export interface QueuedMessage {
   key: string;
   value: Buffer;
+  /** The request id the gateway answered with: sent as the `x-request-id` header, for logs and dead letters downstream. */
+  requestId?: string;
 }
 
 interface Waiting extends QueuedMessage {
@@ -132,7 +134,11 @@ export class ProduceBatcher {
           producer.send({
             topic: this.options.topic,
             acks: -1,
-            messages: batch.map(({ key, value }) => ({ key, value })),
+            messages: batch.map(({ key, value, requestId }) => ({
+              key,
+              value,
+              headers: requestId ? { 'x-request-id': requestId } : undefined,
+            })),
           }),
         ),
         timeoutMs,

@@ -75,6 +75,8 @@ interface Part {
   rows: number;
   items: Item[];
   letters: DeadLetter[];
+  /** Kafka timestamp (ms) of the chunk's oldest message. */
+  oldestMs: number;
   alive: () => boolean;
   heartbeat: () => Promise<void>;
 }
@@ -87,6 +89,8 @@ export class UsageConsumer {
   private readonly chains = new Map<string, Promise<boolean>>();
   /** Rows decoded and handed to the gatherer, not loaded yet (bounded by maxPendingRows). */
   private pendingRows = 0;
+  /** The chunks handed to the gatherer and not yet settled (for the age gauge). */
+  private readonly pending = new Set<Part>();
   private roomWaiters: (() => void)[] = [];
   /** An error out of our own code during a load: thrown from the next eachBatch, as it would have been inline. */
   private failure: Error | undefined;
@@ -148,6 +152,7 @@ export class UsageConsumer {
    */
   private follow(part: Part, generation: number, first: string, last: string): void {
     this.pendingRows += part.rows;
+    this.pending.add(part);
     const loaded = this.gatherer.submit(part);
     const key = `${generation}:${part.topic}:${part.partition}`;
     const previous = this.chains.get(key) ?? Promise.resolve(true);
@@ -164,6 +169,7 @@ export class UsageConsumer {
         }
         return false;
       } finally {
+        this.pending.delete(part);
         this.release(part.rows);
       }
       if (!committable || generation !== this.generation) return false;
@@ -180,6 +186,13 @@ export class UsageConsumer {
     void chain.finally(() => {
       if (this.chains.get(key) === chain) this.chains.delete(key);
     });
+  }
+
+  /** Kafka timestamp (ms) of the oldest message taken and not yet loaded; undefined when none waits. */
+  oldestPendingMs(): number | undefined {
+    let oldest: number | undefined;
+    for (const part of this.pending) if (Number.isFinite(part.oldestMs)) oldest = Math.min(oldest ?? Infinity, part.oldestMs);
+    return oldest;
   }
 
   /** Waits until `rows` more fit in the window of decoded, unloaded rows; false if the batch was given up meanwhile. */
@@ -225,7 +238,9 @@ export class UsageConsumer {
     heartbeat: () => Promise<void>,
   ): Promise<Part> {
     const { schemas, prices } = this.deps;
-    const part: Part = { topic, partition, rows: chunk.length, items: [], letters: [], alive, heartbeat };
+    let oldestMs = Infinity;
+    for (const message of chunk) oldestMs = Math.min(oldestMs, Number(message.timestamp));
+    const part: Part = { topic, partition, rows: chunk.length, items: [], letters: [], oldestMs, alive, heartbeat };
     for (const message of chunk) {
       const decoded = await this.retrying('schema registry', () => decodeStep(message.value, schemas), alive, heartbeat);
       if (decoded.kind === 'deadLetter') {
@@ -293,6 +308,12 @@ export class UsageConsumer {
       const inserted = performance.now();
       const letters = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.letters);
       await retry('kafka (dead letters)', () => sendDeadLetters(this.deps.dlqProducer, this.options.dlqTopic, letters));
+      for (const sent of letters) {
+        this.deps.logger.warn(
+          { requestId: sent.headers?.['x-request-id'], partition: sent.partition, offset: sent.offset, reason: sent.reason.slice(0, 300) },
+          'dead-lettered',
+        );
+      }
       await retry('redis (mark seen)', () => dedupe.markSeen(loaded.map((item) => item.row.eventKey)));
 
       metrics.rowsLoaded.inc(loaded.length);
@@ -367,9 +388,17 @@ export function loadableItems<T>(items: readonly T[], fresh: readonly T[], live:
   return loadable;
 }
 
+/** The gateway's request id of a message (its `x-request-id` header), when it has one. */
+export function requestIdOf(message: KafkaMessage): string | undefined {
+  const header = message.headers?.['x-request-id'];
+  const value = Array.isArray(header) ? header[0] : header;
+  return value === undefined ? undefined : value.toString();
+}
+
 function letter(part: Part, message: KafkaMessage, reason: string, headers?: Record<string, string>): void {
+  const requestId = requestIdOf(message);
   part.letters.push({
-    headers,
+    headers: requestId === undefined ? headers : { 'x-request-id': requestId, ...headers },
     topic: part.topic,
     partition: part.partition,
     offset: message.offset,

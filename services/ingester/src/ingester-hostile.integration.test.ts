@@ -63,7 +63,10 @@ describe('records that reach the topic without the gateway (older gateways, dire
     ];
     const good = queuedRecords(sampleUsageRecords(20, { seed: 3 }), { eventKey: (index) => `after-${index}` });
     // One partition, hostile first: what follows must load all the same.
-    await produceQueued(n.topic, [...hostile, ...good], { partitions: 1 });
+    await produceQueued(n.topic, [...hostile, ...good], {
+      partitions: 1,
+      headers: (record) => ({ 'x-request-id': `req-${record.meta.eventKey}` }),
+    });
     const ingester = await startIngester(n);
     cleanups.push(() => ingester.stop());
     const clickhouse = testClickHouse(n.database);
@@ -97,7 +100,12 @@ describe('records that reach the topic without the gateway (older gateways, dire
 
     const letters = await readDeadLetters(`${n.topic}.dlq`, (found) => found.length >= 2);
     expect(letters.map((letter) => letter.key).sort()).toEqual(['leap-second', 'offset-plus-01']);
-    for (const letter of letters) expect(letter.headers['x-dlq-reason']).toMatch(/does not match schema .*must match format "date-time"/);
+    for (const letter of letters) {
+      expect(letter.headers['x-dlq-reason']).toMatch(/does not match schema .*must match format "date-time"/);
+      // The gateway's request id travels with the dead letter and into the ingester's log.
+      expect(letter.headers['x-request-id']).toBe(`req-${letter.key}`);
+      expect(ingester.logs.some((line) => line.includes('dead-lettered') && line.includes(`"requestId":"req-${letter.key}"`))).toBe(true);
+    }
     expect(ingester.child.exitCode).toBeNull();
   });
 });

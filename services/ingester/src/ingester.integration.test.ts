@@ -215,6 +215,14 @@ function duplicatedLoad(count: number, seed: number) {
   return { messages: [...queued, ...duplicates].sort(() => random() - 0.5), distinct: queued.length, keys, expectedTokens };
 }
 
+/** The ingester's lag gauges as Prometheus exposes them: partitions reported, lag summed, oldest unloaded age. */
+async function lagSignals(url: string): Promise<{ partitions: number; lag: number; oldestAgeSeconds: number }> {
+  const text = await (await fetch(url)).text();
+  const lags = [...text.matchAll(/^otm_ingester_consumer_lag_messages\{partition="\d+"\} (\d+)/gm)].map((match) => Number(match[1]));
+  const age = /^otm_ingester_oldest_unloaded_age_seconds ([\d.e+-]+)/m.exec(text);
+  return { partitions: lags.length, lag: lags.reduce((sum, lag) => sum + lag, 0), oldestAgeSeconds: Number(age?.[1] ?? NaN) };
+}
+
 async function expectExactContent(clickhouse: ClickHouseClient, load: ReturnType<typeof duplicatedLoad>, timeoutMs: number) {
   const { distinct, expectedTokens } = load;
   await eventually(async () => (await distinctCount(clickhouse)) >= distinct, timeoutMs, 500);
@@ -321,7 +329,7 @@ describe('ClickHouse outage', () => {
     cleanups.push(() => privateClickHouse.stop());
     const ingester = await startIngester({
       ...n,
-      extraEnv: { CLICKHOUSE_URL: privateClickHouse.address, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000 },
+      extraEnv: { CLICKHOUSE_URL: privateClickHouse.address, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000, METRICS_PORT: 29465 },
     });
     cleanups.push(() => ingester.stop());
     const clickhouse = createClickHouse({ url: privateClickHouse.address, database: n.database, username: 'default', password: '' });
@@ -336,8 +344,15 @@ describe('ClickHouse outage', () => {
     await produceQueued(n.topic, load.messages.slice(half));
     await new Promise((resolve) => setTimeout(resolve, 30_000));
     expect(ingester.child.exitCode).toBeNull(); // still running, retrying
+    // The operator's signals: the lag per partition and the age of what waits.
+    const during = await lagSignals('http://127.0.0.1:29465/metrics');
+    expect(during.partitions).toBe(3);
+    expect(during.lag).toBeGreaterThan(0);
+    expect(during.oldestAgeSeconds).toBeGreaterThan(20);
     await privateClickHouse.start();
     await expectExactContent(clickhouse, load, 90_000);
+    await eventually(async () => (await lagSignals('http://127.0.0.1:29465/metrics')).lag === 0, 30_000, 1000);
+    expect((await lagSignals('http://127.0.0.1:29465/metrics')).oldestAgeSeconds).toBe(0);
     expect(ingester.logs.some((line) => line.includes('dependency failed; retrying'))).toBe(true);
   });
 });

@@ -1,8 +1,43 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-export function createIngesterMetrics() {
+/** What the lag gauges read at scrape time (server.ts wires them to Kafka and the consumer). */
+export interface LagSources {
+  /** Messages not committed, per partition of the usage topic. */
+  lag(): Promise<{ partition: number; lag: number }[]>;
+  /** Kafka timestamp (ms) of the oldest message taken but not yet loaded, if any. */
+  oldestPendingMs(): number | undefined;
+}
+
+export function createIngesterMetrics(sources?: LagSources) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  if (sources) {
+    new Gauge({
+      name: 'otm_ingester_consumer_lag_messages',
+      help: 'Messages of the usage topic the consumer group has not committed, per partition (read from Kafka at scrape time)',
+      labelNames: ['partition'],
+      registers: [registry],
+      async collect() {
+        try {
+          const partitions = await sources.lag();
+          this.reset();
+          for (const { partition, lag } of partitions) this.set({ partition: String(partition) }, lag);
+        } catch {
+          // Kafka not answering: the series go stale rather than report a guess.
+          this.reset();
+        }
+      },
+    });
+    new Gauge({
+      name: 'otm_ingester_oldest_unloaded_age_seconds',
+      help: 'Age of the oldest record the ingester has taken and not yet loaded (0 when none waits)',
+      registers: [registry],
+      collect() {
+        const oldest = sources.oldestPendingMs();
+        this.set(oldest === undefined ? 0 : Math.max(0, (Date.now() - oldest) / 1000));
+      },
+    });
+  }
   return {
     registry,
     rowsLoaded: new Counter({ name: 'otm_ingester_rows_loaded_total', help: 'Rows inserted into ClickHouse', registers: [registry] }),

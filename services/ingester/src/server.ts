@@ -3,7 +3,7 @@
 // chunks and loads and commits the ones it took (for at most the session timeout;
 // what is not loaded by then is not committed and comes again), then clients close.
 import { createLogger } from '@otm/shared/logger';
-import { createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
+import { consumerLag, createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
@@ -58,7 +58,20 @@ function causedByKafka(error: Error): boolean {
 }
 await consumer.connect();
 
-const metrics = createIngesterMetrics();
+// Lag is read from Kafka when Prometheus scrapes, at most every 5 s.
+const admin = kafka.admin();
+await admin.connect();
+let lagRead: { at: number; value: Promise<{ partition: number; lag: number }[]> } | undefined;
+const metrics = createIngesterMetrics({
+  lag: () => {
+    if (!lagRead || Date.now() - lagRead.at > 5000) {
+      lagRead = { at: Date.now(), value: consumerLag(admin, config.INGEST_GROUP_ID, config.USAGE_TOPIC) };
+      lagRead.value.catch(() => (lagRead = undefined));
+    }
+    return lagRead.value;
+  },
+  oldestPendingMs: () => usageConsumer.oldestPendingMs(),
+});
 const usageConsumer = new UsageConsumer(
   {
     consumer,
@@ -111,6 +124,7 @@ async function shutdown(signal: string): Promise<void> {
   await usageConsumer.drain(config.INGEST_SESSION_TIMEOUT_MS).catch(() => undefined);
   await consumer.disconnect().catch(() => undefined);
   await dlqProducer.disconnect().catch(() => undefined);
+  await admin.disconnect().catch(() => undefined);
   metricsServer.close();
   redis.disconnect();
   await clickhouse.close();
