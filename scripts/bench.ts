@@ -224,6 +224,34 @@ async function startQuiet(
   return startService(entry, { ...env, LOG_LEVEL: level, ...flags }, ready, 90_000);
 }
 
+/** One ingester and one gateway on the same topic, keys and database: the pipeline under test. */
+async function startPipeline(spec: {
+  topic: string;
+  database: string;
+  groupId: string;
+  prefix: string;
+  port: number;
+  level: 'info' | 'debug';
+}): Promise<{ ingester: ServiceProcess; gateway: ServiceProcess }> {
+  const { topic, database, groupId, prefix, port, level } = spec;
+  const [ingester, gateway] = await Promise.all([
+    startQuiet(
+      'ingester',
+      serviceEnv({
+        USAGE_TOPIC: topic,
+        CLICKHOUSE_DATABASE: database,
+        INGEST_GROUP_ID: groupId,
+        REDIS_KEY_PREFIX: prefix,
+        METRICS_PORT: 0,
+      }),
+      /ingester consuming/,
+      level,
+    ),
+    startQuiet('gateway', gatewayServiceEnv(topic, prefix, port), /gateway listening/),
+  ]);
+  return { ingester, gateway };
+}
+
 /** With --profile: a fresh folder for one service's profile, summarised into bench/profiles/ at the end. */
 const profiles: { dir: string; name: string; title: string; records: () => number }[] = [];
 function profileDir(name: string, title: string, records: () => number): string | undefined {
@@ -726,21 +754,14 @@ if (section('freshness')) {
     const database = `bench_fresh_${runId}_${rate}`;
     const prefix = `bench-fresh-${runId}-${rate}:`;
     const key = await new KeyStore(redis, prefix).create({ environment: 'prod', name: 'freshness' });
-    const [ingester, gateway] = await Promise.all([
-      startQuiet(
-        'ingester',
-        serviceEnv({
-          USAGE_TOPIC: topic,
-          CLICKHOUSE_DATABASE: database,
-          INGEST_GROUP_ID: `bench-fresh-${runId}-${rate}`,
-          REDIS_KEY_PREFIX: prefix,
-          METRICS_PORT: 0,
-        }),
-        /ingester consuming/,
-        'debug',
-      ),
-      startQuiet('gateway', gatewayServiceEnv(topic, prefix, port), /gateway listening/),
-    ]);
+    const { ingester, gateway } = await startPipeline({
+      topic,
+      database,
+      groupId: `bench-fresh-${runId}-${rate}`,
+      prefix,
+      port,
+      level: 'debug',
+    });
     const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
     const url = `https://127.0.0.1:${port}/v1/telemetry/usage`;
     for (let run = 0; run < runs; run++) {
@@ -854,20 +875,7 @@ if (section('endToEnd')) {
   const groupId = `bench-e2e-${runId}`;
   const port = 18460;
   const store = new KeyStore(redis, prefix);
-  const [ingester, gateway] = await Promise.all([
-    startQuiet(
-      'ingester',
-      serviceEnv({
-        USAGE_TOPIC: topic,
-        CLICKHOUSE_DATABASE: database,
-        INGEST_GROUP_ID: groupId,
-        REDIS_KEY_PREFIX: prefix,
-        METRICS_PORT: 0,
-      }),
-      /ingester consuming/,
-    ),
-    startQuiet('gateway', gatewayServiceEnv(topic, prefix, port), /gateway listening/),
-  ]);
+  const { ingester, gateway } = await startPipeline({ topic, database, groupId, prefix, port, level: 'info' });
   const admin = kafka.admin();
   await admin.connect();
   const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });

@@ -62,12 +62,12 @@ export function parseTimestamp(text: string): number | null {
   const zone = text.charCodeAt(at);
   if (zone === UPPER_Z || zone === LOWER_Z) {
     if (at + 1 !== length) return null;
-  } else if (zone === PLUS || zone === MINUS) {
+  } else if (zone === PLUS || zone === DASH) {
     if (at + 6 !== length || text.charCodeAt(at + 3) !== COLON) return null;
     const offsetHours = digits(text, at + 1, 2);
     const offsetMins = digits(text, at + 4, 2);
     if (offsetHours < 0 || offsetMins < 0 || offsetHours > 23 || offsetMins > 59) return null;
-    offsetMinutes = (zone === MINUS ? -1 : 1) * (offsetHours * 60 + offsetMins);
+    offsetMinutes = (zone === DASH ? -1 : 1) * (offsetHours * 60 + offsetMins);
   } else {
     return null;
   }
@@ -79,12 +79,12 @@ export function parseTimestamp(text: string): number | null {
 }
 
 const ZERO = 0x30;
+/** `-`: the date's separator and the sign of a negative offset. */
 const DASH = 0x2d;
 const COLON = 0x3a;
 const DOT = 0x2e;
 const SPACE = 0x20;
 const PLUS = 0x2b;
-const MINUS = 0x2d;
 const UPPER_T = 0x54;
 const LOWER_T = 0x74;
 const UPPER_Z = 0x5a;
