@@ -87,6 +87,8 @@ export class UsageConsumer {
   private generation = 0;
   /** Per generation and partition: settles true once every chunk so far is loaded and committable. */
   private readonly chains = new Map<string, Promise<boolean>>();
+  /** Every chain link not settled yet (what a graceful stop waits for). */
+  private readonly inFlight = new Set<Promise<boolean>>();
   /** Rows decoded and handed to the gatherer, not loaded yet (bounded by maxPendingRows). */
   private pendingRows = 0;
   /** The chunks handed to the gatherer and not yet settled (for the age gauge). */
@@ -183,9 +185,16 @@ export class UsageConsumer {
       return true;
     });
     this.chains.set(key, chain);
-    void chain.finally(() => {
-      if (this.chains.get(key) === chain) this.chains.delete(key);
-    });
+    this.inFlight.add(chain);
+    // A chain that ended false stays: nothing later of its partition may commit in
+    // this generation. One that ended true is forgotten once it is the latest.
+    void chain.then(
+      (committable) => {
+        this.inFlight.delete(chain);
+        if (committable && this.chains.get(key) === chain) this.chains.delete(key);
+      },
+      () => this.inFlight.delete(chain),
+    );
   }
 
   /** Kafka timestamp (ms) of the oldest message taken and not yet loaded; undefined when none waits. */
@@ -224,8 +233,8 @@ export class UsageConsumer {
     this.draining = true;
     this.deps.consumer.pause([{ topic: this.options.topic }]);
     const deadline = Date.now() + timeoutMs;
-    while (this.chains.size > 0 && Date.now() < deadline) {
-      await Promise.race([Promise.allSettled([...this.chains.values()]), new Promise((resolve) => setTimeout(resolve, 100))]);
+    while (this.inFlight.size > 0 && Date.now() < deadline) {
+      await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((resolve) => setTimeout(resolve, 100))]);
     }
   }
 
