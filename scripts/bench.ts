@@ -224,6 +224,41 @@ async function startQuiet(
   return startService(entry, { ...env, LOG_LEVEL: level, ...flags }, ready, 90_000);
 }
 
+/** Fills `topic` with `count` queued records in the gateway's wire format, keyed by `keyOf`, in chunks of 10,000. */
+async function prefillTopic(topic: string, partitions: number, count: number, keyOf: (index: number) => string): Promise<void> {
+  await ensureTopic(kafka, topic, partitions);
+  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
+  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
+  const producer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
+  await producer.connect();
+  const chunk = 10_000;
+  for (let start = 0; start < count; start += chunk) {
+    const records: QueuedUsageRecord[] = queuedRecords(
+      sampleUsageRecords(Math.min(chunk, count - start), { seed: start + 1, startMs: Date.now() - 3600_000 }),
+      { eventKey: (i) => keyOf(start + i) },
+    );
+    const encoded = records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
+    for (let offset = 0; offset < encoded.length; offset += 1000) {
+      await producer.send({ topic, acks: -1, messages: encoded.slice(offset, offset + 1000) });
+    }
+  }
+  await producer.disconnect();
+}
+
+/** Waits until usage_events holds `count` rows (the database appears with the ingester's migration); throws after 10 minutes. */
+async function waitForRows(clickhouse: ReturnType<typeof createClickHouse>, count: number, what: string): Promise<void> {
+  const started = performance.now();
+  for (;;) {
+    const [row] =
+      (await (
+        await clickhouse.query({ query: 'SELECT count() AS n FROM usage_events', format: 'JSONEachRow' }).catch(() => undefined)
+      )?.json<{ n: string }>()) ?? [];
+    if (Number(row?.n) >= count) return;
+    if (performance.now() - started > 600_000) throw new Error(`${what} did not finish within 10 minutes`);
+    await sleep(100);
+  }
+}
+
 /** One ingester and one gateway on the same topic, keys and database: the pipeline under test. */
 async function startPipeline(spec: {
   topic: string;
@@ -539,25 +574,7 @@ if (section('produce')) {
 if (section('ingester')) {
   log(`3. ingester throughput: ${scale.ingestRecords} records pre-filled (baseline: bare kafkajs consumer + JSON.parse)`);
   const topic = `bench.ingest.${runId}`;
-  await ensureTopic(kafka, topic, 6);
-  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
-  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
-  const producer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
-  await producer.connect();
-  const chunk = 10_000;
-  for (let start = 0; start < scale.ingestRecords; start += chunk) {
-    const records: QueuedUsageRecord[] = queuedRecords(
-      sampleUsageRecords(Math.min(chunk, scale.ingestRecords - start), { seed: start + 1, startMs: Date.now() - 3600_000 }),
-      {
-        eventKey: (i) => `i-${runId}-${start + i}`,
-      },
-    );
-    const encoded = records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
-    for (let offset = 0; offset < encoded.length; offset += 1000) {
-      await producer.send({ topic, acks: -1, messages: encoded.slice(offset, offset + 1000) });
-    }
-  }
-  await producer.disconnect();
+  await prefillTopic(topic, 6, scale.ingestRecords, (i) => `i-${runId}-${i}`);
 
   const ingestRates: number[] = [];
   const bareRates: number[] = [];
@@ -638,13 +655,7 @@ if (section('ingester')) {
     );
     const ingestStart = performance.now();
     const cpuStart = cpuSeconds(ingester.child.pid);
-    for (;;) {
-      const result = await clickhouse.query({ query: 'SELECT count() AS n FROM usage_events', format: 'JSONEachRow' });
-      const [row] = await result.json<{ n: string }>();
-      if (Number(row?.n) >= scale.ingestRecords) break;
-      if (performance.now() - ingestStart > 600_000) throw new Error('ingester did not finish within 10 minutes');
-      await sleep(100);
-    }
+    await waitForRows(clickhouse, scale.ingestRecords, 'the ingester');
     ingestRates.push(scale.ingestRecords / ((performance.now() - ingestStart) / 1000));
     ingesterCpu.push(((cpuSeconds(ingester.child.pid) - cpuStart) * 1e6) / scale.ingestRecords);
     rss.push(peakRssMb(ingester.child.pid));
@@ -680,22 +691,10 @@ if (section('ingester')) {
 if (section('scaleOut')) {
   const count = quick ? 10_000 : Number(process.env.BENCH_SCALE_RECORDS ?? 60_000);
   log(`3b. scale-out: ${count} records, 1 vs 2 ingesters, 6 vs 12 partitions`);
-  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
-  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
   const figures: Record<string, number> = {};
   for (const partitions of [6, 12]) {
     const topic = `bench.scale.${runId}.${partitions}`;
-    await ensureTopic(kafka, topic, partitions);
-    const producer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
-    await producer.connect();
-    const records = queuedRecords(sampleUsageRecords(count, { seed: 5, startMs: Date.now() - 3600_000 }), {
-      eventKey: (i) => `s-${runId}-${partitions}-${i}`,
-    });
-    const messages = records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
-    for (let offset = 0; offset < messages.length; offset += 1000) {
-      await producer.send({ topic, acks: -1, messages: messages.slice(offset, offset + 1000) });
-    }
-    await producer.disconnect();
+    await prefillTopic(topic, partitions, count, (i) => `s-${runId}-${partitions}-${i}`);
     for (const members of [1, 2]) {
       const database = `bench_scale_${runId}_${partitions}_${members}`;
       const env = serviceEnv({
@@ -710,15 +709,7 @@ if (section('scaleOut')) {
       const ingesters = await Promise.all(Array.from({ length: members }, () => startQuiet('ingester', env, /ingester consuming/)));
       const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
       const started = performance.now();
-      for (;;) {
-        const [row] =
-          (await (
-            await clickhouse.query({ query: 'SELECT count() AS n FROM usage_events', format: 'JSONEachRow' }).catch(() => undefined)
-          )?.json<{ n: string }>()) ?? [];
-        if (Number(row?.n) >= count) break;
-        if (performance.now() - started > 600_000) throw new Error('the scale-out run did not finish within 10 minutes');
-        await sleep(100);
-      }
+      await waitForRows(clickhouse, count, 'the scale-out run');
       const rate = count / ((performance.now() - started) / 1000);
       figures[`p${partitions}Ingesters${members}RowsPerS`] = rate;
       await Promise.all(ingesters.map((ingester) => ingester.stop()));
