@@ -2,13 +2,23 @@
 // processes on loopback, installed from Maven Central and Debian's packages when
 // missing. `up` is idempotent, `down` stops only what `up` started (by pid file).
 //
-//   npm run stack -- up|down|status|logs [service]|env
-import { Command } from 'commander';
-import { loadStackConfig } from './stack/config.js';
-import { stackServices, stackEnvLines, stackUp } from './stack/services.js';
+//   npm run stack -- [--kafka-brokers 3] up|down|status|logs [service]|env
+import { Command, Option } from 'commander';
+import { loadStackConfig, type StackConfig } from './stack/config.js';
+import { kafkaServices, stackServices, stackEnvLines, stackUp } from './stack/services.js';
 
-const program = new Command('stack').description('Run the local otm-telemetry stack without Docker');
-const config = loadStackConfig(process.env);
+const program = new Command('stack')
+  .description('Run the local otm-telemetry stack without Docker')
+  .addOption(
+    new Option('--kafka-brokers <n>', 'Kafka brokers: 1, or 3 (replication factor 3, min.insync.replicas 2)')
+      .choices(['1', '3'])
+      .env('OTM_STACK_KAFKA_BROKERS'),
+  );
+let config: StackConfig = loadStackConfig(process.env);
+program.hook('preAction', () => {
+  const brokers = program.opts<{ kafkaBrokers?: string }>().kafkaBrokers;
+  config = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: brokers ?? '1' });
+});
 
 program
   .command('up')
@@ -22,9 +32,10 @@ program
 
 program
   .command('down')
-  .description('stop the services this stack started (never a process it did not start)')
+  .description('stop the services this stack started (never a process it did not start), the brokers of both Kafka profiles')
   .action(async () => {
-    for (const service of [...stackServices(config)].reverse()) {
+    const other = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: config.kafkaBrokers === 1 ? '3' : '1' });
+    for (const service of [...kafkaServices(other), ...stackServices(config)].reverse()) {
       await service.down();
     }
   });
@@ -39,7 +50,7 @@ program
 
 program
   .command('logs')
-  .argument('[service]', 'kafka, registry, redis or clickhouse; all when omitted')
+  .argument('[service]', 'kafka (kafka-1..3 with --kafka-brokers 3), registry, redis or clickhouse; all when omitted')
   .option('-n, --lines <n>', 'lines from the end of each log', '40')
   .action(async (name: string | undefined, options: { lines: string }) => {
     for (const service of stackServices(config)) {

@@ -1,16 +1,29 @@
 // npm start: bring up the local stack, apply migrations, then run the gateway, the
 // ingester and the admin service (API + dashboard) against it until Ctrl-C.
+//
+//   npm start [-- --kafka-brokers 3]
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
+import { Command, Option } from 'commander';
 import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
 import { ensureLocalCertificate } from './local-tls.js';
 import { withMemoryFlags } from './lib/service-process.js';
 
-const stack = loadStackConfig(process.env);
+const options = new Command('start')
+  .description('Start the local stack and the services, supervised, until Ctrl-C')
+  .addOption(
+    new Option('--kafka-brokers <n>', 'Kafka brokers: 1, or 3 (replication factor 3, min.insync.replicas 2)')
+      .choices(['1', '3'])
+      .default('1')
+      .env('OTM_STACK_KAFKA_BROKERS'),
+  )
+  .parse(process.argv)
+  .opts<{ kafkaBrokers: string }>();
+const stack = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: options.kafkaBrokers });
 await stackUp(stack);
 
 const tokenFile = path.join(stack.dir, 'admin-token');
@@ -66,7 +79,7 @@ const adminUrl = `http://${env.ADMIN_HOST ?? '127.0.0.1'}:${env.ADMIN_PORT ?? 84
 console.log(
   [
     '',
-    `otm-telemetry is starting against the local stack (${stack.dir}):`,
+    `otm-telemetry is starting against the local stack (${stack.dir}), Kafka ${env.KAFKA_BROKERS}:`,
     `  ingest endpoint  ${gatewayUrl}/v1/telemetry/usage   (self-signed certificate: ${tls.certFile})`,
     `  dashboard        ${adminUrl}/   admin token: ${adminToken}   (kept in ${tokenFile})`,
     `  create a key     npm run keys -- create --env dev --name my-service`,

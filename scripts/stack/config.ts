@@ -8,6 +8,9 @@ export interface StackConfig {
   readonly root: string;
   readonly dir: string;
   readonly host: string;
+  /** Kafka brokers (KRaft, each also a controller): 1, or 3 for the replicated profile. */
+  readonly kafkaBrokers: 1 | 3;
+  /** The first broker's port; broker n listens on kafkaPort + 2 (n - 1). */
   readonly kafkaPort: number;
   readonly kafkaControllerPort: number;
   readonly kafkaHeapMb: number;
@@ -31,13 +34,25 @@ function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   return value;
 }
 
+function brokerCount(env: NodeJS.ProcessEnv): 1 | 3 {
+  const raw = env.OTM_STACK_KAFKA_BROKERS;
+  if (raw === undefined || raw === '' || raw === '1') return 1;
+  if (raw === '3') return 3;
+  throw new Error(`OTM_STACK_KAFKA_BROKERS must be 1 or 3, got "${raw}"`);
+}
+
 export function loadStackConfig(env: NodeJS.ProcessEnv): StackConfig {
+  const kafkaBrokers = brokerCount(env);
+  // The replicated profile has ports of its own, so it never answers for the single
+  // broker's (or the other way round) when both have run on this machine.
+  const kafkaBase = kafkaBrokers === 1 ? 19092 : 19192;
   return Object.freeze({
     root: projectRoot,
     dir: path.resolve(projectRoot, env.OTM_STACK_DIR || '.stack'),
     host: '127.0.0.1',
-    kafkaPort: port(env, 'OTM_STACK_KAFKA_PORT', 19092),
-    kafkaControllerPort: port(env, 'OTM_STACK_KAFKA_CONTROLLER_PORT', 19093),
+    kafkaBrokers,
+    kafkaPort: port(env, 'OTM_STACK_KAFKA_PORT', kafkaBase),
+    kafkaControllerPort: port(env, 'OTM_STACK_KAFKA_CONTROLLER_PORT', kafkaBase + 1),
     kafkaHeapMb: port(env, 'OTM_STACK_KAFKA_HEAP_MB', 512),
     registryPort: port(env, 'OTM_STACK_REGISTRY_PORT', 18081),
     registryHeapMb: port(env, 'OTM_STACK_REGISTRY_HEAP_MB', 384),
@@ -48,10 +63,16 @@ export function loadStackConfig(env: NodeJS.ProcessEnv): StackConfig {
   });
 }
 
+/** Broker `node` (1-based): its client and controller ports. */
+export function kafkaNodePorts(config: StackConfig, node: number): { broker: number; controller: number } {
+  return { broker: config.kafkaPort + 2 * (node - 1), controller: config.kafkaControllerPort + 2 * (node - 1) };
+}
+
 /** The addresses services and tests use to reach this stack. */
 export function stackAddresses(config: StackConfig) {
+  const brokers = Array.from({ length: config.kafkaBrokers }, (_, index) => `${config.host}:${kafkaNodePorts(config, index + 1).broker}`);
   return {
-    KAFKA_BROKERS: `${config.host}:${config.kafkaPort}`,
+    KAFKA_BROKERS: brokers.join(','),
     SCHEMA_REGISTRY_URL: `http://${config.host}:${config.registryPort}/apis/ccompat/v7`,
     REDIS_URL: `redis://${config.host}:${config.redisPort}`,
     CLICKHOUSE_URL: `http://${config.host}:${config.clickhouseHttpPort}`,

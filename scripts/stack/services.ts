@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { type StackConfig, stackAddresses } from './config.js';
+import { type StackConfig, kafkaNodePorts, stackAddresses } from './config.js';
 
 export interface StackService {
   readonly name: string;
@@ -19,6 +19,8 @@ export interface StackService {
   down(): Promise<void>;
   tail(lines: number): Promise<string>;
   readonly startTimeoutMs: number;
+  /** Sends `signal` to the process this stack started (kill -9, SIGSTOP/SIGCONT in the chaos suite); false when none runs. */
+  signal(signal: NodeJS.Signals): boolean;
 }
 
 function run(command: string, args: string[], options: { cwd?: string } = {}): void {
@@ -132,6 +134,13 @@ abstract class ProcessService implements StackService {
     throw new Error(`${this.name} not healthy after ${timeoutMs} ms; last log lines:\n${await this.tail(30)}`);
   }
 
+  signal(signal: NodeJS.Signals): boolean {
+    const pid = this.pid();
+    if (pid === undefined || !isOurs(pid, this.config.dir)) return false;
+    process.kill(pid, signal);
+    return true;
+  }
+
   private pid(): number | undefined {
     try {
       const pid = Number(fs.readFileSync(this.pidFile, 'utf8'));
@@ -168,18 +177,32 @@ abstract class ProcessService implements StackService {
 }
 
 export class KafkaService extends ProcessService {
-  readonly name = 'kafka';
   readonly startTimeoutMs = 90_000;
-  protected get home() {
-    return path.join(this.config.dir, 'kafka');
-  }
-  get address() {
-    return `${this.config.host}:${this.config.kafkaPort}`;
+
+  /** `node` is this broker's id (1-based) among `config.kafkaBrokers`. */
+  constructor(
+    config: StackConfig,
+    private readonly node = 1,
+  ) {
+    super(config);
   }
 
-  protected prepare() {
+  get name() {
+    return this.config.kafkaBrokers === 1 ? 'kafka' : `kafka-${this.node}`;
+  }
+  protected get home() {
+    return this.config.kafkaBrokers === 1
+      ? path.join(this.config.dir, 'kafka')
+      : path.join(this.config.dir, 'kafka-r3', `node-${this.node}`);
+  }
+  get address() {
+    return `${this.config.host}:${kafkaNodePorts(this.config, this.node).broker}`;
+  }
+
+  /** The jars, fetched once per stack folder and shared by every broker. */
+  private libs(): string {
     const version = pomProperty(this.config, 'kafka.version');
-    const libs = path.join(this.home, 'libs');
+    const libs = path.join(this.config.dir, 'kafka', 'libs');
     const marker = path.join(libs, '.version');
     if (!fs.existsSync(marker) || fs.readFileSync(marker, 'utf8') !== version) {
       console.log(`fetching Kafka ${version} jars (mvn dependency:copy-dependencies) ...`);
@@ -187,31 +210,57 @@ export class KafkaService extends ProcessService {
       mvn(this.config, ['dependency:copy-dependencies', `-DoutputDirectory=${libs}`, '-DincludeScope=runtime']);
       fs.writeFileSync(marker, version);
     }
+    return libs;
+  }
+
+  /** One cluster id for every broker of the profile: a random one, kept beside their folders. */
+  private clusterId(classpath: string): string {
+    const file = path.join(this.home, '..', 'cluster-id');
+    if (this.config.kafkaBrokers > 1 && fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
+    const uuid = spawnSync('java', ['-cp', classpath, 'kafka.tools.StorageTool', 'random-uuid'], { encoding: 'utf8' });
+    const clusterId = uuid.stdout.trim().split('\n').pop() ?? '';
+    if (uuid.status !== 0 || clusterId === '') throw new Error(`kafka storage tool failed: ${uuid.stderr}`);
+    if (this.config.kafkaBrokers > 1) fs.writeFileSync(file, clusterId);
+    return clusterId;
+  }
+
+  protected prepare() {
+    const libs = this.libs();
     const data = path.join(this.home, 'data');
     const properties = path.join(this.home, 'server.properties');
-    const { host, kafkaPort, kafkaControllerPort } = this.config;
+    const { host, kafkaBrokers } = this.config;
+    const ports = kafkaNodePorts(this.config, this.node);
+    const voters = Array.from(
+      { length: kafkaBrokers },
+      (_, index) => `${index + 1}@${host}:${kafkaNodePorts(this.config, index + 1).controller}`,
+    );
+    // Single node: every internal topic has one replica. Three nodes: three replicas,
+    // and a write needs two of them (acks=all then means "on two brokers").
+    const replicas = kafkaBrokers;
+    const minInSync = kafkaBrokers === 1 ? 1 : 2;
     fs.writeFileSync(
       properties,
       [
         'process.roles=broker,controller',
-        'node.id=1',
-        `controller.quorum.voters=1@${host}:${kafkaControllerPort}`,
-        `listeners=PLAINTEXT://${host}:${kafkaPort},CONTROLLER://${host}:${kafkaControllerPort}`,
-        `advertised.listeners=PLAINTEXT://${host}:${kafkaPort}`,
+        `node.id=${this.node}`,
+        `controller.quorum.voters=${voters.join(',')}`,
+        `listeners=PLAINTEXT://${host}:${ports.broker},CONTROLLER://${host}:${ports.controller}`,
+        `advertised.listeners=PLAINTEXT://${host}:${ports.broker}`,
         'controller.listener.names=CONTROLLER',
         'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
         'inter.broker.listener.name=PLAINTEXT',
         `log.dirs=${data}`,
         'num.partitions=1',
-        // Single node: every internal topic has one replica.
-        'offsets.topic.replication.factor=1',
+        `offsets.topic.replication.factor=${replicas}`,
         'offsets.topic.num.partitions=4',
-        'transaction.state.log.replication.factor=1',
-        'transaction.state.log.min.isr=1',
-        'share.coordinator.state.topic.replication.factor=1',
-        'share.coordinator.state.topic.min.isr=1',
-        'default.replication.factor=1',
-        'min.insync.replicas=1',
+        `transaction.state.log.replication.factor=${replicas}`,
+        `transaction.state.log.min.isr=${minInSync}`,
+        `share.coordinator.state.topic.replication.factor=${replicas}`,
+        `share.coordinator.state.topic.min.isr=${minInSync}`,
+        `default.replication.factor=${replicas}`,
+        `min.insync.replicas=${minInSync}`,
+        // A replica behind for longer than this leaves the in-sync set (Kafka's default, 30 s).
+        'replica.lag.time.max.ms=30000',
         'group.initial.rebalance.delay.ms=0',
         'auto.create.topics.enable=false',
         'log.retention.hours=48',
@@ -224,10 +273,7 @@ export class KafkaService extends ProcessService {
     const classpath = `${libs}/*`;
     // Storage is formatted once; the cluster id lives in meta.properties afterwards.
     if (!fs.existsSync(path.join(data, 'meta.properties'))) {
-      const uuid = spawnSync('java', ['-cp', classpath, 'kafka.tools.StorageTool', 'random-uuid'], { encoding: 'utf8' });
-      const clusterId = uuid.stdout.trim().split('\n').pop() ?? '';
-      if (uuid.status !== 0 || clusterId === '') throw new Error(`kafka storage tool failed: ${uuid.stderr}`);
-      run('java', ['-cp', classpath, 'kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', properties]);
+      run('java', ['-cp', classpath, 'kafka.tools.StorageTool', 'format', '-t', this.clusterId(classpath), '-c', properties]);
     }
     return {
       command: 'java',
@@ -272,7 +318,7 @@ export class KafkaService extends ProcessService {
   }
 }
 
-class RegistryService extends ProcessService {
+export class RegistryService extends ProcessService {
   readonly name = 'registry';
   readonly startTimeoutMs = 150_000;
   protected get home() {
@@ -436,8 +482,12 @@ export function ensureChromium(): string {
   return '/usr/bin/chromium';
 }
 
+export function kafkaServices(config: StackConfig): KafkaService[] {
+  return Array.from({ length: config.kafkaBrokers }, (_, index) => new KafkaService(config, index + 1));
+}
+
 export function stackServices(config: StackConfig): StackService[] {
-  return [new KafkaService(config), new RegistryService(config), new RedisService(config), new ClickHouseService(config)];
+  return [...kafkaServices(config), new RegistryService(config), new RedisService(config), new ClickHouseService(config)];
 }
 
 /** Start every service (installing what is missing), then wait for all to be healthy. */

@@ -20,8 +20,8 @@ export const ingesterSpec = {
   METRICS_PORT: nonNegativeInt({ default: 9465, desc: 'Prometheus metrics, /healthz and /readyz port; 0 picks a free one' }),
   INGEST_FAULT_INJECTION: str({
     default: '',
-    choices: ['', 'consumer-crash'],
-    desc: 'Tests only: consumer-crash throws a fatal error out of the first batch',
+    choices: ['', 'consumer-crash', 'commit-before-load'],
+    desc: 'Tests only: consumer-crash throws a fatal error out of the first batch; commit-before-load commits offsets before the ClickHouse insert (a deliberately broken build, for the chaos suite to catch)',
   }),
 };
 

@@ -43,6 +43,12 @@ export interface ConsumerOptions {
   retryMaxMs: number;
   /** Tests only: throw a fatal error out of the first batch, as a bug would. */
   injectCrash?: boolean;
+  /**
+   * Tests only: a deliberately broken build that commits a chunk's offsets as soon as
+   * it is taken, before its rows are inserted. A crash then loses what was taken and
+   * not loaded; the chaos suite's self-test runs it to show the suite notices.
+   */
+  unsafeCommitBeforeLoad?: boolean;
 }
 
 export interface ConsumerDeps {
@@ -156,6 +162,11 @@ export class UsageConsumer {
     this.pendingRows += part.rows;
     this.pending.add(part);
     const loaded = this.gatherer.submit(part);
+    if (this.options.unsafeCommitBeforeLoad) {
+      void this.deps.consumer
+        .commitOffsets([{ topic: part.topic, partition: part.partition, offset: (BigInt(last) + 1n).toString() }])
+        .catch(() => undefined);
+    }
     const key = `${generation}:${part.topic}:${part.partition}`;
     const previous = this.chains.get(key) ?? Promise.resolve(true);
     const chain = previous.then(async (committable) => {

@@ -93,6 +93,7 @@ const usageConsumer = new UsageConsumer(
     retryInitialMs: 100,
     retryMaxMs: config.INGEST_RETRY_MAX_MS,
     injectCrash: config.INGEST_FAULT_INJECTION === 'consumer-crash',
+    unsafeCommitBeforeLoad: config.INGEST_FAULT_INJECTION === 'commit-before-load',
   },
 );
 

@@ -19,10 +19,20 @@ export function createRegistry(url: string): SchemaRegistry {
   return new SchemaRegistry({ host: url }, { [SchemaType.JSON]: jsonOptions } as never);
 }
 
-/** Registers the schema under subject (idempotent: same content, same id). */
+/**
+ * Registers the schema under subject (idempotent: same content, same id). On a new
+ * subject the client also sets its compatibility; processes starting together (the
+ * gateway's workers) race on that, and the registry answers the losers 409. The
+ * schema is registered by then, and a second attempt finds the setting made.
+ */
 export async function registerJsonSchema(registry: SchemaRegistry, subject: string, schema: object): Promise<number> {
-  const { id } = await registry.register({ type: SchemaType.JSON, schema: JSON.stringify(schema) }, { subject });
-  return id;
+  const register = () => registry.register({ type: SchemaType.JSON, schema: JSON.stringify(schema) }, { subject });
+  try {
+    return (await register()).id;
+  } catch (error) {
+    if ((error as { status?: number }).status !== 409) throw error;
+    return (await register()).id;
+  }
 }
 
 /** The schema document the registry holds for id, as parsed JSON. */
