@@ -11,6 +11,7 @@ import { usageRecordSchema } from '@otm/schemas';
 import { errorCatalog, type ErrorType } from '@otm/shared/errors';
 import { errorBodySchema, ingestRoutes, type RouteDoc } from '../services/gateway/src/ingest-routes.js';
 import { analyticsAnswerSchema, analyticsRoutes } from '../services/admin/src/analytics-routes.js';
+import { pipelineAnswerSchema, pipelineRoute } from '../services/admin/src/pipeline-routes.js';
 import { loadGatewayConfig } from '../services/gateway/src/config.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -178,6 +179,19 @@ export function buildOpenApiDocument(): Json {
       [ingestRoutes.single.url]: { post: ingestOperation(ingestRoutes.single) },
       [ingestRoutes.batch.url]: { post: ingestOperation(ingestRoutes.batch) },
       ...Object.fromEntries(analyticsRoutes.map((route) => [route.url, { get: analyticsOperation(route) }])),
+      [pipelineRoute.url]: {
+        get: {
+          summary: pipelineRoute.summary,
+          operationId: 'pipeline',
+          tags: ['analytics'],
+          servers: [{ url: 'http://127.0.0.1:8480', description: 'The admin service (local default)' }],
+          security: [{ adminToken: [] }],
+          responses: {
+            200: { description: 'The lag as Kafka reports it', content: { 'application/json': { schema: pipelineAnswerSchema } } },
+            ...errorResponses(['AuthError', 'Unavailable']),
+          },
+        },
+      },
       '/openapi.json': {
         get: { summary: 'This document', operationId: 'openApi', tags: ['operations'], security: [], responses: probe },
       },

@@ -12,6 +12,9 @@ import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
 import { ensureLocalCertificate } from './local-tls.js';
 import { withMemoryFlags } from './lib/service-process.js';
+import { createRedis } from '@otm/shared/redis';
+import { KeyStore } from '@otm/shared/keys/key-store';
+import { hashKey } from '@otm/shared/keys/key-format';
 
 const options = new Command('start')
   .description('Start the local stack and the services, supervised, until Ctrl-C')
@@ -39,6 +42,33 @@ const tls =
 const env: NodeJS.ProcessEnv = { ...stackAddresses(stack), ...process.env, ADMIN_TOKEN: adminToken };
 env.TLS_CERT_FILE = tls.certFile;
 env.TLS_KEY_FILE = tls.keyFile;
+
+// The freshness canary (the ingester's probe through the public endpoint) runs with a
+// key of its own, created once and kept beside the admin token.
+if (!env.CANARY_API_KEY) {
+  env.CANARY_API_KEY = await canaryKey(path.join(stack.dir, 'canary-key'), env.REDIS_URL!, env.REDIS_KEY_PREFIX ?? 'otm:');
+  env.CANARY_GATEWAY_URL ??= `https://${env.GATEWAY_HOST ?? '127.0.0.1'}:${env.GATEWAY_PORT ?? 8443}`;
+  env.CANARY_CA_FILE ??= tls.certFile;
+}
+
+async function canaryKey(file: string, redisUrl: string, prefix: string): Promise<string> {
+  const redis = createRedis(redisUrl, { name: 'start' });
+  await redis.connect();
+  try {
+    const store = new KeyStore(redis, prefix);
+    const kept = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : '';
+    if (kept && (await store.findByHash(hashKey(kept)))) return kept;
+    const created = await store.create({
+      environment: 'prod',
+      name: 'otm-canary',
+      description: 'freshness canary (its records never reach analytics)',
+    });
+    fs.writeFileSync(file, created.key, { mode: 0o600 });
+    return created.key;
+  } finally {
+    redis.disconnect();
+  }
+}
 
 const migrate = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, 'scripts/migrate.ts')], { env, stdio: 'inherit' });
 const migrated = await new Promise<number | null>((resolve) => migrate.on('exit', resolve));

@@ -35,15 +35,18 @@ function table(report: ChaosReport): string {
       `**${result.doubleCounted}**`,
       result.deadLetters,
       refusalText(result.refusals),
-      result.longestRefusalSeconds,
+      result.refusalBoundSeconds !== undefined
+        ? `${result.longestRefusalSeconds} (≤ ${result.refusalBoundSeconds})`
+        : result.longestRefusalSeconds,
+      result.slowestAnswerSeconds,
       result.maxLag,
       result.recoverySeconds ?? '-',
       result.passed ? 'passed' : `**failed**: ${result.failure}`,
     ].join(' | '),
   );
   return [
-    '| scenario | offered / achieved per s | acknowledged | stored (distinct) | missing | counted twice | dead letters | non-2xx answers (records) | longest refusal (s) | max lag (messages) | recovery (s) | result |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| scenario | offered / achieved per s | acknowledged | stored (distinct) | missing | counted twice | dead letters | non-2xx answers (records) | longest refusal (s) | slowest answer (s) | max lag (messages) | recovery (s) | result |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
     ...rows.map((row) => `| ${row} |`),
   ].join('\n');
 }
@@ -80,7 +83,10 @@ export function renderReliability(reports: ChaosReport[]): string {
     '  that was never sent, and any dead letter (every record sent is valid).',
     '- **non-2xx answers**: per kind, in records (`http 503`: the whole request; `item 503`: items of a',
     '  207; `network …`: no answer, e.g. a worker killed mid-request). **longest refusal**: the longest',
-    '  stretch in which every answer was a refusal.',
+    '  stretch in which every answer was a refusal; on three brokers the broker kill must keep it within',
+    '  the documented leader-election bound (12 s: the controller fences a dead broker after the 6 s broker',
+    "  session timeout, and a request may wait the gateway's 5 s produce timeout). **slowest answer**: the",
+    '  longest a request waited for any answer.',
     "- **max lag**: the consumer group's uncommitted messages, sampled every 500 ms. **recovery**: from",
     '  the fault cleared (the service restarted and healthy, the process resumed, the proxy passing',
     '  again) until the lag is under two seconds of offered traffic.',

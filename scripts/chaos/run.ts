@@ -64,8 +64,11 @@ export interface ScenarioResult {
   deadLetters: number;
   refusals: Record<string, number>;
   longestRefusalSeconds: number;
+  /** The longest all-refusals stretch the scenario allows here (s), when it bounds it. */
+  refusalBoundSeconds?: number;
+  slowestAnswerSeconds: number;
   maxLag: number;
-  /** Fault cleared until the lag is under two seconds of offered traffic; null if it never was before the traffic stopped. */
+  /** Fault cleared until the lag is under two seconds of offered traffic and stays there; null if it never was. */
   recoverySeconds: number | null;
   /** Traffic stopped until the lag is 0 and every acknowledged record stored (or it was clear some never would be). */
   drainSeconds: number;
@@ -94,8 +97,9 @@ export function chaosStackConfig(kafkaBrokers: 1 | 3): StackConfig {
   return loadStackConfig({
     OTM_STACK_DIR: '.stack/chaos',
     OTM_STACK_KAFKA_BROKERS: String(kafkaBrokers),
-    OTM_STACK_KAFKA_PORT: '27092',
-    OTM_STACK_KAFKA_CONTROLLER_PORT: '27093',
+    // The two Kafka profiles on ports of their own (either may still run from a --keep-stack run).
+    OTM_STACK_KAFKA_PORT: kafkaBrokers === 1 ? '27092' : '27192',
+    OTM_STACK_KAFKA_CONTROLLER_PORT: kafkaBrokers === 1 ? '27093' : '27193',
     OTM_STACK_KAFKA_HEAP_MB: '384',
     OTM_STACK_REGISTRY_PORT: '27081',
     OTM_STACK_REDIS_PORT: '27379',
@@ -147,6 +151,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     }
   }
 
+  const kafkaBrokers = stackConfig?.kafkaBrokers ?? addresses.KAFKA_BROKERS.split(',').length;
   const runId = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   const names = {
     topic: `chaos.${runId}`,
@@ -178,6 +183,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   await admin.connect();
   cleanups.push(() => admin.disconnect());
   const redis: Redis = createRedis(addresses.REDIS_URL, { name: 'chaos' });
+  redis.on('error', () => undefined); // down in the Redis scenarios, on purpose
   await redis.connect();
   cleanups.push(async () => redis.disconnect());
   const clickhouseSettings = { url: addresses.CLICKHOUSE_URL, database: names.database, username: 'default', password: '' };
@@ -213,7 +219,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ingester = started;
     void started.child.once('exit', (code, signal) => {
       if (!ingesterWanted || ingester !== started) return;
-      log(`ingester exited (${signal ?? code}) on its own; restarting in 1 s`);
+      log(`ingester exited (${signal ?? code}) on its own; restarting in 1 s; its last log lines:\n${started.logs.slice(-6).join('\n')}`);
       ingesterRestarts++;
       setTimeout(() => void startIngester().catch((error: Error) => log(`ingester restart failed: ${error.message}`)), 1000);
     });
@@ -301,7 +307,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const report: ChaosReport = {
     startedAt,
     finishedAt: new Date().toISOString(),
-    kafkaBrokers: stackConfig?.kafkaBrokers ?? addresses.KAFKA_BROKERS.split(',').length,
+    kafkaBrokers,
     rate: options.rate,
     warmSeconds: options.warmSeconds,
     holdSeconds: options.holdSeconds,
@@ -342,12 +348,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       failure = `fault injection failed: ${(error as Error).message}`;
       log(`${scenario.name}: ${failure}`);
     }
-    // Recovery: the lag back under two seconds of offered traffic.
+    // Recovery: from the fault cleared until the lag is back under two seconds of offered
+    // traffic for good (a burst of retried records after the fault counts as not recovered).
     const caughtUp = Math.max(1000, options.rate * 2);
-    let recoverySeconds: number | null = null;
+    let recoverySeconds: number | null = 0;
+    const observeRecovery = () => {
+      if (!lagKnown || lag > caughtUp) recoverySeconds = null;
+      else recoverySeconds ??= (performance.now() - clearedAt) / 1000;
+    };
     const afterUntil = clearedAt + options.afterSeconds * 1000;
     while (performance.now() < afterUntil) {
-      if (recoverySeconds === null && lagKnown && lag <= caughtUp) recoverySeconds = (performance.now() - clearedAt) / 1000;
+      observeRecovery();
       await sleep(250);
     }
     const counts: TrafficCounts = await traffic.stop();
@@ -360,7 +371,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     let storedKeys = new Set<string>();
     let stableSince = performance.now();
     while (performance.now() - drainStarted < options.drainTimeoutSeconds * 1000) {
-      if (recoverySeconds === null && lagKnown && lag <= caughtUp) recoverySeconds = (performance.now() - clearedAt) / 1000;
+      observeRecovery();
       if (lagKnown && lag === 0) {
         const before = storedKeys.size;
         storedKeys = await storedIdempotencyKeys(clickhouse, key.id).catch(() => storedKeys);
@@ -390,6 +401,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     if (doubleCounted !== 0) failure = `${doubleCounted} records counted twice by the rollups`;
     if (unexpected > 0) failure = `${unexpected} stored records were never sent`;
     if (deadLetters > 0) failure = `${deadLetters} valid records dead-lettered`;
+    const refusalBound = scenario.maxRefusalSeconds?.(kafkaBrokers);
+    if (refusalBound !== undefined && counts.longestRefusalSeconds > refusalBound) {
+      failure ??= `refusals for ${round(counts.longestRefusalSeconds)} s, longer than the ${refusalBound} s allowed`;
+    }
     const result: ScenarioResult = {
       scenario: scenario.name,
       title: scenario.title,
@@ -406,6 +421,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       deadLetters,
       refusals: counts.refusals,
       longestRefusalSeconds: round(counts.longestRefusalSeconds),
+      ...(refusalBound !== undefined ? { refusalBoundSeconds: refusalBound } : {}),
+      slowestAnswerSeconds: round(counts.slowestAnswerSeconds),
       maxLag,
       recoverySeconds: recoverySeconds === null ? null : round(recoverySeconds),
       drainSeconds: round(drainSeconds),

@@ -23,6 +23,8 @@ export interface Scenario {
   readonly name: string;
   readonly title: string;
   readonly privateStackOnly: boolean;
+  /** The longest all-refusals stretch (s) the scenario allows on a stack of this many brokers; unbounded when absent. */
+  maxRefusalSeconds?(kafkaBrokers: number): number | undefined;
   inject(harness: Harness, holdMs: number): Promise<void>;
   clear(harness: Harness): Promise<void>;
 }
@@ -50,6 +52,9 @@ function kill9(name: string, title: string): Scenario {
 }
 
 let killedBroker = 'kafka';
+
+/** What the replicated profile documents for a leader's death: fencing (6 s) plus the gateway's produce timeout (5 s), rounded up. */
+export const LEADER_ELECTION_BOUND_SECONDS = 12;
 
 export const scenarios: readonly Scenario[] = [
   {
@@ -85,6 +90,9 @@ export const scenarios: readonly Scenario[] = [
     name: 'kafka-broker-kill',
     title: 'kill -9 of the Kafka broker leading partition 0, restarted after the hold',
     privateStackOnly: true,
+    // Replicated: leadership moves once the controller fences the dead broker (broker
+    // session timeout 6 s); a request may wait the gateway's produce timeout (5 s) on top.
+    maxRefusalSeconds: (kafkaBrokers) => (kafkaBrokers >= 3 ? LEADER_ELECTION_BOUND_SECONDS : undefined),
     async inject(harness) {
       killedBroker = await harness.leaderBroker();
       harness.log(`killing ${killedBroker}`);

@@ -32,6 +32,8 @@ export interface TrafficCounts {
   refusals: Record<string, number>;
   /** Seconds of the longest stretch in which every answer was a refusal. */
   longestRefusalSeconds: number;
+  /** Seconds the slowest request waited for its answer (a gateway waiting on Kafka holds requests up to its produce timeout). */
+  slowestAnswerSeconds: number;
   requests: number;
 }
 
@@ -59,6 +61,7 @@ export class Traffic {
   private readonly settled = new Set<Promise<void>>();
   private refusingSince: number | undefined;
   private longestRefusalMs = 0;
+  private slowestMs = 0;
 
   constructor(private readonly options: TrafficOptions) {
     if (!/^https?:\/\/(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(options.url)) throw new Error('chaos traffic targets loopback only');
@@ -93,6 +96,7 @@ export class Traffic {
       replays: this.replays,
       refusals: Object.fromEntries([...this.refusals].sort(([a], [b]) => a.localeCompare(b))),
       longestRefusalSeconds: this.longestRefusalMs / 1000,
+      slowestAnswerSeconds: this.slowestMs / 1000,
       requests: this.requests,
     };
   }
@@ -102,54 +106,47 @@ export class Traffic {
     return this.bodies[index % this.bodies.length]!;
   }
 
+  /**
+   * Open loop: every 10 ms the records due by the clock join a queue, whatever the
+   * gateway is doing; the queue is sent while fewer than maxInFlight requests wait.
+   * A slow gateway lengthens the queue (the offered count stays on schedule), and
+   * the achieved rate says what it took.
+   */
   private async offer(): Promise<void> {
     const started = performance.now();
     const maxInFlight = this.options.maxInFlight ?? 48;
-    let batch: string[] = [];
+    const queue: string[] = [];
     while (this.running) {
       const due = Math.floor((this.options.rate * (performance.now() - started)) / 1000);
       const now = performance.now();
-      const keys: string[] = [];
-      while (this.retries.length > 0 && this.retries[0]!.at <= now) keys.push(this.retries.shift()!.key);
+      while (this.retries.length > 0 && this.retries[0]!.at <= now) queue.push(this.retries.shift()!.key);
       while (this.offered < due) {
-        keys.push(`${this.options.keyPrefix}-${this.offered++}`);
+        queue.push(`${this.options.keyPrefix}-${this.offered++}`);
         if (this.acknowledgedList.length > 0 && this.random() < REPLAY_SHARE) {
           // A replay of a key already acknowledged: must be answered 202 and stored once.
-          keys.push(this.acknowledgedList[Math.floor(this.random() * this.acknowledgedList.length)]!);
+          queue.push(this.acknowledgedList[Math.floor(this.random() * this.acknowledgedList.length)]!);
           this.replays++;
         }
       }
-      for (const key of keys) {
-        if (this.random() < SINGLE_SHARE) {
-          this.send([key], false);
-        } else {
-          batch.push(key);
-          if (batch.length === BATCH_SIZE) {
-            this.send(batch, true);
-            batch = [];
-          }
-        }
+      while (queue.length > 0 && this.inFlight < maxInFlight) {
+        if (this.random() < SINGLE_SHARE) this.send([queue.shift()!], false);
+        else this.send(queue.splice(0, BATCH_SIZE), true);
       }
-      if (batch.length > 0 && this.options.rate < BATCH_SIZE * 20) {
-        // At low rates a partial batch goes out every tick rather than wait to fill.
-        this.send(batch, true);
-        batch = [];
-      }
-      await new Promise((resolve) => setTimeout(resolve, this.inFlight >= maxInFlight ? 20 : 10));
-      while (this.inFlight >= maxInFlight && this.running) await new Promise((resolve) => setTimeout(resolve, 5));
+      await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    if (batch.length > 0) this.send(batch, true);
   }
 
   private send(keys: string[], asBatch: boolean): void {
     for (const key of keys) this.attempted.add(key);
     this.inFlight++;
     this.requests++;
+    const sentAt = performance.now();
     const done = (asBatch ? this.postBatch(keys) : this.postSingle(keys[0]!))
       .catch((error: Error & { code?: string }) => {
         this.refuse(`network ${error.code ?? error.name}`, keys);
       })
       .finally(() => {
+        this.slowestMs = Math.max(this.slowestMs, performance.now() - sentAt);
         this.inFlight--;
         this.settled.delete(done);
       });

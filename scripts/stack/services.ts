@@ -261,6 +261,11 @@ export class KafkaService extends ProcessService {
         `min.insync.replicas=${minInSync}`,
         // A replica behind for longer than this leaves the in-sync set (Kafka's default, 30 s).
         'replica.lag.time.max.ms=30000',
+        // Leader election after a broker dies: the controller fences a broker whose
+        // heartbeats stop for the session timeout (Kafka's default 9 s; 6 s here) and moves
+        // its partitions' leadership to in-sync replicas at once.
+        'broker.session.timeout.ms=6000',
+        'broker.heartbeat.interval.ms=1500',
         'group.initial.rebalance.delay.ms=0',
         'auto.create.topics.enable=false',
         'log.retention.hours=48',

@@ -6,6 +6,7 @@ export const adminSpec = {
   ...connectionLimitsSpec,
   ADMIN_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the admin API and dashboard' }),
   ADMIN_PORT: nonNegativeInt({ default: 8480, desc: 'Port of the admin API and dashboard; 0 picks a free one' }),
+  INGEST_GROUP_ID: str({ default: 'otm-ingester', desc: "The ingesters' consumer group, whose lag GET /v1/pipeline reports" }),
   ADMIN_TOKEN: str({ desc: 'Bearer token for the admin API and dashboard (at least 32 characters)' }),
 };
 

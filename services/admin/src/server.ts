@@ -6,6 +6,8 @@ import { KeyStore } from '@otm/shared/keys/key-store';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { registerAnalyticsRoutes } from './analytics-routes.js';
 import { registerDashboard } from './dashboard.js';
+import { registerPipelineRoutes } from './pipeline-routes.js';
+import { createKafka, type Admin } from '@otm/shared/kafka';
 import { buildAdminApp } from './app.js';
 import { loadAdminConfig } from './config.js';
 
@@ -16,12 +18,30 @@ await redis.connect();
 
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
 
+// Kafka is asked only for the pipeline's lag; connected at the first request (and
+// again after a failure), so the admin service starts without it.
+const kafkaAdmin = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-admin` }).admin();
+let connected: Promise<Admin> | undefined;
+const kafkaAdminConnected = (): Promise<Admin> => {
+  connected ??= kafkaAdmin.connect().then(
+    () => kafkaAdmin,
+    (error: Error) => {
+      connected = undefined;
+      throw error;
+    },
+  );
+  return connected;
+};
+
 const app = await buildAdminApp(
   { adminToken: config.ADMIN_TOKEN, connectionLimits: connectionLimitsFrom(config), jsonMaxDepth: config.JSON_MAX_DEPTH },
   {
     logger,
     keyStore: new KeyStore(redis, config.REDIS_KEY_PREFIX),
-    protectedRoutes: [(secured) => registerAnalyticsRoutes(secured, clickhouse)],
+    protectedRoutes: [
+      (secured) => registerAnalyticsRoutes(secured, clickhouse),
+      (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
+    ],
     publicRoutes: [registerDashboard],
   },
 );
@@ -30,6 +50,7 @@ logger.info({ address }, 'admin listening');
 
 async function shutdown(): Promise<void> {
   await app.close();
+  await kafkaAdmin.disconnect().catch(() => undefined);
   redis.disconnect();
   await clickhouse.close();
   process.exit(0);

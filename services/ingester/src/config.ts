@@ -18,6 +18,14 @@ export const ingesterSpec = {
   PRICE_TABLE_FILE: str({ default: '', desc: 'JSON file adding to or overriding the model price table' }),
   METRICS_HOST: str({ default: '127.0.0.1' }),
   METRICS_PORT: nonNegativeInt({ default: 9465, desc: 'Prometheus metrics, /healthz and /readyz port; 0 picks a free one' }),
+  CANARY_API_KEY: str({
+    default: '',
+    desc: 'API key of the freshness canary (its records never reach analytics); empty turns the canary off',
+  }),
+  CANARY_GATEWAY_URL: str({ default: 'https://127.0.0.1:8443', desc: "The ingest endpoint's base URL the canary sends to" }),
+  CANARY_CA_FILE: str({ default: '', desc: "PEM file the canary trusts for the gateway's certificate (default: the system's)" }),
+  CANARY_INTERVAL_MS: positiveInt({ default: 15_000, desc: 'Pause between canary probes' }),
+  CANARY_TIMEOUT_MS: positiveInt({ default: 300_000, desc: 'A probe not queryable after this long counts as a timeout' }),
   INGEST_FAULT_INJECTION: str({
     default: '',
     choices: ['', 'consumer-crash', 'commit-before-load'],

@@ -17,12 +17,14 @@
 // commits its own partition's offsets. A chunk fetched before the latest rebalance
 // is never inserted: its partition may belong to another member by now.
 import type { Consumer, EachBatchPayload, KafkaMessage, Producer } from '@otm/shared/kafka';
+import type { QueuedUsageRecord } from '@otm/schemas';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Logger } from '@otm/shared/logger';
 import { decodeStep, type SchemaCache } from './decode-step.js';
 import type { DedupeStep } from './dedupe-step.js';
 import { enrich, rowText, type RowText } from './enrich-step.js';
-import { loadIsolatingBadRows } from './load-step.js';
+import { insertLines, loadIsolatingBadRows } from './load-step.js';
+import { formatDateTime } from './migrate.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
 import { failureReason } from './failure-reason.js';
 import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
@@ -49,6 +51,8 @@ export interface ConsumerOptions {
    * not loaded; the chaos suite's self-test runs it to show the suite notices.
    */
   unsafeCommitBeforeLoad?: boolean;
+  /** The freshness canary's API key id, when known: its records load into canary_probes, never usage_events. */
+  canaryKeyId?: () => string | undefined;
 }
 
 export interface ConsumerDeps {
@@ -81,6 +85,8 @@ interface Part {
   rows: number;
   items: Item[];
   letters: DeadLetter[];
+  /** canary_probes rows (JSON lines) of the freshness canary's records in the chunk. */
+  probes: string[];
   /** Kafka timestamp (ms) of the chunk's oldest message. */
   oldestMs: number;
   alive: () => boolean;
@@ -260,11 +266,16 @@ export class UsageConsumer {
     const { schemas, prices } = this.deps;
     let oldestMs = Infinity;
     for (const message of chunk) oldestMs = Math.min(oldestMs, Number(message.timestamp));
-    const part: Part = { topic, partition, rows: chunk.length, items: [], letters: [], oldestMs, alive, heartbeat };
+    const part: Part = { topic, partition, rows: chunk.length, items: [], letters: [], probes: [], oldestMs, alive, heartbeat };
+    const canaryKeyId = this.options.canaryKeyId?.();
     for (const message of chunk) {
       const decoded = await this.retrying('schema registry', () => decodeStep(message.value, schemas), alive, heartbeat);
       if (decoded.kind === 'deadLetter') {
         letter(part, message, decoded.reason);
+        continue;
+      }
+      if (canaryKeyId !== undefined && decoded.value.meta.apiKeyId === canaryKeyId) {
+        part.probes.push(probeRow(decoded.value));
         continue;
       }
       // enrich is total by design (a value it cannot use becomes null and an anomaly);
@@ -324,6 +335,8 @@ export class UsageConsumer {
         return result.loaded;
       });
       for (const { item, reason, headers } of refused) letter(item.part, item.message, reason, headers);
+      const probes = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.probes);
+      if (probes.length > 0) await retry('clickhouse (canary)', () => insertLines(clickhouse, 'canary_probes', probes));
 
       const inserted = performance.now();
       const letters = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.letters);
@@ -406,6 +419,16 @@ export function loadableItems<T>(items: readonly T[], fresh: readonly T[], live:
     loadable.push(item);
   }
   return loadable;
+}
+
+/** The canary_probes row of a canary record: its probe id is the idempotency key the canary sent. */
+function probeRow(queued: QueuedUsageRecord): string {
+  const receivedMs = Date.parse(queued.meta.receivedAt);
+  return JSON.stringify({
+    probe_id: queued.meta.idempotencyKey ?? queued.meta.requestId,
+    received_at_ms: Number.isFinite(receivedMs) && receivedMs > 0 ? receivedMs : 0,
+    loaded_at: formatDateTime(Date.now()),
+  });
 }
 
 /** The gateway's request id of a message (its `x-request-id` header), when it has one. */

@@ -68,6 +68,18 @@ export function createIngesterMetrics(sources?: LagSources) {
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
       registers: [registry],
     }),
+    canaryFreshness: new Histogram({
+      name: 'otm_canary_freshness_seconds',
+      help: 'Freshness canary: time from sending a probe record to the ingest endpoint until it is queryable in ClickHouse',
+      buckets: [0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120, 300],
+      registers: [registry],
+    }),
+    canaryProbes: new Counter({
+      name: 'otm_canary_probes_total',
+      help: 'Freshness canary probes by outcome (loaded, timeout, refused, send_failed, key_unknown)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
     batchRows: new Histogram({
       name: 'otm_ingester_batch_rows',
       help: 'Rows inserted per load unit',

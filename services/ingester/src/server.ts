@@ -15,6 +15,10 @@ import { DedupeStep } from './dedupe-step.js';
 import { createIngesterMetrics } from './metrics.js';
 import { migrate } from './migrate.js';
 import { PriceTable } from './prices.js';
+import { FreshnessCanary } from './canary.js';
+import fs from 'node:fs';
+import { hashKey } from '@otm/shared/keys/key-format';
+import { KeyStore } from '@otm/shared/keys/key-store';
 
 const config = loadIngesterConfig(process.env);
 const logger = createLogger('ingester', config.LOG_LEVEL);
@@ -72,6 +76,16 @@ const metrics = createIngesterMetrics({
   },
   oldestPendingMs: () => usageConsumer.oldestPendingMs(),
 });
+// The freshness canary's key id, looked up by the key's hash (the key may be created
+// after the ingester starts; until it is found, nothing is treated as a probe).
+let canaryKeyId: string | undefined;
+const keyStore = new KeyStore(redis, config.REDIS_KEY_PREFIX);
+async function findCanaryKey(): Promise<boolean> {
+  if (canaryKeyId !== undefined) return true;
+  const record = await keyStore.findByHash(hashKey(config.CANARY_API_KEY)).catch(() => null);
+  canaryKeyId = record?.id;
+  return canaryKeyId !== undefined;
+}
 const usageConsumer = new UsageConsumer(
   {
     consumer,
@@ -94,8 +108,25 @@ const usageConsumer = new UsageConsumer(
     retryMaxMs: config.INGEST_RETRY_MAX_MS,
     injectCrash: config.INGEST_FAULT_INJECTION === 'consumer-crash',
     unsafeCommitBeforeLoad: config.INGEST_FAULT_INJECTION === 'commit-before-load',
+    canaryKeyId: () => canaryKeyId,
   },
 );
+const canary = config.CANARY_API_KEY
+  ? new FreshnessCanary(
+      {
+        gatewayUrl: config.CANARY_GATEWAY_URL,
+        apiKey: config.CANARY_API_KEY,
+        ca: config.CANARY_CA_FILE ? fs.readFileSync(config.CANARY_CA_FILE, 'utf8') : undefined,
+        intervalMs: config.CANARY_INTERVAL_MS,
+        timeoutMs: config.CANARY_TIMEOUT_MS,
+        // A probe is sent only once its key's id is known here, so it can never be loaded as usage.
+        ready: findCanaryKey,
+      },
+      clickhouse,
+      { freshness: metrics.canaryFreshness, probes: metrics.canaryProbes },
+      logger,
+    )
+  : undefined;
 
 // Ready while the consumer runs in its group. A live process that consumes nothing is
 // the worst state: when kafkajs gives up on its consumer (a CRASH it will not restart)
@@ -114,14 +145,28 @@ consumer.on(consumer.events.CRASH, ({ payload }) => {
   process.exit(70);
 });
 const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT, () => consuming && !stopping);
+// Every ingester given CANARY_API_KEY recognises the canary's records, including
+// probes another instance sent: the key is looked up before consuming starts.
+if (config.CANARY_API_KEY) await findCanaryKey();
 await usageConsumer.start();
-logger.info({ topic: config.USAGE_TOPIC, group: config.INGEST_GROUP_ID }, 'ingester consuming');
+const metricsAddress = metricsServer.address();
+logger.info(
+  {
+    topic: config.USAGE_TOPIC,
+    group: config.INGEST_GROUP_ID,
+    canary: canary !== undefined,
+    metricsPort: typeof metricsAddress === 'object' ? metricsAddress?.port : undefined,
+  },
+  'ingester consuming',
+);
+canary?.start();
 
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'shutting down');
   // The chunks already taken load and commit first, so a planned restart redelivers nothing.
+  await canary?.stop();
   await usageConsumer.drain(config.INGEST_SESSION_TIMEOUT_MS).catch(() => undefined);
   await consumer.disconnect().catch(() => undefined);
   await dlqProducer.disconnect().catch(() => undefined);

@@ -1,0 +1,52 @@
+// GET /v1/pipeline: how far the ingesters are behind, for the dashboard's overview and
+// for operators without Prometheus: the consumer group's lag per partition of the
+// usage topic, read from Kafka (at most every 2 s), behind the admin token.
+import type { FastifyInstance } from 'fastify';
+import { ServiceError } from '@otm/shared/errors';
+import { consumerLag, type Admin } from '@otm/shared/kafka';
+
+export const pipelineAnswerSchema = {
+  type: 'object',
+  required: ['topic', 'group', 'lag', 'partitions', 'readAt'],
+  properties: {
+    topic: { type: 'string', description: 'The usage topic' },
+    group: { type: 'string', description: "The ingesters' consumer group" },
+    lag: { type: 'integer', description: 'Records on the topic not yet loaded and committed, all partitions together' },
+    partitions: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['partition', 'lag'],
+        properties: { partition: { type: 'integer' }, lag: { type: 'integer' } },
+      },
+    },
+    readAt: { type: 'string', format: 'date-time', description: 'When the figures were read from Kafka' },
+  },
+} as const;
+
+export const pipelineRoute = { url: '/v1/pipeline', summary: "The ingesters' consumer lag, per partition of the usage topic" } as const;
+
+export function registerPipelineRoutes(app: FastifyInstance, admin: () => Promise<Admin>, topic: string, group: string): void {
+  let last: { at: number; answer: Promise<unknown> } | undefined;
+  const read = async () => {
+    const partitions = await consumerLag(await admin(), group, topic);
+    return {
+      topic,
+      group,
+      lag: partitions.reduce((sum, partition) => sum + partition.lag, 0),
+      partitions,
+      readAt: new Date().toISOString(),
+    };
+  };
+  app.get(pipelineRoute.url, { schema: { response: { 200: pipelineAnswerSchema } } }, async () => {
+    if (!last || Date.now() - last.at > 2000) {
+      last = { at: Date.now(), answer: read() };
+      last.answer.catch(() => (last = undefined));
+    }
+    try {
+      return await last.answer;
+    } catch {
+      throw new ServiceError('Unavailable', 'Kafka is unavailable; retry later.');
+    }
+  });
+}
