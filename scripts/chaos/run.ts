@@ -219,7 +219,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ingester = started;
     void started.child.once('exit', (code, signal) => {
       if (!ingesterWanted || ingester !== started) return;
-      log(`ingester exited (${signal ?? code}) on its own; restarting in 1 s; its last log lines:\n${started.logs.slice(-6).join('\n')}`);
+      log(`ingester exited (${signal ?? code}) on its own; restarting in 1 s; its last log lines:\n${started.logs.slice(-30).join('\n')}`);
       ingesterRestarts++;
       setTimeout(() => void startIngester().catch((error: Error) => log(`ingester restart failed: ${error.message}`)), 1000);
     });

@@ -141,10 +141,15 @@ function table(columns: [key: string, title: string, format?: (value: any) => st
 
 async function overview(root: HTMLElement) {
   const bucket = bucketFor(state.since);
-  const [totals, series, latency] = await Promise.all([
+  const [totals, series, latency, pipeline] = await Promise.all([
     analytics('usage', { bucket: 'none' }),
     analytics('usage', { bucket }),
     analytics('latency', { bucket }),
+    // The ingesters' backlog: records accepted and not yet loaded (absent when Kafka does not answer).
+    api<{ lag: number }>('/v1/pipeline').catch((error: unknown) => {
+      if (error instanceof Unauthorized) throw error;
+      return undefined;
+    }),
   ]);
   const total = totals.rows[0] ?? {};
   root.append(
@@ -156,6 +161,7 @@ async function overview(root: HTMLElement) {
       card('Cost (USD)', money(total.costUsd)),
       card('Error rate', percent(total.errorRate)),
       card('Unpriced share', percent(total.unknownPriceShare)),
+      card('Ingest backlog', pipeline ? number(pipeline.lag) : '—'),
     ),
   );
   if (series.rows.length === 0) {

@@ -39,7 +39,14 @@ beforeAll(async () => {
   gateway = await startGateway({ topic: n.topic, keyPrefix: n.keyPrefix });
   admin = await startService(
     'admin',
-    stackEnv({ ADMIN_TOKEN: adminToken, ADMIN_PORT: 0, CLICKHOUSE_DATABASE: n.database, REDIS_KEY_PREFIX: n.keyPrefix }),
+    stackEnv({
+      ADMIN_TOKEN: adminToken,
+      ADMIN_PORT: 0,
+      CLICKHOUSE_DATABASE: n.database,
+      REDIS_KEY_PREFIX: n.keyPrefix,
+      USAGE_TOPIC: n.topic,
+      INGEST_GROUP_ID: n.groupId,
+    }),
     /admin listening/,
   );
   services.push(ingester, gateway, admin);
@@ -120,6 +127,21 @@ describe('dashboard', () => {
       return painted;
     });
     expect(drawn).toBeGreaterThan(1000);
+    // Every posted record is loaded and committed: nothing waits in the ingesters' backlog.
+    expect(await page.textContent('[data-metric="Ingest backlog"]')).toBe('0');
+  });
+
+  it('GET /v1/pipeline reports the consumer lag per partition, behind the admin token', async () => {
+    const refused = await fetch(`${admin.url}/v1/pipeline`);
+    expect(refused.status).toBe(401);
+    const answer = (await (await fetch(`${admin.url}/v1/pipeline`, { headers: { authorization: `Bearer ${adminToken}` } })).json()) as {
+      topic: string;
+      group: string;
+      lag: number;
+      partitions: { partition: number; lag: number }[];
+    };
+    expect(answer).toMatchObject({ topic: n.topic, group: n.groupId, lag: 0 });
+    expect(answer.partitions.map((partition) => partition.partition).sort()).toEqual([0, 1, 2]);
   });
 
   it('Models, Errors and Users show their tables and charts', async () => {

@@ -81,3 +81,23 @@ describe('LoadGatherer', () => {
     await expect(gatherer.submit({ name: 'c', rows: 1 })).resolves.toBeUndefined();
   });
 });
+
+describe('LoadGatherer outcomes nobody awaits yet', () => {
+  it('a part that fails before its contributor awaits it is not an unhandled rejection (it used to end the ingester)', async () => {
+    // The consumer awaits a part's outcome only after the chunks ahead of it in the
+    // same partition are committed; a commit stuck on a dead broker let a failed
+    // unit's rejection go unhandled, and Node ended the process.
+    const unhandled: unknown[] = [];
+    const listener = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', listener);
+    try {
+      const gatherer = new LoadGatherer<Part>({ maxRows: 10, lingerMs: 1 }, async (parts) => parts.map(() => new Error('abandoned')));
+      const outcome = gatherer.submit({ name: 'a', rows: 1 });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).toEqual([]);
+      await expect(outcome).rejects.toThrow('abandoned');
+    } finally {
+      process.off('unhandledRejection', listener);
+    }
+  });
+});

@@ -41,15 +41,22 @@ export class LoadGatherer<T extends { rows: number }> {
     private readonly load: (parts: T[]) => Promise<PartOutcome[]>,
   ) {}
 
-  /** Resolves once the unit holding `part` is loaded; rejects with the part's error otherwise. */
+  /**
+   * Resolves once the unit holding `part` is loaded; rejects with the part's error
+   * otherwise. The contributor may await it much later (the consumer awaits it behind
+   * the commits of its partition's earlier chunks), so a rejection before then is
+   * marked handled here: an unhandled rejection would end the process.
+   */
   submit(part: T): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+    const outcome = new Promise<void>((resolve, reject) => {
       this.open.push({ part, resolve, reject });
       this.openRows += part.rows;
       if (this.loading) return; // loads as soon as the unit ahead of it is in
       if (this.openRows >= this.options.maxRows) this.close();
       else this.timer ??= setTimeout(() => this.close(), this.options.lingerMs);
     });
+    outcome.catch(() => undefined);
+    return outcome;
   }
 
   private close(): void {
