@@ -1,0 +1,54 @@
+// The three-broker profile (npm start -- --kafka-brokers 3): on brokers of the
+// test's own, a new topic has three replicas of each partition and needs two in sync,
+// and acks=all writes still succeed with one broker killed.
+import { afterAll, describe, expect, it } from 'vitest';
+import { createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
+import { loadStackConfig, stackAddresses } from '../scripts/stack/config.js';
+import { kafkaServices } from '../scripts/stack/services.js';
+import { uniqueName } from './helpers/stack.js';
+
+const config = loadStackConfig({
+  OTM_STACK_DIR: '.stack/test-kafka-r3',
+  OTM_STACK_KAFKA_BROKERS: '3',
+  OTM_STACK_KAFKA_PORT: '29592',
+  OTM_STACK_KAFKA_CONTROLLER_PORT: '29593',
+  OTM_STACK_KAFKA_HEAP_MB: '256',
+});
+const brokers = kafkaServices(config);
+afterAll(async () => {
+  for (const broker of brokers) await broker.down();
+});
+
+describe('three-broker Kafka profile', () => {
+  it('topics get replication factor 3 and min.insync.replicas 2; acks=all writes go on with one broker killed', async () => {
+    for (const broker of brokers) await broker.start();
+    await Promise.all(brokers.map((broker) => broker.waitHealthy(broker.startTimeoutMs)));
+    const addresses = stackAddresses(config).KAFKA_BROKERS;
+    expect(addresses.split(',')).toHaveLength(3);
+    const kafka = createKafka({ brokers: addresses.split(','), clientId: 'replicated-test' });
+    const topic = uniqueName('replicated');
+    await ensureTopic(kafka, topic, 3);
+
+    const admin = kafka.admin();
+    await admin.connect();
+    const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+    expect(topics[0]!.partitions.map((partition) => partition.replicas.length)).toEqual([3, 3, 3]);
+    const described = await admin.describeConfigs({ resources: [{ type: 2, name: topic, configNames: ['min.insync.replicas'] }], includeSynonyms: false });
+    expect(described.resources[0]!.configEntries.find((entry) => entry.configName === 'min.insync.replicas')?.configValue).toBe('2');
+    await admin.disconnect();
+
+    const producer = createDurableProducer(kafka, { retries: 10, maxRetryTimeMs: 30_000 });
+    await producer.connect();
+    const send = (from: number) =>
+      producer.send({ topic, acks: -1, messages: Array.from({ length: 50 }, (_, i) => ({ key: `k${from + i}`, value: `v${from + i}` })) });
+    await send(0);
+    expect(brokers[1]!.signal('SIGKILL')).toBe(true);
+    await send(50); // two of three replicas remain: acks=all still means "on two brokers"
+    await producer.disconnect();
+    const check = kafka.admin();
+    await check.connect();
+    const offsets = await check.fetchTopicOffsets(topic);
+    await check.disconnect();
+    expect(offsets.reduce((sum, partition) => sum + Number(partition.high), 0)).toBe(100);
+  }, 180_000);
+});
