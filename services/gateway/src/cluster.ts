@@ -4,13 +4,11 @@
 // which drains as a single gateway does.
 import cluster from 'node:cluster';
 import os from 'node:os';
-import { nonNegativeInt, parseConfig } from '@otm/shared/config';
+import { parseConfig } from '@otm/shared/config';
+import { gatewayClusterSpec } from './config.js';
 
 if (cluster.isPrimary) {
-  const config = parseConfig(process.env, {
-    GATEWAY_WORKERS: nonNegativeInt({ default: 0, desc: 'Gateway processes; 0 means one per core' }),
-    METRICS_PORT: nonNegativeInt({ default: 9464 }),
-  });
+  const config = parseConfig(process.env, gatewayClusterSpec);
   const count = config.GATEWAY_WORKERS || os.availableParallelism();
   let stopping = false;
   const fork = (index: number) => {

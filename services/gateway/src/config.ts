@@ -11,7 +11,10 @@ export const gatewaySpec = {
   GATEWAY_PLAIN_HTTP: bool({ default: false, desc: 'Serve plain HTTP (only behind a TLS-terminating proxy)' }),
   TLS_CERT_FILE: str({ default: '', desc: 'PEM certificate; required unless GATEWAY_PLAIN_HTTP' }),
   TLS_KEY_FILE: str({ default: '', desc: 'PEM private key; required unless GATEWAY_PLAIN_HTTP' }),
-  GATEWAY_INSTANCE_ID: str({ default: `${os.hostname()}-${process.pid}` }),
+  GATEWAY_INSTANCE_ID: str({
+    default: `${os.hostname()}-${process.pid}`,
+    desc: 'Names this gateway in queued records (meta.gatewayId); by default the host name and process id',
+  }),
   BODY_LIMIT_BYTES: positiveInt({ default: 1_048_576, desc: 'Bytes of a single-record body at most, after decompression (413 beyond)' }),
   BATCH_MAX_RECORDS: positiveInt({ default: 1000, desc: 'Records in one batch at most (413 beyond)' }),
   BATCH_BODY_LIMIT_BYTES: positiveInt({ default: 5 * 1_048_576, desc: 'Bytes of a batch body at most, after decompression (413 beyond)' }),
@@ -25,17 +28,23 @@ export const gatewaySpec = {
     desc: 'Bytes of records waiting for the broker before new ones get 503',
   }),
   PRODUCE_TIMEOUT_MS: positiveInt({ default: 5000, desc: 'Bound on waiting for a broker acknowledgement before 503' }),
-  RETRY_AFTER_SECONDS: positiveInt({ default: 5 }),
+  RETRY_AFTER_SECONDS: positiveInt({ default: 5, desc: 'Retry-After of a 503 answer' }),
   RATE_LIMIT_PER_SECOND: nonNegativeInt({ default: 2000, desc: 'Records per key per second, sustained; 0 turns the limit off' }),
   RATE_LIMIT_BURST: positiveInt({ default: 4000, desc: 'Records per key accepted at once (a window of BURST / PER_SECOND seconds)' }),
   TIMESTAMP_EARLIEST: str({ default: '2000-01-01T00:00:00Z', desc: 'Timestamps before this are refused (RFC 3339)' }),
   TIMESTAMP_MAX_FUTURE_HOURS: positiveInt({ default: 24, desc: "Timestamps more than this after the gateway's clock are refused" }),
   CONTEXT_MAX_ARRAY_ITEMS: positiveInt({ default: 256, desc: 'Items in one array inside context' }),
   KEY_CACHE_TTL_MS: positiveInt({ default: 1000, desc: 'Lifetime of a cached key look-up (must stay under 2000)' }),
-  KEY_CACHE_MISS_TTL_MS: positiveInt({ default: 250 }),
+  KEY_CACHE_MISS_TTL_MS: positiveInt({ default: 250, desc: 'Lifetime of a cached look-up of an unknown key' }),
   IDEMPOTENCY_REPLAY_ENTRIES: nonNegativeInt({ default: 100_000, desc: 'Accepted idempotency keys remembered for replies' }),
-  METRICS_HOST: str({ default: '127.0.0.1' }),
+  METRICS_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the Prometheus metrics port' }),
   METRICS_PORT: nonNegativeInt({ default: 9464, desc: 'Prometheus metrics port; 0 picks a free one' }),
+};
+
+/** The cluster entry (cluster.ts): how many gateway processes, and where their metrics ports start. */
+export const gatewayClusterSpec = {
+  GATEWAY_WORKERS: nonNegativeInt({ default: 0, desc: 'Gateway processes of `cluster.ts`; 0 means one per core' }),
+  METRICS_PORT: nonNegativeInt({ default: 9464, desc: 'Metrics port of the first worker; worker i serves on METRICS_PORT + i' }),
 };
 
 export type GatewayConfig = ReturnType<typeof loadGatewayConfig>;

@@ -16,7 +16,7 @@ export const ingesterSpec = {
   INGEST_SESSION_TIMEOUT_MS: positiveInt({ default: 10_000, desc: 'Consumer group session timeout' }),
   DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),
   PRICE_TABLE_FILE: str({ default: '', desc: 'JSON file adding to or overriding the model price table' }),
-  METRICS_HOST: str({ default: '127.0.0.1' }),
+  METRICS_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the metrics, /healthz and /readyz port' }),
   METRICS_PORT: nonNegativeInt({ default: 9465, desc: 'Prometheus metrics, /healthz and /readyz port; 0 picks a free one' }),
   CANARY_API_KEY: str({
     default: '',

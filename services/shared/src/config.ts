@@ -29,18 +29,18 @@ export const csv = makeValidator<string[]>((input) => {
 /** Validators shared by every service that talks to the stack. */
 export const infrastructureSpec = {
   KAFKA_BROKERS: csv({ default: ['127.0.0.1:19092'], desc: 'Kafka bootstrap brokers, comma-separated' }),
-  KAFKA_CLIENT_ID: str({ default: 'otm-telemetry' }),
+  KAFKA_CLIENT_ID: str({ default: 'otm-telemetry', desc: 'Prefix of the Kafka client ids (the service name is appended)' }),
   USAGE_TOPIC: str({ default: 'telemetry.usage.v1', desc: 'Kafka topic of queued usage records' }),
   USAGE_TOPIC_PARTITIONS: positiveInt({ default: 6, desc: 'Partitions when the topic is created' }),
-  DLQ_TOPIC: str({ default: 'telemetry.usage.v1.dlq' }),
-  SCHEMA_REGISTRY_URL: url({ default: 'http://127.0.0.1:18081/apis/ccompat/v7' }),
-  SCHEMA_SUBJECT: str({ default: 'telemetry.usage.v1-value' }),
-  REDIS_URL: url({ default: 'redis://127.0.0.1:16379' }),
+  DLQ_TOPIC: str({ default: 'telemetry.usage.v1.dlq', desc: 'Kafka topic of dead-lettered records, with the reason in headers' }),
+  SCHEMA_REGISTRY_URL: url({ default: 'http://127.0.0.1:18081/apis/ccompat/v7', desc: 'Confluent-compatible schema registry API' }),
+  SCHEMA_SUBJECT: str({ default: 'telemetry.usage.v1-value', desc: 'Registry subject of the queued-record schema' }),
+  REDIS_URL: url({ default: 'redis://127.0.0.1:16379', desc: 'Redis: API keys, revocation messages, dedupe keys' }),
   REDIS_KEY_PREFIX: str({ default: 'otm:', desc: 'Prefix of every Redis key and channel' }),
-  CLICKHOUSE_URL: url({ default: 'http://127.0.0.1:18123' }),
-  CLICKHOUSE_DATABASE: str({ default: 'otm' }),
-  CLICKHOUSE_USER: str({ default: 'default' }),
-  CLICKHOUSE_PASSWORD: str({ default: '' }),
+  CLICKHOUSE_URL: url({ default: 'http://127.0.0.1:18123', desc: 'ClickHouse HTTP interface' }),
+  CLICKHOUSE_DATABASE: str({ default: 'otm', desc: 'Database of the usage tables and rollups (created by the migrations)' }),
+  CLICKHOUSE_USER: str({ default: 'default', desc: 'ClickHouse user' }),
+  CLICKHOUSE_PASSWORD: str({ default: '', desc: 'ClickHouse password' }),
   LOG_LEVEL: str({ default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }),
 };
 
