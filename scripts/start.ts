@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
+import { prettyFactory } from 'pino-pretty';
 import { Command, Option } from 'commander';
 import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
@@ -83,6 +84,27 @@ const services: Record<'gateway' | 'ingester' | 'admin', string> = {
 // doubling to 30 s; back to 1 s after a minute up) and the restart is logged, while the
 // others keep serving. Only Ctrl-C or SIGTERM stops them all.
 const children = new Map<keyof typeof services, ChildProcess>();
+// Service logs are JSON (for machines); here they are shown one readable line each.
+const pretty = prettyFactory({
+  colorize: process.stdout.isTTY === true,
+  translateTime: 'SYS:HH:MM:ss',
+  ignore: 'pid,hostname,service,name',
+  singleLine: true,
+});
+const readyLine: Record<keyof typeof services, RegExp> = {
+  gateway: /"msg":"gateway listening"/,
+  ingester: /"msg":"ingester consuming"/,
+  admin: /"msg":"admin listening"/,
+};
+const ready = new Set<keyof typeof services>();
+function show(name: keyof typeof services, line: string): void {
+  if (!ready.has(name) && readyLine[name].test(line)) {
+    ready.add(name);
+    if (ready.size === Object.keys(services).length) printReady();
+  }
+  const text = line.startsWith('{') ? pretty(line).trimEnd() : line;
+  console.log(`${name.padEnd(8)} | ${text}`);
+}
 function run(name: keyof typeof services, backoffMs = 1000): void {
   const startedAt = Date.now();
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, services[name])], {
@@ -90,7 +112,7 @@ function run(name: keyof typeof services, backoffMs = 1000): void {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   for (const stream of [child.stdout!, child.stderr!]) {
-    readline.createInterface({ input: stream }).on('line', (line) => console.log(`${name.padEnd(8)} | ${line}`));
+    readline.createInterface({ input: stream }).on('line', (line) => show(name, line));
   }
   child.on('exit', (code, signal) => {
     if (stopping) return;
@@ -106,17 +128,26 @@ for (const name of Object.keys(services) as (keyof typeof services)[]) run(name)
 
 const gatewayUrl = `https://${env.GATEWAY_HOST ?? '127.0.0.1'}:${env.GATEWAY_PORT ?? 8443}`;
 const adminUrl = `http://${env.ADMIN_HOST ?? '127.0.0.1'}:${env.ADMIN_PORT ?? 8480}`;
-console.log(
-  [
-    '',
-    `otm-telemetry is starting against the local stack (${stack.dir}), Kafka ${env.KAFKA_BROKERS}:`,
-    `  ingest endpoint  ${gatewayUrl}/v1/telemetry/usage   (self-signed certificate: ${tls.certFile})`,
-    `  dashboard        ${adminUrl}/   admin token: ${adminToken}   (kept in ${tokenFile})`,
-    `  create a key     npm run keys -- create --env dev --name my-service`,
-    '  Ctrl-C stops the services; `npm run stack -- down` stops the stack.',
-    '',
-  ].join('\n'),
-);
+console.log(`otm-telemetry: starting the gateway, the ingester and the admin service (Kafka ${env.KAFKA_BROKERS}) ...`);
+
+/** Once every service is up: what runs where, and how to send the first record. */
+function printReady(): void {
+  console.log(
+    [
+      '',
+      'otm-telemetry is running on the local stack:',
+      `  ingest endpoint  ${gatewayUrl}/v1/telemetry/usage   (self-signed certificate: ${path.relative(process.cwd(), tls.certFile)})`,
+      `  dashboard        ${adminUrl}/   admin token: ${adminToken}`,
+      `  metrics          http://127.0.0.1:9464/metrics (gateway), http://127.0.0.1:9465/metrics (ingester)`,
+      'first record:',
+      '  npm run keys -- create --env dev --name my-service      # prints the key once',
+      `  curl --cacert ${path.relative(process.cwd(), tls.certFile)} ${gatewayUrl}/v1/telemetry/usage \\`,
+      "    -H 'X-API-Key: <the key>' -H 'Content-Type: application/json' --data @schemas/fixtures/valid/success.json",
+      'Ctrl-C stops the services; `npm run stack -- down` stops the stack.',
+      '',
+    ].join('\n'),
+  );
+}
 
 let stopping = false;
 async function stop(code: number): Promise<void> {

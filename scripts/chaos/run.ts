@@ -9,6 +9,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { consumerLag, createKafka, type Admin } from '@otm/shared/kafka';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
+import { sqlString } from '@otm/shared/clickhouse-values';
 import { createRedis, type Redis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { loadStackConfig, stackAddresses, type StackConfig } from '../stack/config.js';
@@ -445,12 +446,9 @@ async function topicEnd(admin: Admin, topic: string): Promise<number> {
   return offsets.reduce((sum, partition) => sum + Number(partition.high), 0);
 }
 
-/** A key id as a ClickHouse string literal (18.16 has no query parameters). */
-const literal = (value: string) => `'${value.replace(/[\\']/g, (char) => `\\${char}`)}'`;
-
 async function storedIdempotencyKeys(clickhouse: ClickHouseClient, apiKeyId: string): Promise<Set<string>> {
   const result = await clickhouse.query({
-    query: `SELECT idempotency_key AS k FROM usage_events WHERE api_key_id = ${literal(apiKeyId)} GROUP BY idempotency_key`,
+    query: `SELECT idempotency_key AS k FROM usage_events WHERE api_key_id = ${sqlString(apiKeyId)} GROUP BY idempotency_key`,
     format: 'JSONEachRow',
   });
   return new Set((await result.json<{ k: string }>()).map((row) => row.k));
@@ -458,7 +456,7 @@ async function storedIdempotencyKeys(clickhouse: ClickHouseClient, apiKeyId: str
 
 async function rollupRequests(clickhouse: ClickHouseClient, apiKeyId: string): Promise<number> {
   const result = await clickhouse.query({
-    query: `SELECT countMerge(requests) AS n FROM usage_rollup_minute WHERE api_key_id = ${literal(apiKeyId)}`,
+    query: `SELECT countMerge(requests) AS n FROM usage_rollup_minute WHERE api_key_id = ${sqlString(apiKeyId)}`,
     format: 'JSONEachRow',
   });
   const [row] = await result.json<{ n: string }>();

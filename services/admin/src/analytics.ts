@@ -3,6 +3,7 @@
 // time zone; hours and days merge the minute states. Every value is a string
 // literal or a number we produced: ClickHouse 18.16 has no query parameters.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { sqlString } from '@otm/shared/clickhouse-values';
 import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
 
 export const BUCKETS = { minute: 60, hour: 3600, day: 86400, none: 0 } as const;
@@ -127,16 +128,12 @@ export function parseAnalyticsQuery(raw: RawQuery, allowed: readonly string[], n
   return { from, to, bucket, groupBy, filters, limit: raw.limit ?? 1000, orderBy: raw.orderBy };
 }
 
-function literal(value: string): string {
-  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-}
-
 function whereClause(query: AnalyticsQuery, columns: Record<string, string>): string {
   const from = Math.floor(query.from.getTime() / 1000);
   const to = Math.ceil(query.to.getTime() / 1000);
   const conditions = [`minute >= toDateTime(${from})`, `minute < toDateTime(${to})`];
   for (const [name, value] of Object.entries(query.filters)) {
-    if (value !== undefined) conditions.push(`${columns[name]} = ${literal(value)}`);
+    if (value !== undefined) conditions.push(`${columns[name]} = ${sqlString(value)}`);
   }
   return conditions.join(' AND ');
 }

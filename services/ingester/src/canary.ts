@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Logger } from '@otm/shared/logger';
 import type { Histogram, Counter } from 'prom-client';
-import { sqlString } from './load-step.js';
+import { sqlString } from '@otm/shared/clickhouse-values';
 
 export interface CanaryOptions {
   /** The gateway's base URL (https://host:port). */

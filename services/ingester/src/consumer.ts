@@ -24,7 +24,7 @@ import { decodeStep, type SchemaCache } from './decode-step.js';
 import type { DedupeStep } from './dedupe-step.js';
 import { enrich, rowText, type RowText } from './enrich-step.js';
 import { insertLines, loadIsolatingBadRows } from './load-step.js';
-import { formatDateTime } from './migrate.js';
+import { formatDateTime } from '@otm/shared/clickhouse-values';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
 import { failureReason } from './failure-reason.js';
 import { LoadGatherer, type PartOutcome } from './load-gatherer.js';

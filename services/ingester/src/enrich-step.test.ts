@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { QueuedUsageRecord, UsageRecord } from '@otm/schemas';
 import { enrich, latencyDisagrees } from './enrich-step.js';
 import { PriceTable } from './prices.js';
-import { formatDateTime } from './migrate.js';
+import { formatDateTime } from '@otm/shared/clickhouse-values';
 import { seededRandom } from '../../../scripts/lib/sample-records.js';
 
 const prices = new PriceTable('test-1', {

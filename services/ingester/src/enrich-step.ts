@@ -10,7 +10,7 @@
 // `anomalies`; nothing here throws on a schema-valid record.
 import { parseTimestamp, type QueuedUsageRecord } from '@otm/schemas';
 import type { PriceTable } from './prices.js';
-import { formatDateTime } from './migrate.js';
+import { formatDateTime } from '@otm/shared/clickhouse-values';
 
 export interface UsageEventRow {
   event_key: string;

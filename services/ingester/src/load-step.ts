@@ -6,14 +6,10 @@
 // runs inside the retried unit: a retry after an insert whose outcome was unknown
 // checks again. usage_io is looked up on its own, so the two inserts can run at once.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { sqlString } from '@otm/shared/clickhouse-values';
 import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from './clickhouse-errors.js';
 import { Readable } from 'node:stream';
 import type { RowText } from './enrich-step.js';
-
-/** A ClickHouse string literal (18.16 has no query parameters). */
-export function sqlString(value: string): string {
-  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-}
 
 /** Look-up queries stay well under ClickHouse's max_query_size (256 KiB by default). */
 const LOOKUP_QUERY_BYTES = 128 * 1024;

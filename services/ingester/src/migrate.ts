@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { formatDateTime } from '@otm/shared/clickhouse-values';
 import { clickhouseErrorCode } from './clickhouse-errors.js';
 
 export const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../migrations');
@@ -74,17 +75,3 @@ function alreadyThere(error: unknown): boolean {
   }
   return false;
 }
-
-/** 'YYYY-MM-DD hh:mm:ss' in UTC, the DateTime text every ClickHouse version parses. */
-export function formatDateTime(epochMs: number): string {
-  // The rows of a load unit share a few seconds: the last ones formatted are kept.
-  const second = Math.floor(epochMs / 1000);
-  const known = recentDateTimes.get(second);
-  if (known !== undefined) return known;
-  const text = new Date(second * 1000).toISOString().slice(0, 19).replace('T', ' ');
-  if (recentDateTimes.size >= 4096) recentDateTimes.clear();
-  recentDateTimes.set(second, text);
-  return text;
-}
-
-const recentDateTimes = new Map<number, string>();

@@ -18,6 +18,16 @@ const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
   [logLevel.DEBUG]: 'debug',
 };
 
+/**
+ * kafkajs logs, at error level, answers that Kafka gives while a broker, a group
+ * coordinator or a new topic's leaders are starting, and that it retries itself; and
+ * it warns that bounded retries "may invalidate EoS", which ours are on purpose (the
+ * gateway answers 503 rather than wait without end). Those go to debug: an error line
+ * should mean something is wrong.
+ */
+const EXPECTED =
+  /coordinator is loading|group coordinator is not available|leadership election|does not host this topic-partition|Limiting retries for the idempotent producer/i;
+
 export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
   return new Kafka({
     clientId: settings.clientId,
@@ -28,7 +38,8 @@ export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
     logCreator: () => (entry) => {
       if (!logger) return;
       const { message, ...rest } = entry.log;
-      logger[levels[entry.level] ?? 'info']({ kafka: rest, namespace: entry.namespace }, message);
+      const level = EXPECTED.test(`${message} ${String(rest.error ?? '')}`) ? 'debug' : (levels[entry.level] ?? 'info');
+      logger[level]({ kafka: rest, namespace: entry.namespace }, message);
     },
   });
 }
