@@ -1,8 +1,8 @@
 // The admin service: key management, analytics and the dashboard, all behind the
 // admin token except the dashboard's static files (which hold no data).
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { ServiceError, errorBody } from '@otm/shared/errors';
-import { edgeServerOptions, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+
+import { edgeServerOptions, registerErrorEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
 import type { KeyStore } from '@otm/shared/keys/key-store';
 import { adminTokenCheck } from './admin-auth.js';
@@ -41,29 +41,8 @@ export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Pro
     return payload;
   });
 
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    if (error instanceof ServiceError) return reply.code(error.statusCode).send(error.toBody());
-    if (error.validation) {
-      return reply.code(400).send({
-        ...errorBody('ValidationError', 'The request does not match the expected parameters.'),
-        errors: error.validation.map((issue) => ({
-          path:
-            `${issue.instancePath || ''}${issue.keyword === 'required' ? `/${(issue.params as { missingProperty: string }).missingProperty}` : ''}${issue.keyword === 'additionalProperties' ? `/${(issue.params as { additionalProperty: string }).additionalProperty}` : ''}` ||
-            '/',
-          message: issue.message ?? 'is invalid',
-        })),
-      });
-    }
-    if (error.statusCode && error.statusCode < 500) {
-      const type = error.statusCode === 415 ? 'UnsupportedMediaType' : error.statusCode === 413 ? 'PayloadTooLarge' : 'ValidationError';
-      return reply.code(error.statusCode).send(errorBody(type, error.message));
-    }
-    request.log.error({ err: error }, 'admin request failed');
-    return reply.code(503).send(errorBody('Unavailable', 'A dependency is unavailable; retry later.'));
-  });
-  app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(errorBody('NotFound', `No route for ${request.method} ${request.url.split('?')[0]}.`));
-  });
+  // Retry-After for the rare 503 (a dependency down): the admin service has no setting of its own.
+  registerErrorEdge(app, { retryAfterSeconds: 5 });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 

@@ -4,14 +4,14 @@
 // buildApp() only assembles; server.ts connects the real dependencies and listens.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import Fastify, { LogController } from 'fastify';
 import compress from '@fastify/compress';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
 import type { RecordBounds, Validators } from '@otm/schemas';
-import { errorBody, ServiceError } from '@otm/shared/errors';
-import { edgeServerOptions, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
+import { ServiceError } from '@otm/shared/errors';
+import { edgeServerOptions, registerErrorEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
 import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
 import { hashKey, parseKey } from '@otm/shared/keys/key-format';
@@ -101,22 +101,15 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     return new ServiceError('Unavailable', message);
   };
 
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    const serviceError = toServiceError(error);
-    if (serviceError.errorType === 'Unavailable' || serviceError.errorType === 'RateLimited') {
-      if (!reply.hasHeader('retry-after')) reply.header('retry-after', String(options.retryAfterSeconds));
-    }
-    if (serviceError.statusCode >= 500) request.log.error({ err: error, requestId: request.id }, 'request failed');
-    deps.metrics.requests.inc({ status: String(serviceError.statusCode) });
-    if (serviceError.errorType === 'ValidationError') deps.metrics.validationFailures.inc();
-    if (request.routeOptions.url === ingestRoutes.single.url && [400, 422, 503].includes(serviceError.statusCode)) {
-      deps.metrics.records.inc({ outcome: 'refused' });
-    }
-    return reply.code(serviceError.statusCode).send(serviceError.toBody());
-  });
-
-  app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(errorBody('NotFound', `No route for ${request.method} ${request.url.split('?')[0]}.`));
+  registerErrorEdge(app, {
+    retryAfterSeconds: options.retryAfterSeconds,
+    onErrorAnswer: (serviceError, request) => {
+      deps.metrics.requests.inc({ status: String(serviceError.statusCode) });
+      if (serviceError.errorType === 'ValidationError') deps.metrics.validationFailures.inc();
+      if (request.routeOptions.url === ingestRoutes.single.url && [400, 422, 503].includes(serviceError.statusCode)) {
+        deps.metrics.records.inc({ outcome: 'refused' });
+      }
+    },
   });
 
   // Authentication runs on onRequest, before the body is read (as at an edge): a
@@ -264,30 +257,4 @@ function accepted(answer: AcceptedReply, usage: Usage) {
     timestamp: answer.timestamp,
     usage,
   };
-}
-
-function toServiceError(error: FastifyError & { decompressError?: unknown }): ServiceError {
-  if (error instanceof ServiceError) return error;
-  if (error.decompressError !== undefined) {
-    return new ServiceError('ValidationError', 'The request body is not valid gzip (Content-Encoding: gzip).', {
-      errors: [{ path: '/', message: 'must be gzip-compressed as Content-Encoding says' }],
-    });
-  }
-  switch (error.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new ServiceError('UnsupportedMediaType', 'Content-Type must be application/json (or application/x-ndjson for a batch).');
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new ServiceError('ValidationError', 'Content-Length does not match the body.');
-  }
-  if (error.statusCode === 400 || error instanceof SyntaxError) {
-    return new ServiceError('ValidationError', 'The request body is not valid JSON.', {
-      errors: [{ path: '/', message: 'must be valid JSON' }],
-    });
-  }
-  if (error.statusCode === 413) return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');
-  if (error.statusCode === 415)
-    return new ServiceError('UnsupportedMediaType', 'Content-Type must be application/json (or application/x-ndjson for a batch).');
-  return new ServiceError('InternalError', 'Internal error.');
 }

@@ -4,7 +4,7 @@
 // malformed request line, a bad URL), and a JSON parser that refuses deep nesting
 // before it parses.
 import type { Socket } from 'node:net';
-import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { exceedsJsonDepth } from '@otm/schemas';
 import { errorBody, ServiceError, type ErrorType } from './errors.js';
@@ -113,5 +113,85 @@ export function registerJsonParser(app: FastifyInstance, maxDepth: number): void
     } catch (error) {
       done(error as Error, undefined);
     }
+  });
+}
+
+/**
+ * Any error out of a route or of Fastify itself, as the documented error: ours pass
+ * through; Fastify's (body too large, wrong media type, schema validation of a query,
+ * unparsable JSON, bad gzip) get their catalog type; anything else is an internal error
+ * (500), its details logged and never sent.
+ */
+export function toServiceError(error: FastifyError & { decompressError?: unknown }): ServiceError {
+  if (error instanceof ServiceError) return error;
+  if (error.decompressError !== undefined) {
+    return new ServiceError('ValidationError', 'The request body is not valid gzip (Content-Encoding: gzip).', {
+      errors: [{ path: '/', message: 'must be gzip-compressed as Content-Encoding says' }],
+    });
+  }
+  if (error.validation) {
+    return new ServiceError('ValidationError', 'The request does not match the expected parameters.', {
+      errors: error.validation.map((issue) => ({ path: issuePath(issue), message: issue.message ?? 'is invalid' })),
+    });
+  }
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ServiceError('UnsupportedMediaType', UNSUPPORTED_MEDIA_TYPE);
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ServiceError('ValidationError', 'Content-Length does not match the body.');
+  }
+  if (error.statusCode === 400 || error instanceof SyntaxError) {
+    return new ServiceError('ValidationError', 'The request body is not valid JSON.', {
+      errors: [{ path: '/', message: 'must be valid JSON' }],
+    });
+  }
+  if (error.statusCode === 413) return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');
+  if (error.statusCode === 415) return new ServiceError('UnsupportedMediaType', UNSUPPORTED_MEDIA_TYPE);
+  if (error.statusCode !== undefined && error.statusCode > 400 && error.statusCode < 500) {
+    return new ServiceError('ValidationError', error.message);
+  }
+  return new ServiceError('InternalError', 'Internal error.');
+}
+
+const UNSUPPORTED_MEDIA_TYPE = 'Content-Type must be application/json (or application/x-ndjson for a batch).';
+
+/** Where a schema-validation issue is: the instance path, with the missing or extra member named. */
+function issuePath(issue: NonNullable<FastifyError['validation']>[number]): string {
+  const params = issue.params as { missingProperty?: string; additionalProperty?: string };
+  const member =
+    issue.keyword === 'required'
+      ? `/${params.missingProperty}`
+      : issue.keyword === 'additionalProperties'
+        ? `/${params.additionalProperty}`
+        : '';
+  return `${issue.instancePath || ''}${member}` || '/';
+}
+
+export interface EdgeOptions {
+  /** Retry-After (seconds) of a 503 or 429 answer that did not set its own. */
+  retryAfterSeconds: number;
+  /** Sees every error answer before it is sent (the gateway counts them). */
+  onErrorAnswer?: (error: ServiceError, request: FastifyRequest) => void;
+}
+
+/**
+ * The one error edge of both HTTP services: every error answered with the documented
+ * body (errors.ts), Retry-After on 503 and 429, a 5xx logged with its request id, and
+ * an unknown route a 404 with the same body.
+ */
+export function registerErrorEdge(app: FastifyInstance, options: EdgeOptions): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const serviceError = toServiceError(error);
+    if ((serviceError.errorType === 'Unavailable' || serviceError.errorType === 'RateLimited') && !reply.hasHeader('retry-after')) {
+      reply.header('retry-after', String(options.retryAfterSeconds));
+    }
+    if (serviceError.statusCode >= 500) request.log.error({ err: error, requestId: request.id }, 'request failed');
+    options.onErrorAnswer?.(serviceError, request);
+    return reply.code(serviceError.statusCode).send(serviceError.toBody());
+  });
+  app.setNotFoundHandler((request, reply) => {
+    reply.code(404).send(errorBody('NotFound', `No route for ${request.method} ${request.url.split('?')[0]}.`));
   });
 }

@@ -1,0 +1,90 @@
+// The one error edge both HTTP services register (registerErrorEdge): every error
+// answer, whether thrown by a route or by Fastify itself, has the documented body
+// (statusCode, errorType, message, and errors for validation), Retry-After where a
+// client should come back, and nothing internal in it.
+import { describe, expect, it } from 'vitest';
+import Fastify from 'fastify';
+import { errorCatalog, ServiceError, type ErrorType } from './errors.js';
+import { registerErrorEdge, registerJsonParser } from './http-edge.js';
+
+async function edgeApp() {
+  // As the admin service: an unknown query parameter is refused, not silently dropped.
+  const app = Fastify({ bodyLimit: 64, ajv: { customOptions: { removeAdditional: false } } });
+  app.removeContentTypeParser('text/plain');
+  registerJsonParser(app, 8);
+  registerErrorEdge(app, { retryAfterSeconds: 7 });
+  app.get<{ Params: { type: ErrorType } }>('/throw/:type', async (request) => {
+    throw new ServiceError(request.params.type, `a ${request.params.type}`);
+  });
+  app.get('/crash', async () => {
+    throw new Error('secret internal detail');
+  });
+  app.post('/echo', async (request) => request.body);
+  app.get(
+    '/query',
+    { schema: { querystring: { type: 'object', properties: { n: { type: 'integer' } }, additionalProperties: false } } },
+    async () => ({}),
+  );
+  await app.ready();
+  return app;
+}
+
+describe('registerErrorEdge', () => {
+  it.each(Object.entries(errorCatalog))('a thrown %s is answered %j with the documented body', async (type, entry) => {
+    const app = await edgeApp();
+    const answer = await app.inject({ method: 'GET', url: `/throw/${type}` });
+    expect(answer.statusCode).toBe(entry.statusCode);
+    expect(answer.json()).toEqual({ statusCode: entry.statusCode, errorType: type, message: `a ${type}` });
+    expect(answer.headers['retry-after']).toBe(type === 'Unavailable' || type === 'RateLimited' ? '7' : undefined);
+  });
+
+  it.each([
+    ['an unknown route', 404, 'NotFound', 'No route for GET /nowhere.', { method: 'GET', url: '/nowhere?x=1' }],
+    ['an error the route did not expect', 500, 'InternalError', 'Internal error.', { method: 'GET', url: '/crash' }],
+    [
+      'a body over the limit',
+      413,
+      'PayloadTooLarge',
+      'The request body is larger than the limit.',
+      { method: 'POST', url: '/echo', payload: JSON.stringify({ a: 'x'.repeat(100) }), headers: { 'content-type': 'application/json' } },
+    ],
+    [
+      'a media type without a parser',
+      415,
+      'UnsupportedMediaType',
+      undefined,
+      { method: 'POST', url: '/echo', payload: 'hello', headers: { 'content-type': 'text/plain' } },
+    ],
+    [
+      'a body that is not JSON',
+      400,
+      'ValidationError',
+      'The request body is not valid JSON.',
+      { method: 'POST', url: '/echo', payload: '{"a":', headers: { 'content-type': 'application/json' } },
+    ],
+    [
+      'a query the route schema refuses',
+      400,
+      'ValidationError',
+      'The request does not match the expected parameters.',
+      { method: 'GET', url: '/query?n=x' },
+    ],
+    [
+      'an unknown query parameter',
+      400,
+      'ValidationError',
+      'The request does not match the expected parameters.',
+      { method: 'GET', url: '/query?m=1' },
+    ],
+  ] as const)('%s: %i %s', async (_what, status, errorType, message, request) => {
+    const app = await edgeApp();
+    const answer = await app.inject(request as never);
+    expect(answer.statusCode).toBe(status);
+    const body = answer.json();
+    expect(body.statusCode).toBe(status);
+    expect(body.errorType).toBe(errorType);
+    if (message) expect(body.message).toBe(message);
+    expect(answer.body).not.toContain('secret internal detail');
+    if (status === 400) expect(Array.isArray(body.errors)).toBe(true);
+  });
+});
