@@ -16,16 +16,13 @@
 // insert per table, see load-gatherer.ts); each eachBatch waits for its unit and
 // commits its own partition's offsets. A chunk fetched before the latest rebalance
 // is never inserted: its partition may belong to another member by now.
-import type { Consumer, EachBatchPayload, KafkaMessage, Producer } from '@otm/shared/kafka';
+import type { Consumer, EachBatchPayload, KafkaMessage } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
-import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Logger } from '@otm/shared/logger';
-import { decodeStep, type SchemaCache } from './decode-step.js';
-import type { DedupeStep } from './dedupe-step.js';
 import { enrich, rowText, type RowText } from './enrich-step.js';
-import { insertLines, loadIsolatingBadRows } from './load-step.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
-import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
+import type { DeadLetter } from './dead-letter.js';
+import type { DeadLetterSink, Deduplicator, EventStore, RecordDecoder } from './seams.js';
 import { failureReason } from './failure-reason.js';
 import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
 import type { PriceTable } from './prices.js';
@@ -33,7 +30,6 @@ import type { IngesterMetrics } from './metrics.js';
 
 export interface ConsumerOptions {
   topic: string;
-  dlqTopic: string;
   maxBatchRows: number;
   /** Rows decoded and not loaded yet, at most (the one unit loading and the next gathering); bounds memory. */
   maxPendingRows: number;
@@ -57,10 +53,10 @@ export interface ConsumerOptions {
 
 export interface ConsumerDeps {
   consumer: Consumer;
-  dlqProducer: Producer;
-  schemas: SchemaCache;
-  dedupe: DedupeStep;
-  clickhouse: ClickHouseClient;
+  decoder: RecordDecoder;
+  dedupe: Deduplicator;
+  store: EventStore;
+  deadLetters: DeadLetterSink;
   prices: PriceTable;
   metrics: IngesterMetrics;
   logger: Logger;
@@ -263,13 +259,13 @@ export class UsageConsumer {
     alive: () => boolean,
     heartbeat: () => Promise<void>,
   ): Promise<Part> {
-    const { schemas, prices } = this.deps;
+    const { decoder, prices } = this.deps;
     let oldestMs = Infinity;
     for (const message of chunk) oldestMs = Math.min(oldestMs, Number(message.timestamp));
     const part: Part = { topic, partition, rows: chunk.length, items: [], letters: [], probes: [], oldestMs, alive, heartbeat };
     const canaryKeyId = this.options.canaryKeyId?.();
     for (const message of chunk) {
-      const decoded = await this.retrying('schema registry', () => decodeStep(message.value, schemas), alive, heartbeat);
+      const decoded = await this.retrying('schema registry', () => decoder.decode(message.value), alive, heartbeat);
       if (decoded.kind === 'deadLetter') {
         letter(part, message, decoded.reason);
         continue;
@@ -299,7 +295,7 @@ export class UsageConsumer {
    * consumer stopping) before the insert is left out and reported abandoned.
    */
   private async loadUnit(parts: Part[]): Promise<PartOutcome[]> {
-    const { metrics, dedupe, clickhouse } = this.deps;
+    const { metrics, dedupe, store } = this.deps;
     const started = performance.now();
     const anyAlive = () => parts.some((part) => part.alive());
     const heartbeat = async () => {
@@ -325,7 +321,7 @@ export class UsageConsumer {
         );
         if (live.length === 0 && !anyAlive()) throw new Abandoned();
         // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
-        const result = await loadIsolatingBadRows(clickhouse, live, (item) => item.row);
+        const result = await store.load(live, (item) => item.row);
         alreadyLoaded = result.alreadyLoaded;
         refused = result.refused.map(({ item, code, message }) => ({
           item,
@@ -336,11 +332,11 @@ export class UsageConsumer {
       });
       for (const { item, reason, headers } of refused) letter(item.part, item.message, reason, headers);
       const probes = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.probes);
-      if (probes.length > 0) await retry('clickhouse (canary)', () => insertLines(clickhouse, 'canary_probes', probes));
+      if (probes.length > 0) await retry('clickhouse (canary)', () => store.insertProbes(probes));
 
       const inserted = performance.now();
       const letters = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.letters);
-      await retry('kafka (dead letters)', () => sendDeadLetters(this.deps.dlqProducer, this.options.dlqTopic, letters));
+      await retry('kafka (dead letters)', () => this.deps.deadLetters.send(letters));
       for (const sent of letters) {
         this.deps.logger.warn(
           { requestId: sent.headers?.['x-request-id'], partition: sent.partition, offset: sent.offset, reason: sent.reason.slice(0, 300) },

@@ -12,6 +12,7 @@ import { loadIngesterConfig } from './config.js';
 import { UsageConsumer } from './consumer.js';
 import { SchemaCache } from './decode-step.js';
 import { DedupeStep } from './dedupe-step.js';
+import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './seams.js';
 import { createIngesterMetrics } from './metrics.js';
 import { migrate } from './migrate.js';
 import { PriceTable } from './prices.js';
@@ -89,17 +90,16 @@ async function findCanaryKey(): Promise<boolean> {
 const usageConsumer = new UsageConsumer(
   {
     consumer,
-    dlqProducer,
-    schemas: new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL)),
+    decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL))),
     dedupe: new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS),
-    clickhouse,
+    store: new ClickHouseEventStore(clickhouse),
+    deadLetters: new KafkaDeadLetters(dlqProducer, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),
     metrics,
     logger,
   },
   {
     topic: config.USAGE_TOPIC,
-    dlqTopic: config.DLQ_TOPIC,
     maxBatchRows: config.INGEST_BATCH_MAX_ROWS,
     maxPendingRows: config.INGEST_MAX_PENDING_ROWS,
     partitionsConcurrently: config.INGEST_CONCURRENCY,

@@ -1,0 +1,235 @@
+// The consumer loop (consumer.ts) on in-memory stages (seams.ts): no Kafka, Redis,
+// ClickHouse or registry, so the delivery guarantee can be checked case by case. A
+// stand-in for kafkajs hands batches to eachBatch as kafkajs would and records the
+// offsets committed. The same cases run against the real services in
+// ingester.integration.test.ts and the chaos suite.
+import { describe, expect, it } from 'vitest';
+import type { Consumer, EachBatchPayload, KafkaMessage } from '@otm/shared/kafka';
+import { createLogger } from '@otm/shared/logger';
+import { buildQueuedRecordSchema, compileValidators, type QueuedUsageRecord } from '@otm/schemas';
+import { encodeWire, decodeWire } from '@otm/shared/registry';
+import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
+import { UsageConsumer } from './consumer.js';
+import type { DeadLetter } from './dead-letter.js';
+import type { RowText } from './enrich-step.js';
+import type { IsolatedLoad } from './load-step.js';
+import { createIngesterMetrics } from './metrics.js';
+import { deadLetter, ok } from './outcome.js';
+import { PriceTable } from './prices.js';
+import type { DeadLetterSink, Deduplicator, EventStore, RecordDecoder } from './seams.js';
+
+const TOPIC = 'usage';
+const validate = compileValidators(buildQueuedRecordSchema(), { maxLengths: false }).queuedRecord;
+
+/** Decodes the wire format and validates with the real schema, as the registry decoder does for a known id. */
+const decoder: RecordDecoder = {
+  async decode(value) {
+    const wire = decodeWire(value);
+    if (!wire.ok) return deadLetter(wire.reason);
+    let document: unknown;
+    try {
+      document = JSON.parse(wire.json);
+    } catch {
+      return deadLetter('value is not valid JSON');
+    }
+    return validate(document) ? ok(document as QueuedUsageRecord) : deadLetter('does not match the schema');
+  },
+};
+
+class MemoryDeduplicator implements Deduplicator {
+  readonly seen = new Set<string>();
+  /** While set, markSeen never finishes (a process about to crash). */
+  hang = false;
+  async filterSeen<T>(items: readonly T[], keyOf: (item: T) => string) {
+    const unique = new Map<string, T>();
+    for (const item of items) if (!unique.has(keyOf(item))) unique.set(keyOf(item), item);
+    const fresh = [...unique.values()].filter((item) => !this.seen.has(keyOf(item)));
+    return { fresh, duplicates: items.length - fresh.length };
+  }
+  async markSeen(eventKeys: readonly string[]) {
+    if (this.hang) await new Promise(() => undefined);
+    for (const key of eventKeys) this.seen.add(key);
+  }
+}
+
+/** usage_events as a map: every insert of an event key is counted, as the rollups would count it. */
+class MemoryEventStore implements EventStore {
+  readonly inserts = new Map<string, number>();
+  readonly probes: string[] = [];
+  constructor(private readonly refuses: (row: RowText) => boolean = () => false) {}
+  async load<T>(items: readonly T[], rowOf: (item: T) => RowText): Promise<IsolatedLoad<T>> {
+    const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: 0 };
+    for (const item of items) {
+      const row = rowOf(item);
+      if (this.refuses(row)) {
+        result.refused.push({ item, code: 27, message: 'Cannot parse input' });
+      } else if (this.inserts.has(row.eventKey)) {
+        result.alreadyLoaded++;
+        result.loaded.push(item);
+      } else {
+        this.inserts.set(row.eventKey, 1);
+        result.loaded.push(item);
+      }
+    }
+    return result;
+  }
+  async insertProbes(lines: readonly string[]) {
+    this.probes.push(...lines);
+  }
+  /** Event keys inserted more than once (must stay empty). */
+  twice(): string[] {
+    return [...this.inserts].filter(([, count]) => count > 1).map(([key]) => key);
+  }
+}
+
+class MemoryDeadLetters implements DeadLetterSink {
+  readonly letters: DeadLetter[] = [];
+  async send(letters: readonly DeadLetter[]) {
+    this.letters.push(...letters);
+  }
+}
+
+/** Just enough of a kafkajs consumer: run() keeps eachBatch, commits are recorded per partition. */
+class StandInConsumer {
+  readonly events = { REBALANCING: 'rebalancing', GROUP_JOIN: 'group_join' };
+  readonly committed = new Map<number, bigint>();
+  eachBatch: ((payload: EachBatchPayload) => Promise<void>) | undefined;
+  on() {}
+  async subscribe() {}
+  async run(config: { eachBatch: (payload: EachBatchPayload) => Promise<void> }) {
+    this.eachBatch = config.eachBatch;
+  }
+  async commitOffsets(offsets: { partition: number; offset: string }[]) {
+    for (const { partition, offset } of offsets) {
+      const at = BigInt(offset);
+      if (at > (this.committed.get(partition) ?? 0n)) this.committed.set(partition, at);
+    }
+  }
+  pause() {}
+
+  /** Hands one batch to the consumer, as kafkajs does after a fetch. */
+  async deliver(partition: number, messages: KafkaMessage[]): Promise<void> {
+    await this.eachBatch!({
+      batch: { topic: TOPIC, partition, messages },
+      resolveOffset: () => undefined,
+      heartbeat: async () => undefined,
+      isRunning: () => true,
+      isStale: () => false,
+    } as unknown as EachBatchPayload);
+  }
+}
+
+function messages(records: QueuedUsageRecord[], firstOffset = 0): KafkaMessage[] {
+  return records.map((record, index) => ({
+    key: Buffer.from(record.meta.eventKey),
+    value: encodeWire(1, JSON.stringify(record)),
+    offset: String(firstOffset + index),
+    timestamp: String(Date.now()),
+    headers: {},
+    attributes: 0,
+    size: 0,
+  }));
+}
+
+function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore } = {}) {
+  const consumer = new StandInConsumer();
+  const dedupe = parts.dedupe ?? new MemoryDeduplicator();
+  const store = parts.store ?? new MemoryEventStore();
+  const deadLetters = new MemoryDeadLetters();
+  const usage = new UsageConsumer(
+    {
+      consumer: consumer as unknown as Consumer,
+      decoder,
+      dedupe,
+      store,
+      deadLetters,
+      prices: PriceTable.load(),
+      metrics: createIngesterMetrics(),
+      logger: createLogger('ingester-test', 'silent'),
+    },
+    {
+      topic: TOPIC,
+      maxBatchRows: 500,
+      maxPendingRows: 2000,
+      partitionsConcurrently: 1,
+      gatherMs: 1,
+      retryInitialMs: 1,
+      retryMaxMs: 5,
+    },
+  );
+  return { consumer, dedupe, store, deadLetters, usage };
+}
+
+/** Waits until `check` holds (the loads run behind eachBatch). */
+async function until(check: () => boolean, ms = 2000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+const sample = (count: number, prefix: string) =>
+  queuedRecords(sampleUsageRecords(count, { seed: 3 }), { eventKey: (index) => `${prefix}-${index}` });
+
+describe('UsageConsumer on in-memory stages', () => {
+  it('loads every record of a batch once and commits past it', async () => {
+    const { consumer, store, usage } = pipeline();
+    await usage.start();
+    await consumer.deliver(0, messages(sample(20, 'a')));
+    await until(() => consumer.committed.get(0) === 20n);
+    expect(store.inserts.size).toBe(20);
+    expect(store.twice()).toEqual([]);
+  });
+
+  it('redelivery: the same batch again (a rebalance, a retried fetch) stores nothing twice and commits', async () => {
+    const { consumer, store, dedupe, usage } = pipeline();
+    await usage.start();
+    const batch = messages(sample(20, 'r'));
+    await consumer.deliver(0, batch);
+    await until(() => consumer.committed.get(0) === 20n);
+    await consumer.deliver(0, batch);
+    await consumer.deliver(0, messages([...sample(5, 'r'), ...sample(5, 'r2')], 20));
+    await until(() => consumer.committed.get(0) === 30n);
+    expect(store.inserts.size).toBe(25);
+    expect(store.twice()).toEqual([]);
+    expect(dedupe.seen.size).toBe(25);
+  });
+
+  it('a crash between the insert and the commit: the next consumer finds the rows stored and counts none twice', async () => {
+    // The first process inserts, then hangs before marking the keys (and so before
+    // committing); it dies there. The next one starts from the last commit with a
+    // dedupe store that never heard of those keys.
+    const store = new MemoryEventStore();
+    const first = pipeline({ store, dedupe: Object.assign(new MemoryDeduplicator(), { hang: true }) });
+    await first.usage.start();
+    const batch = messages(sample(30, 'c'));
+    await first.consumer.deliver(1, batch);
+    await until(() => store.inserts.size === 30);
+    expect(first.consumer.committed.get(1)).toBeUndefined();
+
+    const second = pipeline({ store });
+    await second.usage.start();
+    await second.consumer.deliver(1, batch);
+    await until(() => second.consumer.committed.get(1) === 30n);
+    expect(store.inserts.size).toBe(30);
+    expect(store.twice()).toEqual([]);
+  });
+
+  it('poison records (bad wire bytes, not the schema, refused by the store) are dead-lettered with their reason; the rest load and the partition moves on', async () => {
+    const poisoned = (row: RowText) => row.eventKey === 'p-3';
+    const { consumer, store, deadLetters, usage } = pipeline({ store: new MemoryEventStore(poisoned) });
+    await usage.start();
+    const batch = messages(sample(8, 'p'));
+    batch[1] = { ...batch[1]!, value: Buffer.from('not the wire format') };
+    batch[5] = { ...batch[5]!, value: encodeWire(1, JSON.stringify({ meta: { eventKey: 'p-5' }, record: {} })) };
+    await consumer.deliver(2, batch);
+    await until(() => consumer.committed.get(2) === 8n);
+    expect([...store.inserts.keys()].sort()).toEqual(['p-0', 'p-2', 'p-4', 'p-6', 'p-7']);
+    const reasons = Object.fromEntries(deadLetters.letters.map((letter) => [letter.offset, letter.reason]));
+    expect(Object.keys(reasons).sort()).toEqual(['1', '3', '5']);
+    expect(reasons['1']).toMatch(/magic byte|wire header/);
+    expect(reasons['5']).toMatch(/schema/);
+    expect(reasons['3']).toMatch(/clickhouse refused the row: code 27/);
+  });
+});

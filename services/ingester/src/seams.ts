@@ -1,0 +1,61 @@
+// The ingester's stages as the consumer loop sees them: small interfaces, so the loop
+// runs the same against the real services (Redis, ClickHouse, the registry, Kafka) and
+// against the in-memory stand-ins of its unit tests (consumer.test.ts).
+import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import type { Producer } from '@otm/shared/kafka';
+import type { QueuedUsageRecord } from '@otm/schemas';
+import { decodeStep, type SchemaCache } from './decode-step.js';
+import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
+import type { RowText } from './enrich-step.js';
+import { insertLines, loadIsolatingBadRows, type IsolatedLoad } from './load-step.js';
+import type { StepOutcome } from './outcome.js';
+
+/** Wire bytes to a validated queued record, or the reason it can never be one. Throws when the registry cannot be asked. */
+export interface RecordDecoder {
+  decode(value: Buffer | null): Promise<StepOutcome<QueuedUsageRecord>>;
+}
+
+/** Which event keys were loaded before (checked before a load, marked after it). */
+export interface Deduplicator {
+  filterSeen<T>(items: readonly T[], keyOf: (item: T) => string): Promise<{ fresh: T[]; duplicates: number }>;
+  markSeen(eventKeys: readonly string[]): Promise<void>;
+}
+
+/** Where rows are loaded. `load` stores each event key once, returns the rows refused for their data; throws to be retried. */
+export interface EventStore {
+  load<T>(items: readonly T[], rowOf: (item: T) => RowText): Promise<IsolatedLoad<T>>;
+  /** The freshness canary's rows (canary_probes). */
+  insertProbes(lines: readonly string[]): Promise<void>;
+}
+
+/** Where records that can never load go, with their reason. */
+export interface DeadLetterSink {
+  send(letters: readonly DeadLetter[]): Promise<void>;
+}
+
+export class RegistryDecoder implements RecordDecoder {
+  constructor(private readonly schemas: SchemaCache) {}
+  decode(value: Buffer | null) {
+    return decodeStep(value, this.schemas);
+  }
+}
+
+export class ClickHouseEventStore implements EventStore {
+  constructor(private readonly clickhouse: ClickHouseClient) {}
+  load<T>(items: readonly T[], rowOf: (item: T) => RowText) {
+    return loadIsolatingBadRows(this.clickhouse, items, rowOf);
+  }
+  insertProbes(lines: readonly string[]) {
+    return insertLines(this.clickhouse, 'canary_probes', lines);
+  }
+}
+
+export class KafkaDeadLetters implements DeadLetterSink {
+  constructor(
+    private readonly producer: Producer,
+    private readonly topic: string,
+  ) {}
+  send(letters: readonly DeadLetter[]) {
+    return sendDeadLetters(this.producer, this.topic, letters);
+  }
+}
