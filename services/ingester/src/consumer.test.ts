@@ -120,15 +120,17 @@ class StandInConsumer {
 }
 
 function messages(records: QueuedUsageRecord[], firstOffset = 0): KafkaMessage[] {
-  return records.map((record, index) => ({
-    key: Buffer.from(record.meta.eventKey),
-    value: encodeWire(1, JSON.stringify(record)),
-    offset: String(firstOffset + index),
-    timestamp: String(Date.now()),
-    headers: {},
-    attributes: 0,
-    size: 0,
-  }));
+  return records.map(
+    (record, index) =>
+      ({
+        key: Buffer.from(record.meta.eventKey),
+        value: encodeWire(1, JSON.stringify(record)),
+        offset: String(firstOffset + index),
+        timestamp: String(Date.now()),
+        headers: {},
+        attributes: 0,
+      }) as KafkaMessage,
+  );
 }
 
 function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore } = {}) {
