@@ -128,24 +128,44 @@ export function parseAnalyticsQuery(raw: RawQuery, allowed: readonly string[], n
   return { from, to, bucket, groupBy, filters, limit: raw.limit ?? 1000, orderBy: raw.orderBy };
 }
 
-function whereClause(query: AnalyticsQuery, columns: Record<string, string>): string {
-  const from = Math.floor(query.from.getTime() / 1000);
-  const to = Math.ceil(query.to.getTime() / 1000);
-  const conditions = [`minute >= toDateTime(${from})`, `minute < toDateTime(${to})`];
+/**
+ * One query over a rollup table: the time range and filters, the time bucket and the
+ * dimensions grouped by, the measures, the order and the limit. Every analytics
+ * route's SQL is built here and only here (unit-tested in analytics.test.ts).
+ */
+export interface RollupQuery {
+  table: 'usage_rollup_minute' | 'usage_errors_minute';
+  /** Dimension and filter names to the table's columns. */
+  columns: Record<string, string>;
+  /** The SELECT list of measures (aggregate-state merges with their names). */
+  measures: string;
+  query: AnalyticsQuery;
+  /** ORDER BY, given what is grouped by (`bucket` first when there are buckets). */
+  order: (group: readonly string[]) => string;
+}
+
+/** Grouped: by the groups (time first); otherwise by `measure`, largest first. */
+const byGroupsElse = (measure: string) => (group: readonly string[]) => (group.length ? group.join(', ') : `${measure} DESC`);
+
+export function rollupSql(spec: RollupQuery): string {
+  const { query, columns } = spec;
+  const seconds = BUCKETS[query.bucket];
+  const bucketSelect = seconds === 0 ? '' : `intDiv(toUInt32(minute), ${seconds}) * ${seconds} AS bucket, `;
+  const group = [...(seconds === 0 ? [] : ['bucket']), ...query.groupBy];
+  const dimensions = query.groupBy.map((name) => `${columns[name]} AS ${name}, `).join('');
+  const conditions = [
+    `minute >= toDateTime(${Math.floor(query.from.getTime() / 1000)})`,
+    `minute < toDateTime(${Math.ceil(query.to.getTime() / 1000)})`,
+  ];
   for (const [name, value] of Object.entries(query.filters)) {
     if (value !== undefined) conditions.push(`${columns[name]} = ${sqlString(value)}`);
   }
-  return conditions.join(' AND ');
-}
-
-function bucketSelect(bucket: Bucket): { select: string; group: string[] } {
-  const seconds = BUCKETS[bucket];
-  if (seconds === 0) return { select: '', group: [] };
-  return { select: `intDiv(toUInt32(minute), ${seconds}) * ${seconds} AS bucket, `, group: ['bucket'] };
-}
-
-function groupSelect(groupBy: string[], columns: Record<string, string>): string {
-  return groupBy.map((name) => `${columns[name]} AS ${name}, `).join('');
+  return [
+    `SELECT ${bucketSelect}${dimensions}${spec.measures.trim()}`,
+    `FROM ${spec.table} WHERE ${conditions.join(' AND ')}`,
+    ...(group.length ? [`GROUP BY ${group.join(', ')}`] : []),
+    `ORDER BY ${spec.order(group)} LIMIT ${query.limit}`,
+  ].join(' ');
 }
 
 type Row = Record<string, string | number | number[] | null>;
@@ -181,14 +201,15 @@ export const USAGE_SQL = `
     countIfMerge(unpriced) AS unpricedRequests`;
 
 export async function usageAnalytics(clickhouse: ClickHouseClient, query: AnalyticsQuery): Promise<Row[]> {
-  const bucket = bucketSelect(query.bucket);
-  const group = [...bucket.group, ...query.groupBy];
-  const order = query.orderBy ? `${query.orderBy} DESC` : group.length ? group.join(', ') : 'requests DESC';
   const rows = await run(
     clickhouse,
-    `SELECT ${bucket.select}${groupSelect(query.groupBy, DIMENSIONS)}${USAGE_SQL}
-     FROM usage_rollup_minute WHERE ${whereClause(query, DIMENSIONS)}
-     ${group.length ? `GROUP BY ${group.join(', ')}` : ''} ORDER BY ${order} LIMIT ${query.limit}`,
+    rollupSql({
+      table: 'usage_rollup_minute',
+      columns: DIMENSIONS,
+      measures: USAGE_SQL,
+      query,
+      order: (group) => (query.orderBy ? `${query.orderBy} DESC` : byGroupsElse('requests')(group)),
+    }),
   );
   return shape(rows).map((row) => ({
     ...row,
@@ -197,18 +218,16 @@ export async function usageAnalytics(clickhouse: ClickHouseClient, query: Analyt
   }));
 }
 
+export const LATENCY_SQL = `
+    countMerge(requests) AS requests,
+    quantilesIfMerge(0.5, 0.9, 0.99)(latency_ms) AS latency,
+    quantilesIfMerge(0.5, 0.9, 0.99)(ttft_ms) AS ttft,
+    avgIfMerge(tokens_per_sec) AS outputTokensPerSec`;
+
 export async function latencyAnalytics(clickhouse: ClickHouseClient, query: AnalyticsQuery): Promise<Row[]> {
-  const bucket = bucketSelect(query.bucket);
-  const group = [...bucket.group, ...query.groupBy];
   const rows = await run(
     clickhouse,
-    `SELECT ${bucket.select}${groupSelect(query.groupBy, DIMENSIONS)}
-        countMerge(requests) AS requests,
-        quantilesIfMerge(0.5, 0.9, 0.99)(latency_ms) AS latency,
-        quantilesIfMerge(0.5, 0.9, 0.99)(ttft_ms) AS ttft,
-        avgIfMerge(tokens_per_sec) AS outputTokensPerSec
-     FROM usage_rollup_minute WHERE ${whereClause(query, DIMENSIONS)}
-     ${group.length ? `GROUP BY ${group.join(', ')}` : ''} ORDER BY ${group.length ? group.join(', ') : 'requests DESC'} LIMIT ${query.limit}`,
+    rollupSql({ table: 'usage_rollup_minute', columns: DIMENSIONS, measures: LATENCY_SQL, query, order: byGroupsElse('requests') }),
   );
   return shape(rows).map(({ latency, ttft, outputTokensPerSec, ...rest }) => {
     const [l50, l90, l99] = (latency as number[]) ?? [];
@@ -228,14 +247,17 @@ export async function latencyAnalytics(clickhouse: ClickHouseClient, query: Anal
 }
 
 export async function errorAnalytics(clickhouse: ClickHouseClient, query: AnalyticsQuery): Promise<Row[]> {
-  const bucket = bucketSelect(query.bucket);
-  const group = [...bucket.group, ...query.groupBy];
   return shape(
     await run(
       clickhouse,
-      `SELECT ${bucket.select}${groupSelect(query.groupBy, ERROR_COLUMNS)} countMerge(errors) AS errors
-       FROM usage_errors_minute WHERE ${whereClause(query, ERROR_COLUMNS)}
-       ${group.length ? `GROUP BY ${group.join(', ')}` : ''} ORDER BY ${query.bucket === 'none' ? 'errors DESC' : group.join(', ') || 'errors DESC'} LIMIT ${query.limit}`,
+      rollupSql({
+        table: 'usage_errors_minute',
+        columns: ERROR_COLUMNS,
+        measures: 'countMerge(errors) AS errors',
+        query,
+        // One table of errors per code when not over time: the most frequent first.
+        order: (group) => (query.bucket === 'none' ? 'errors DESC' : byGroupsElse('errors')(group)),
+      }),
     ),
   );
 }

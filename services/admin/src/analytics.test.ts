@@ -1,0 +1,53 @@
+// The SQL of every analytics route comes from rollupSql: table-driven checks of what
+// it writes (the results on real ClickHouse are checked in analytics.integration.test.ts).
+import { describe, expect, it } from 'vitest';
+import { DIMENSIONS, rollupSql, type AnalyticsQuery } from './analytics.js';
+
+const from = new Date('2026-11-23T10:00:00.000Z');
+const to = new Date('2026-11-23T12:00:00.000Z');
+const base: AnalyticsQuery = { from, to, bucket: 'none', groupBy: [], filters: {}, limit: 100 };
+const range = 'minute >= toDateTime(1795428000) AND minute < toDateTime(1795435200)';
+const byGroups = (group: readonly string[]) => (group.length ? group.join(', ') : 'requests DESC');
+
+describe('rollupSql', () => {
+  it.each([
+    ['totals, no bucket, no dimensions', base, `SELECT m FROM usage_rollup_minute WHERE ${range} ORDER BY requests DESC LIMIT 100`],
+    [
+      'hourly buckets',
+      { ...base, bucket: 'hour' },
+      `SELECT intDiv(toUInt32(minute), 3600) * 3600 AS bucket, m FROM usage_rollup_minute WHERE ${range} GROUP BY bucket ORDER BY bucket LIMIT 100`,
+    ],
+    [
+      'daily buckets by provider and model, filtered',
+      { ...base, bucket: 'day', groupBy: ['provider', 'model'], filters: { environment: 'prod' }, limit: 10 },
+      `SELECT intDiv(toUInt32(minute), 86400) * 86400 AS bucket, provider AS provider, model_id AS model, m FROM usage_rollup_minute WHERE ${range} AND environment = 'prod' GROUP BY bucket, provider, model ORDER BY bucket, provider, model LIMIT 10`,
+    ],
+    [
+      'a filter value with quotes and backslashes is one literal',
+      { ...base, filters: { userId: "o'brien\\x" } },
+      `SELECT m FROM usage_rollup_minute WHERE ${range} AND user_id = 'o\\'brien\\\\x' ORDER BY requests DESC LIMIT 100`,
+    ],
+    [
+      'a range that is not on whole seconds covers it (floor, ceiling)',
+      { ...base, from: new Date(from.getTime() + 500), to: new Date(to.getTime() - 500) },
+      `SELECT m FROM usage_rollup_minute WHERE ${range} ORDER BY requests DESC LIMIT 100`,
+    ],
+  ] as const)('%s', (_what, query, sql) => {
+    expect(
+      rollupSql({ table: 'usage_rollup_minute', columns: DIMENSIONS, measures: 'm', query: query as AnalyticsQuery, order: byGroups }),
+    ).toBe(sql);
+  });
+
+  it('a route decides its order from what is grouped', () => {
+    const sql = rollupSql({
+      table: 'usage_errors_minute',
+      columns: { model: 'model_id' },
+      measures: 'countMerge(errors) AS errors',
+      query: { ...base, groupBy: ['model'] },
+      order: () => 'errors DESC',
+    });
+    expect(sql).toBe(
+      `SELECT model_id AS model, countMerge(errors) AS errors FROM usage_errors_minute WHERE ${range} GROUP BY model ORDER BY errors DESC LIMIT 100`,
+    );
+  });
+});
