@@ -7,10 +7,14 @@ import { ProduceBatcher, ProduceUnavailableError } from './produce-batcher.js';
 function fakeProducer(behaviour: (messages: number) => Promise<void>) {
   const sends: number[] = [];
   let resets = 0;
+  // As kafkajs with our partitioner: every message gets a partition (0 here), and the
+  // broker answers for it.
   const producer = {
-    send: async ({ messages }: { messages: unknown[] }) => {
+    send: async ({ topic, messages }: { topic: string; messages: { partition?: number }[] }) => {
       sends.push(messages.length);
+      for (const sent of messages) sent.partition = 0;
       await behaviour(messages.length);
+      return [{ topicName: topic, partition: 0, errorCode: 0 }];
     },
   } as unknown as Producer;
   return { sends, resets: () => resets, factory: { current: async () => producer, reset: async () => void resets++ } };

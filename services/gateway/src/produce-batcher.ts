@@ -2,7 +2,7 @@
 // collapse to one broker round trip per HTTP request. A caller's promise settles
 // only when the batch holding its record is acknowledged by the broker (acks=all,
 // idempotent producer): the gateway's 202 means "durably on the topic".
-import type { Producer } from '@otm/shared/kafka';
+import { sendAcknowledged, type Producer } from '@otm/shared/kafka';
 
 export interface QueuedMessage {
   key: string;
@@ -131,7 +131,7 @@ export class ProduceBatcher {
       // The bound covers connecting too: a broker that is down must not hold callers.
       await withTimeout(
         slot.current().then((producer) =>
-          producer.send({
+          sendAcknowledged(producer, {
             topic: this.options.topic,
             acks: -1,
             messages: batch.map(({ key, value, requestId }) => ({

@@ -1,6 +1,6 @@
 // Messages that can never be loaded go to the dead-letter topic unchanged, with
 // the reason and their origin in headers. They never block the partition.
-import type { Producer } from '@otm/shared/kafka';
+import { sendAcknowledged, type Producer } from '@otm/shared/kafka';
 
 export interface DeadLetter {
   topic: string;
@@ -15,7 +15,7 @@ export interface DeadLetter {
 
 export async function sendDeadLetters(producer: Producer, dlqTopic: string, letters: readonly DeadLetter[]): Promise<void> {
   if (letters.length === 0) return;
-  await producer.send({
+  await sendAcknowledged(producer, {
     topic: dlqTopic,
     acks: -1,
     messages: letters.map((letter) => ({
