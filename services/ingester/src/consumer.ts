@@ -13,9 +13,11 @@
 // dropped. Nothing answered 202 is lost, nothing is counted twice.
 //
 // The chunks of the partitions kafkajs hands over together load as one unit (one
-// insert per table, see load-gatherer.ts); each eachBatch waits for its unit and
-// commits its own partition's offsets. A chunk fetched before the latest rebalance
-// is never inserted: its partition may belong to another member by now.
+// insert per table, see load-gatherer.ts). eachBatch hands its chunks over and
+// returns, so the next fetch overlaps the load; each chunk's offsets commit once its
+// unit is loaded and marked, in order within its partition (follow()). A chunk fetched
+// before the latest rebalance is never inserted: its partition may belong to another
+// member by now.
 import type { Consumer, EachBatchPayload, KafkaMessage } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
