@@ -7,15 +7,14 @@ import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import Fastify, { LogController } from 'fastify';
 import compress from '@fastify/compress';
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { v7 as uuidv7 } from 'uuid';
 import type { RecordBounds, Validators } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
 import { edgeServerOptions, registerErrorEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
 import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
-import { hashKey, parseKey } from '@otm/shared/keys/key-format';
 import { registerBatchRoute, type BatchLimits } from './batch-route.js';
+import { createIngestAuth } from './ingest-auth.js';
 import { ingestRoutes } from './ingest-routes.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
 import {
@@ -57,14 +56,6 @@ export interface GatewayOptions {
   batch: BatchLimits;
   https?: { key: Buffer; cert: Buffer };
 }
-
-declare module 'fastify' {
-  interface FastifyRequest {
-    apiKey: ApiKeyRecord;
-  }
-}
-
-const BEARER = /^Bearer[ ]+(\S+)[ ]*$/i;
 
 export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Promise<FastifyInstance> {
   const serverOptions: FastifyServerOptions = {
@@ -112,39 +103,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     },
   });
 
-  // Authentication runs on onRequest, before the body is read (as at an edge): a
-  // request without a valid key is answered 401 without parsing its body.
-  async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const key = credentialsOf(request);
-    const environment = parseKey(key);
-    if (environment === undefined) throw new ServiceError('AuthError', 'API key missing or incorrect.');
-    let record: ApiKeyRecord | null;
-    try {
-      record = await deps.keyCache.lookup(hashKey(key));
-    } catch {
-      throw unavailable(reply, 'The key store is unreachable; retry later.');
-    }
-    if (!record) throw new ServiceError('AuthError', 'API key missing or incorrect.');
-    request.apiKey = record;
-
-    if (request.headers.expect?.toLowerCase() === '100-continue') reply.raw.writeContinue();
-  }
-
-  // Per key: a fixed window of burst/perSecond seconds holding `burst` records, so a
-  // key sustains perSecond and may send a burst at once. In memory, per gateway.
-  const { perSecond, burst } = options.rateLimit;
-  const limiter =
-    perSecond > 0 ? new RateLimiterMemory({ points: burst, duration: Math.max(1, Math.round(burst / perSecond)) }) : undefined;
-  async function rateLimited(request: FastifyRequest, reply: FastifyReply, records = 1): Promise<void> {
-    if (!limiter) return;
-    try {
-      await limiter.consume(request.apiKey.id, records);
-    } catch (refusal) {
-      if (!(refusal instanceof RateLimiterRes)) throw refusal;
-      reply.header('retry-after', String(Math.max(1, Math.ceil(refusal.msBeforeNext / 1000))));
-      throw new ServiceError('RateLimited', `Rate limit of ${perSecond} records per second (bursts of ${burst}) exceeded for this key.`);
-    }
-  }
+  const { authenticate, rateLimited } = createIngestAuth(deps.keyCache, options.rateLimit, (reply, message) => unavailable(reply, message));
 
   const intakeContext = (request: FastifyRequest, receivedAt: Date): IntakeContext => ({
     validators: deps.validators,
@@ -228,25 +187,6 @@ function idempotencyKeyOf(request: FastifyRequest): string | undefined {
     });
   }
   return values[0];
-}
-
-/** The one key of the request: form A, form B, or both when they agree. */
-function credentialsOf(request: FastifyRequest): string {
-  const headerKey = request.headers['x-api-key'];
-  const authorization = request.headers.authorization;
-  if (Array.isArray(headerKey)) throw new ServiceError('AuthError', 'API key missing or incorrect.');
-  let bearer: string | undefined;
-  if (authorization !== undefined) {
-    const match = BEARER.exec(authorization);
-    if (!match) throw new ServiceError('AuthError', 'API key missing or incorrect.');
-    bearer = match[1];
-  }
-  if (headerKey !== undefined && bearer !== undefined && headerKey !== bearer) {
-    throw new ServiceError('AuthError', 'Ambiguous credentials: X-API-Key and Authorization carry different keys.');
-  }
-  const key = headerKey ?? bearer;
-  if (key === undefined || key === '') throw new ServiceError('AuthError', 'API key missing or incorrect.');
-  return key;
 }
 
 function accepted(answer: AcceptedReply, usage: Usage) {

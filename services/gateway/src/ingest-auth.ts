@@ -1,0 +1,85 @@
+// Who may ingest, and how much: the API key of a request (X-API-Key or a bearer
+// token, checked before the body is read, as at an edge) and the per-key rate limit.
+// Both run as route hooks of the ingest endpoints (app.ts, batch-route.ts).
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { ServiceError } from '@otm/shared/errors';
+import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
+import { hashKey, parseKey } from '@otm/shared/keys/key-format';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The key of an authenticated ingest request (set by authenticate). */
+    apiKey: ApiKeyRecord;
+  }
+}
+
+const BEARER = /^Bearer[ ]+(\S+)[ ]*$/i;
+
+export interface IngestAuth {
+  /** onRequest hook: sets request.apiKey or throws 401 (503 when the key store is unreachable). */
+  authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /** preHandler: takes `records` from the key's allowance or throws 429 with Retry-After. */
+  rateLimited(request: FastifyRequest, reply: FastifyReply, records?: number): Promise<void>;
+}
+
+export function createIngestAuth(
+  keyCache: { lookup(hash: string): ApiKeyRecord | null | Promise<ApiKeyRecord | null> },
+  rateLimit: { perSecond: number; burst: number },
+  unavailable: (reply: FastifyReply, message: string) => ServiceError,
+): IngestAuth {
+  // Authentication runs on onRequest, before the body is read (as at an edge): a
+  // request without a valid key is answered 401 without parsing its body.
+  async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const key = credentialsOf(request);
+    const environment = parseKey(key);
+    if (environment === undefined) throw new ServiceError('AuthError', 'API key missing or incorrect.');
+    let record: ApiKeyRecord | null;
+    try {
+      record = await keyCache.lookup(hashKey(key));
+    } catch {
+      throw unavailable(reply, 'The key store is unreachable; retry later.');
+    }
+    if (!record) throw new ServiceError('AuthError', 'API key missing or incorrect.');
+    request.apiKey = record;
+
+    if (request.headers.expect?.toLowerCase() === '100-continue') reply.raw.writeContinue();
+  }
+
+  // Per key: a fixed window of burst/perSecond seconds holding `burst` records, so a
+  // key sustains perSecond and may send a burst at once. In memory, per gateway.
+  const { perSecond, burst } = rateLimit;
+  const limiter =
+    perSecond > 0 ? new RateLimiterMemory({ points: burst, duration: Math.max(1, Math.round(burst / perSecond)) }) : undefined;
+  async function rateLimited(request: FastifyRequest, reply: FastifyReply, records = 1): Promise<void> {
+    if (!limiter) return;
+    try {
+      await limiter.consume(request.apiKey.id, records);
+    } catch (refusal) {
+      if (!(refusal instanceof RateLimiterRes)) throw refusal;
+      reply.header('retry-after', String(Math.max(1, Math.ceil(refusal.msBeforeNext / 1000))));
+      throw new ServiceError('RateLimited', `Rate limit of ${perSecond} records per second (bursts of ${burst}) exceeded for this key.`);
+    }
+  }
+
+  return { authenticate, rateLimited };
+}
+
+/** The one key of the request: form A, form B, or both when they agree. */
+function credentialsOf(request: FastifyRequest): string {
+  const headerKey = request.headers['x-api-key'];
+  const authorization = request.headers.authorization;
+  if (Array.isArray(headerKey)) throw new ServiceError('AuthError', 'API key missing or incorrect.');
+  let bearer: string | undefined;
+  if (authorization !== undefined) {
+    const match = BEARER.exec(authorization);
+    if (!match) throw new ServiceError('AuthError', 'API key missing or incorrect.');
+    bearer = match[1];
+  }
+  if (headerKey !== undefined && bearer !== undefined && headerKey !== bearer) {
+    throw new ServiceError('AuthError', 'Ambiguous credentials: X-API-Key and Authorization carry different keys.');
+  }
+  const key = headerKey ?? bearer;
+  if (key === undefined || key === '') throw new ServiceError('AuthError', 'API key missing or incorrect.');
+  return key;
+}
