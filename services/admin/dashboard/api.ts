@@ -1,0 +1,32 @@
+// The dashboard's API client: the admin token in this tab's sessionStorage, the page's
+// state, and the calls to the admin service (analytics, keys, pipeline).
+
+export type Row = Record<string, any>;
+export interface Answer {
+  rows: Row[];
+}
+
+export const state = {
+  token: sessionStorage.getItem('otm-admin-token') ?? '',
+  since: '24h',
+  environment: '',
+  page: location.hash.slice(1) || 'overview',
+};
+export class Unauthorized extends Error {}
+
+export async function api<T>(path: string, init: RequestInit = {}): Promise<T> {
+  const response = await fetch(path, {
+    ...init,
+    headers: { authorization: `Bearer ${state.token}`, ...(init.body ? { 'content-type': 'application/json' } : {}), ...init.headers },
+  });
+  if (response.status === 401) throw new Unauthorized();
+  if (!response.ok)
+    throw new Error(((await response.json().catch(() => ({}))) as { message?: string }).message ?? `HTTP ${response.status}`);
+  return (response.status === 204 ? undefined : await response.json()) as T;
+}
+
+export function analytics(kind: 'usage' | 'latency' | 'errors', params: Record<string, string>): Promise<Answer> {
+  const query = new URLSearchParams({ since: state.since, ...params });
+  if (state.environment) query.set('environment', state.environment);
+  return api<Answer>(`/v1/analytics/${kind}?${query}`);
+}

@@ -1,0 +1,313 @@
+// The dashboard's pages: Overview, Models, Errors, Users and AI Module Configurations
+// (keys). Each renders into the element it is given, from the admin APIs.
+import { Unauthorized, analytics, api, state, type Row } from './api.js';
+import { bucketFor, card, empty, h, lineChart, money, ms, number, panel, percent, table, timeLabel } from './ui.js';
+
+export async function overview(root: HTMLElement) {
+  const bucket = bucketFor(state.since);
+  const [totals, series, latency, pipeline] = await Promise.all([
+    analytics('usage', { bucket: 'none' }),
+    analytics('usage', { bucket }),
+    analytics('latency', { bucket }),
+    // The ingesters' backlog: records accepted and not yet loaded (absent when Kafka does not answer).
+    api<{ lag: number }>('/v1/pipeline').catch((error: unknown) => {
+      if (error instanceof Unauthorized) throw error;
+      return undefined;
+    }),
+  ]);
+  const total = totals.rows[0] ?? {};
+  root.append(
+    h(
+      'div',
+      { class: 'cards' },
+      card('Requests', number(total.requests)),
+      card('Total tokens', number(total.totalTokens)),
+      card('Cost (USD)', money(total.costUsd)),
+      card('Error rate', percent(total.errorRate)),
+      card('Unpriced share', percent(total.unknownPriceShare)),
+      card('Ingest backlog', pipeline ? number(pipeline.lag) : '—'),
+    ),
+  );
+  if (series.rows.length === 0) {
+    root.append(panel('Activity', empty()));
+    return;
+  }
+  const labels = series.rows.map((row) => timeLabel(row.bucket));
+  const latencyByBucket = new Map(latency.rows.map((row) => [row.bucket, row]));
+  root.append(
+    h(
+      'div',
+      { class: 'grid' },
+      panel('Requests', lineChart(labels, [{ label: 'requests', data: series.rows.map((row) => row.requests) }])),
+      panel(
+        'Tokens',
+        lineChart(
+          labels,
+          [
+            { label: 'input', data: series.rows.map((row) => row.inputTokens) },
+            { label: 'output', data: series.rows.map((row) => row.outputTokens) },
+          ],
+          { stacked: true, bar: true },
+        ),
+      ),
+      panel('Cost (USD)', lineChart(labels, [{ label: 'cost', data: series.rows.map((row) => row.costUsd) }])),
+      panel('Error rate', lineChart(labels, [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }])),
+      panel(
+        'p99 latency (ms)',
+        lineChart(labels, [{ label: 'p99', data: series.rows.map((row) => latencyByBucket.get(row.bucket)?.latencyP99Ms ?? null) }]),
+      ),
+    ),
+  );
+}
+
+export async function models(root: HTMLElement) {
+  const [usage, latency] = await Promise.all([
+    analytics('usage', { bucket: 'none', groupBy: 'provider,model', orderBy: 'totalTokens' }),
+    analytics('latency', { bucket: 'none', groupBy: 'provider,model' }),
+  ]);
+  const latencyOf = new Map(latency.rows.map((row) => [`${row.provider}/${row.model}`, row]));
+  const rows: Row[] = usage.rows.map((row) => ({
+    ...row,
+    ...latencyOf.get(`${row.provider}/${row.model}`),
+    name: `${row.provider}/${row.model}`,
+  }));
+  if (rows.length > 0) {
+    const labels = rows.map((row) => row.name);
+    root.append(
+      h(
+        'div',
+        { class: 'grid' },
+        panel('Tokens by model', lineChart(labels, [{ label: 'total tokens', data: rows.map((row) => row.totalTokens) }], { bar: true })),
+        panel('Cost by model (USD)', lineChart(labels, [{ label: 'cost', data: rows.map((row) => row.costUsd) }], { bar: true })),
+        panel(
+          'Latency percentiles (ms)',
+          lineChart(
+            labels,
+            [
+              { label: 'p50', data: rows.map((row) => row.latencyP50Ms) },
+              { label: 'p90', data: rows.map((row) => row.latencyP90Ms) },
+              { label: 'p99', data: rows.map((row) => row.latencyP99Ms) },
+            ],
+            { bar: true },
+          ),
+        ),
+      ),
+    );
+  }
+  root.append(
+    h('div', { class: 'gap-above' }),
+    panel(
+      'Models',
+      table(
+        [
+          ['name', 'Provider / model'],
+          ['requests', 'Requests', number],
+          ['totalTokens', 'Tokens', number],
+          ['costUsd', 'Cost', money],
+          ['latencyP50Ms', 'p50', ms],
+          ['latencyP99Ms', 'p99', ms],
+          ['ttftP50Ms', 'TTFT p50', ms],
+          ['outputTokensPerSec', 'Tokens/s', (value) => number(value, 1)],
+          ['errorRate', 'Errors', percent],
+        ],
+        rows,
+      ),
+    ),
+  );
+}
+
+export async function errors(root: HTMLElement) {
+  const bucket = bucketFor(state.since);
+  const [series, codes, messages] = await Promise.all([
+    analytics('usage', { bucket }),
+    analytics('errors', { bucket: 'none', groupBy: 'errorCode', limit: '10' }),
+    analytics('errors', { bucket: 'none', groupBy: 'errorCode,errorMessage', limit: '10' }),
+  ]);
+  root.append(
+    h(
+      'div',
+      { class: 'grid' },
+      panel(
+        'Error rate over time',
+        series.rows.length
+          ? lineChart(
+              series.rows.map((row) => timeLabel(row.bucket)),
+              [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }],
+            )
+          : empty(),
+      ),
+      panel(
+        'Top error codes',
+        codes.rows.length
+          ? lineChart(
+              codes.rows.map((row) => row.errorCode || '(none)'),
+              [{ label: 'errors', data: codes.rows.map((row) => row.errors) }],
+              { bar: true },
+            )
+          : empty('No errors in this time range.'),
+      ),
+    ),
+    h('div', { class: 'gap-above' }),
+    panel(
+      'Top error messages',
+      table(
+        [
+          ['errorCode', 'Code'],
+          ['errorMessage', 'Message'],
+          ['errors', 'Count', number],
+        ],
+        messages.rows,
+      ),
+    ),
+  );
+}
+
+export async function users(root: HTMLElement) {
+  const [top, split] = await Promise.all([
+    analytics('usage', { bucket: 'none', groupBy: 'userId,userType', orderBy: 'totalTokens', limit: '20' }),
+    analytics('usage', { bucket: 'none', groupBy: 'userType' }),
+  ]);
+  root.append(
+    h(
+      'div',
+      { class: 'grid' },
+      panel(
+        'Internal vs external (tokens)',
+        split.rows.length
+          ? lineChart(
+              split.rows.map((row) => row.userType),
+              [{ label: 'tokens', data: split.rows.map((row) => row.totalTokens) }],
+              { bar: true },
+            )
+          : empty(),
+      ),
+      panel(
+        'Internal vs external (cost, USD)',
+        split.rows.length
+          ? lineChart(
+              split.rows.map((row) => row.userType),
+              [{ label: 'cost', data: split.rows.map((row) => row.costUsd) }],
+              { bar: true },
+            )
+          : empty(),
+      ),
+    ),
+    h('div', { class: 'gap-above' }),
+    panel(
+      'Top users by tokens',
+      table(
+        [
+          ['userId', 'User'],
+          ['userType', 'Type'],
+          ['requests', 'Requests', number],
+          ['totalTokens', 'Tokens', number],
+          ['costUsd', 'Cost', money],
+        ],
+        top.rows,
+      ),
+    ),
+  );
+}
+
+export async function keys(root: HTMLElement) {
+  const list = await api<{ keys: Row[] }>('/v1/keys');
+  const created = h('div');
+  const name = h('input', { placeholder: 'Name, e.g. checkout-service', 'aria-label': 'Key name', id: 'key-name' }) as HTMLInputElement;
+  const environment = h(
+    'select',
+    { 'aria-label': 'Environment', id: 'key-env' },
+    ...['prod', 'qa', 'preview', 'dev'].map((env) => h('option', { value: env }, env)),
+  ) as HTMLSelectElement;
+  const create = h(
+    'button',
+    {
+      id: 'create-key',
+      onClick: async () => {
+        if (!name.value.trim()) return name.focus();
+        const key = await api<Row>('/v1/keys', {
+          method: 'POST',
+          body: JSON.stringify({ environment: environment.value, name: name.value.trim() }),
+        });
+        const secret = h('div', { class: 'secret', id: 'new-key' }, key.key);
+        const copy = h(
+          'button',
+          {
+            class: 'secondary',
+            id: 'copy-key',
+            onClick: async () => {
+              await navigator.clipboard?.writeText(key.key).catch(() => undefined);
+              copy.textContent = 'Copied';
+            },
+          },
+          'Copy',
+        );
+        created.replaceChildren(
+          h(
+            'div',
+            { class: 'notice' },
+            h('strong', {}, 'Copy this key now. '),
+            'It is shown once and stored only as a hash.',
+            h('div', { class: 'row gap-above-small' }, secret, copy),
+          ),
+        );
+        await renderKeyTable();
+      },
+    },
+    'Create key',
+  );
+  const tableHolder = h('div');
+  async function renderKeyTable() {
+    const current = await api<{ keys: Row[] }>('/v1/keys');
+    tableHolder.replaceChildren(
+      current.keys.length === 0
+        ? empty('No keys yet. Create one to start sending usage records.')
+        : h(
+            'table',
+            {},
+            h(
+              'thead',
+              {},
+              h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Id'), h('th', {}, 'Environment'), h('th', {}, 'Created'), h('th', {}, '')),
+            ),
+            h(
+              'tbody',
+              {},
+              ...current.keys.map((key) =>
+                h(
+                  'tr',
+                  { 'data-key-id': key.id },
+                  h('td', {}, key.name),
+                  h('td', {}, h('code', {}, key.id)),
+                  h('td', {}, h('span', { class: 'badge' }, key.environment)),
+                  h('td', {}, new Date(key.createdAt).toLocaleString()),
+                  h(
+                    'td',
+                    { class: 'num' },
+                    h(
+                      'button',
+                      {
+                        class: 'danger',
+                        'data-delete': key.id,
+                        onClick: async () => {
+                          if (!confirm(`Delete key "${key.name}" (${key.id})? Every gateway refuses it within 2 seconds.`)) return;
+                          await api(`/v1/keys/${key.id}`, { method: 'DELETE' });
+                          await renderKeyTable();
+                        },
+                      },
+                      'Delete',
+                    ),
+                  ),
+                ),
+              ),
+            ),
+          ),
+    );
+  }
+  void list;
+  await renderKeyTable();
+  root.append(
+    panel('Create an ingest key', h('div', {}, h('div', { class: 'row' }, name, environment, create), created)),
+    h('div', { class: 'gap-above' }),
+    panel('Keys', tableHolder),
+  );
+}
