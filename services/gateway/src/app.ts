@@ -71,8 +71,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
   };
   const app = Fastify(serverOptions) as unknown as FastifyInstance;
   app.decorateRequest('apiKey', null as unknown as ApiKeyRecord);
-  // JSON only: without its text/plain parser, any other Content-Type is a 415.
-  app.removeContentTypeParser('text/plain');
+  // JSON only (registerJsonParser): any other Content-Type is a 415.
   registerJsonParser(app, options.jsonMaxDepth);
   // Node answers `Expect: 100-continue` itself unless someone listens: we listen, and
   // send the 100 only once the key is known (authenticate), so an unauthenticated

@@ -10,7 +10,6 @@ import { registerErrorEdge, registerJsonParser } from './http-edge.js';
 async function edgeApp() {
   // As the admin service: an unknown query parameter is refused, not silently dropped.
   const app = Fastify({ bodyLimit: 64, ajv: { customOptions: { removeAdditional: false } } });
-  app.removeContentTypeParser('text/plain');
   registerJsonParser(app, 8);
   registerErrorEdge(app, { retryAfterSeconds: 7 });
   app.get<{ Params: { type: ErrorType } }>('/throw/:type', async (request) => {

@@ -104,8 +104,13 @@ export function parseJsonText(text: string, maxDepth: number, what = 'The reques
   }
 }
 
-/** application/json bodies, parsed by parseJsonText. */
+/**
+ * application/json bodies, parsed by parseJsonText. JSON only: Fastify's text/plain
+ * parser is removed, so any other Content-Type is a 415 on both services (the admin
+ * service used to take text/plain and answer 400).
+ */
 export function registerJsonParser(app: FastifyInstance, maxDepth: number): void {
+  app.removeContentTypeParser('text/plain');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, text, done) => {
     try {

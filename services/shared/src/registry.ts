@@ -21,17 +21,22 @@ export function createRegistry(url: string): SchemaRegistry {
 
 /**
  * Registers the schema under subject (idempotent: same content, same id). On a new
- * subject the client also sets its compatibility; processes starting together (the
- * gateway's workers) race on that, and the registry answers the losers 409. The
- * schema is registered by then, and a second attempt finds the setting made.
+ * subject the client also sets its compatibility, after registering; processes
+ * starting together (the gateway's workers) race on that: the registry answers a
+ * second setter 409, and a client that looks between another's registration and its
+ * setting sees the registry's default ("BACKWARD != NONE"). The schema is registered
+ * either way and the setting lands a moment later: both are tried again, a few times.
  */
 export async function registerJsonSchema(registry: SchemaRegistry, subject: string, schema: object): Promise<number> {
   const register = () => registry.register({ type: SchemaType.JSON, schema: JSON.stringify(schema) }, { subject });
-  try {
-    return (await register()).id;
-  } catch (error) {
-    if ((error as { status?: number }).status !== 409) throw error;
-    return (await register()).id;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return (await register()).id;
+    } catch (error) {
+      const racing = (error as { status?: number }).status === 409 || (error as Error).name === 'ConfluentSchemaRegistryCompatibilityError';
+      if (!racing || attempt >= 5) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+    }
   }
 }
 
