@@ -1,8 +1,17 @@
-// Both HTTP services answer errors through the one edge (registerErrorEdge): the
-// same documented body ({ statusCode, errorType, message[, errors] }) for the same
+// Both HTTP services answer through the one edge (registerEdge): every answer carries
+// its request id, and errors the same documented body ({ statusCode, errorType, message[, errors] }) for the same
 // kind of error, checked against the real gateway and admin service.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestKey, httpRequest, startGateway, startService, stackEnv, testNames, type ServiceProcess } from './helpers/stack.js';
+import {
+  createTestKey,
+  fixture,
+  httpRequest,
+  startGateway,
+  startService,
+  stackEnv,
+  testNames,
+  type ServiceProcess,
+} from './helpers/stack.js';
 
 const n = testNames('edge');
 const adminToken = `edge-${n.groupId}-0123456789abcdefghij`;
@@ -87,6 +96,25 @@ describe('error answers of both services', () => {
       expect(typeof answer.body.message).toBe('string');
       expect(Object.keys(answer.body).every((member) => ['statusCode', 'errorType', 'message', 'errors'].includes(member))).toBe(true);
       expect(String(answer.headers['content-type'])).toMatch(/^application\/json/);
+      expect(answer.headers['x-request-id']).toMatch(UUID_V7);
     }
   });
+
+  it("every answer carries its request id; the gateway's 202 names the same one in its body", async () => {
+    const accepted = await ask('gateway', {
+      method: 'POST',
+      path: '/v1/telemetry/usage',
+      body: JSON.stringify(fixture('valid/success.json')),
+      headers: { 'content-type': 'application/json' },
+      authorized: true,
+    });
+    expect(accepted.status).toBe(202);
+    expect(accepted.headers['x-request-id']).toMatch(UUID_V7);
+    expect(accepted.headers['x-request-id']).toBe(accepted.body.requestId);
+    const listed = await ask('admin', { method: 'GET', path: '/v1/keys', authorized: true });
+    expect(listed.status).toBe(200);
+    expect(listed.headers['x-request-id']).toMatch(UUID_V7);
+  });
 });
+
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

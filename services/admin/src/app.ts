@@ -2,7 +2,7 @@
 // admin token except the dashboard's static files (which hold no data).
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 
-import { edgeServerOptions, registerErrorEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
+import { edgeServerOptions, registerEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
 import type { KeyStore } from '@otm/shared/keys/key-store';
 import { adminTokenCheck } from './admin-auth.js';
@@ -42,7 +42,7 @@ export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Pro
   });
 
   // Retry-After for the rare 503 (a dependency down): the admin service has no setting of its own.
-  registerErrorEdge(app, { retryAfterSeconds: 5 });
+  registerEdge(app, { retryAfterSeconds: 5 });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 

@@ -7,10 +7,9 @@ import { createRequire } from 'node:module';
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import Fastify, { LogController } from 'fastify';
 import compress from '@fastify/compress';
-import { v7 as uuidv7 } from 'uuid';
 import type { RecordBounds, Validators } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
-import { edgeServerOptions, registerErrorEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
+import { edgeServerOptions, registerEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
 import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
 import { registerBatchRoute, type BatchLimits } from './batch-route.js';
@@ -64,8 +63,6 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     // Request lines are logged by our own hooks (without bodies); Fastify's own are off.
     logController: new LogController({ disableRequestLogging: true } as never),
     bodyLimit: options.bodyLimitBytes,
-    requestIdHeader: false,
-    genReqId: () => uuidv7(),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   };
@@ -91,7 +88,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     return new ServiceError('Unavailable', message);
   };
 
-  registerErrorEdge(app, {
+  registerEdge(app, {
     retryAfterSeconds: options.retryAfterSeconds,
     onErrorAnswer: (serviceError, request) => {
       deps.metrics.requests.inc({ status: String(serviceError.statusCode) });

@@ -1,17 +1,21 @@
-// The one error edge both HTTP services register (registerErrorEdge): every error
+// The one error edge both HTTP services register (registerEdge): every error
 // answer, whether thrown by a route or by Fastify itself, has the documented body
 // (statusCode, errorType, message, and errors for validation), Retry-After where a
 // client should come back, and nothing internal in it.
 import { describe, expect, it } from 'vitest';
 import Fastify from 'fastify';
 import { errorCatalog, ServiceError, type ErrorType } from './errors.js';
-import { registerErrorEdge, registerJsonParser } from './http-edge.js';
+import { edgeServerOptions, registerEdge, registerJsonParser } from './http-edge.js';
 
 async function edgeApp() {
   // As the admin service: an unknown query parameter is refused, not silently dropped.
-  const app = Fastify({ bodyLimit: 64, ajv: { customOptions: { removeAdditional: false } } });
+  const app = Fastify({
+    ...edgeServerOptions({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000 }),
+    bodyLimit: 64,
+    ajv: { customOptions: { removeAdditional: false } },
+  });
   registerJsonParser(app, 8);
-  registerErrorEdge(app, { retryAfterSeconds: 7 });
+  registerEdge(app, { retryAfterSeconds: 7 });
   app.get<{ Params: { type: ErrorType } }>('/throw/:type', async (request) => {
     throw new ServiceError(request.params.type, `a ${request.params.type}`);
   });
@@ -28,13 +32,14 @@ async function edgeApp() {
   return app;
 }
 
-describe('registerErrorEdge', () => {
+describe('registerEdge', () => {
   it.each(Object.entries(errorCatalog))('a thrown %s is answered %j with the documented body', async (type, entry) => {
     const app = await edgeApp();
     const answer = await app.inject({ method: 'GET', url: `/throw/${type}` });
     expect(answer.statusCode).toBe(entry.statusCode);
     expect(answer.json()).toEqual({ statusCode: entry.statusCode, errorType: type, message: `a ${type}` });
     expect(answer.headers['retry-after']).toBe(type === 'Unavailable' || type === 'RateLimited' ? '7' : undefined);
+    expect(String(answer.headers['x-request-id'])).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it.each([

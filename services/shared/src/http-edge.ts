@@ -6,6 +6,7 @@
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
+import { v7 as uuidv7 } from 'uuid';
 import { exceedsJsonDepth } from '@otm/schemas';
 import { errorBody, ServiceError, type ErrorType } from './errors.js';
 import { nonNegativeInt, positiveInt } from './config.js';
@@ -53,6 +54,9 @@ export function edgeServerOptions(limits: ConnectionLimits, tls?: { key: Buffer;
     connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs),
   };
   return {
+    // Every request gets an id of ours (a UUIDv7, time-ordered), never one a client sent.
+    requestIdHeader: false,
+    genReqId: () => uuidv7(),
     requestTimeout: limits.requestTimeoutMs,
     connectionTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
@@ -182,11 +186,16 @@ export interface EdgeOptions {
 }
 
 /**
- * The one error edge of both HTTP services: every error answered with the documented
- * body (errors.ts), Retry-After on 503 and 429, a 5xx logged with its request id, and
- * an unknown route a 404 with the same body.
+ * The one edge of both HTTP services: every answer carries its request id
+ * (`x-request-id`, the id the logs and the Kafka header carry); every error is
+ * answered with the documented body (errors.ts), Retry-After on 503 and 429, a 5xx
+ * logged with its request id, and an unknown route a 404 with the same body.
  */
-export function registerErrorEdge(app: FastifyInstance, options: EdgeOptions): void {
+export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
+  app.addHook('onSend', async (request, reply, payload) => {
+    reply.header('x-request-id', request.id);
+    return payload;
+  });
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const serviceError = toServiceError(error);
     if ((serviceError.errorType === 'Unavailable' || serviceError.errorType === 'RateLimited') && !reply.hasHeader('retry-after')) {
