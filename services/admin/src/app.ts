@@ -42,7 +42,7 @@ export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Pro
   });
 
   // Retry-After for the rare 503 (a dependency down): the admin service has no setting of its own.
-  registerEdge(app, { retryAfterSeconds: 5 });
+  registerEdge(app, { retryAfterSeconds: 5, accessLog: 'info' });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 

@@ -60,7 +60,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
   const serverOptions: FastifyServerOptions = {
     ...edgeServerOptions(options.connectionLimits, options.https),
     loggerInstance: deps.logger,
-    // Request lines are logged by our own hooks (without bodies); Fastify's own are off.
+    // Request lines are logged by the edge (registerEdge: at debug, without bodies); Fastify's own are off.
     logController: new LogController({ disableRequestLogging: true } as never),
     bodyLimit: options.bodyLimitBytes,
     return503OnClosing: true,
@@ -90,6 +90,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
 
   registerEdge(app, {
     retryAfterSeconds: options.retryAfterSeconds,
+    accessLog: 'debug',
     onErrorAnswer: (serviceError, request) => {
       deps.metrics.requests.inc({ status: String(serviceError.statusCode) });
       if (serviceError.errorType === 'ValidationError') deps.metrics.validationFailures.inc();

@@ -3,7 +3,8 @@
 // (statusCode, errorType, message, and errors for validation), Retry-After where a
 // client should come back, and nothing internal in it.
 import { describe, expect, it } from 'vitest';
-import Fastify from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { pino } from 'pino';
 import { errorCatalog, ServiceError, type ErrorType } from './errors.js';
 import { edgeServerOptions, registerEdge, registerJsonParser } from './http-edge.js';
 
@@ -15,7 +16,7 @@ async function edgeApp() {
     ajv: { customOptions: { removeAdditional: false } },
   });
   registerJsonParser(app, 8);
-  registerEdge(app, { retryAfterSeconds: 7 });
+  registerEdge(app, { retryAfterSeconds: 7, accessLog: 'info' });
   app.get<{ Params: { type: ErrorType } }>('/throw/:type', async (request) => {
     throw new ServiceError(request.params.type, `a ${request.params.type}`);
   });
@@ -90,5 +91,31 @@ describe('registerEdge', () => {
     if (message) expect(body.message).toBe(message);
     expect(answer.body).not.toContain('secret internal detail');
     if (status === 400) expect(Array.isArray(body.errors)).toBe(true);
+  });
+});
+
+describe('the access log', () => {
+  it('writes one line per answered request: request id, method, route, status and time; no credentials, no body', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const options: FastifyServerOptions = {
+      ...edgeServerOptions({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000 }),
+      loggerInstance: logger,
+      disableRequestLogging: true,
+    };
+    const app = Fastify(options) as unknown as FastifyInstance;
+    registerJsonParser(app, 8);
+    registerEdge(app, { retryAfterSeconds: 7, accessLog: 'info' });
+    app.post('/echo', async (request) => request.body);
+    const answer = await app.inject({
+      method: 'POST',
+      url: '/echo?x=1',
+      payload: '{"secret":"body"}',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer otm_dev_secret' },
+    });
+    const [line] = lines.filter((entry) => entry.msg === 'answered');
+    expect(line).toMatchObject({ requestId: answer.headers['x-request-id'], method: 'POST', route: '/echo', status: 200 });
+    expect(typeof line!.ms).toBe('number');
+    expect(JSON.stringify(lines)).not.toMatch(/otm_dev_secret|"secret":"body"/);
   });
 });

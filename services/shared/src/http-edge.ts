@@ -183,6 +183,12 @@ export interface EdgeOptions {
   retryAfterSeconds: number;
   /** Sees every error answer before it is sent (the gateway counts them). */
   onErrorAnswer?: (error: ServiceError, request: FastifyRequest) => void;
+  /**
+   * Level of the access log line written for every answered request (request id,
+   * method, route, status, milliseconds; never a body or a credential). The gateway
+   * logs at debug (thousands a second), the admin service at info.
+   */
+  accessLog: 'info' | 'debug';
 }
 
 /**
@@ -195,6 +201,18 @@ export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
   app.addHook('onSend', async (request, reply, payload) => {
     reply.header('x-request-id', request.id);
     return payload;
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    request.log[options.accessLog](
+      {
+        requestId: request.id,
+        method: request.method,
+        route: request.routeOptions.url ?? '(no route)',
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'answered',
+    );
   });
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const serviceError = toServiceError(error);
