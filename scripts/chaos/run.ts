@@ -218,7 +218,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       180_000,
     );
     ingester = started;
-    void started.child.once('exit', (code, signal) => {
+    started.child.once('exit', (code, signal) => {
       if (!ingesterWanted || ingester !== started) return;
       log(`ingester exited (${signal ?? code}) on its own; restarting in 1 s; its last log lines:\n${started.logs.slice(-30).join('\n')}`);
       ingesterRestarts++;

@@ -3,7 +3,7 @@
 // usage topic, read from Kafka (at most every 2 s), behind the admin token.
 import type { FastifyInstance } from 'fastify';
 import { ServiceError } from '@otm/shared/errors';
-import { consumerLag, type Admin } from '@otm/shared/kafka';
+import { cachedConsumerLag, type Admin } from '@otm/shared/kafka';
 
 export const pipelineAnswerSchema = {
   type: 'object',
@@ -27,9 +27,14 @@ export const pipelineAnswerSchema = {
 export const pipelineRoute = { url: '/v1/pipeline', summary: "The ingesters' consumer lag, per partition of the usage topic" } as const;
 
 export function registerPipelineRoutes(app: FastifyInstance, admin: () => Promise<Admin>, topic: string, group: string): void {
-  let last: { at: number; answer: Promise<unknown> } | undefined;
-  const read = async () => {
-    const partitions = await consumerLag(await admin(), group, topic);
+  const lag = cachedConsumerLag(admin, group, topic, 2000);
+  app.get(pipelineRoute.url, { schema: { response: { 200: pipelineAnswerSchema } } }, async () => {
+    let partitions: { partition: number; lag: number }[];
+    try {
+      partitions = await lag();
+    } catch {
+      throw new ServiceError('Unavailable', 'Kafka is unavailable; retry later.');
+    }
     return {
       topic,
       group,
@@ -37,16 +42,5 @@ export function registerPipelineRoutes(app: FastifyInstance, admin: () => Promis
       partitions,
       readAt: new Date().toISOString(),
     };
-  };
-  app.get(pipelineRoute.url, { schema: { response: { 200: pipelineAnswerSchema } } }, async () => {
-    if (!last || Date.now() - last.at > 2000) {
-      last = { at: Date.now(), answer: read() };
-      last.answer.catch(() => (last = undefined));
-    }
-    try {
-      return await last.answer;
-    } catch {
-      throw new ServiceError('Unavailable', 'Kafka is unavailable; retry later.');
-    }
   });
 }

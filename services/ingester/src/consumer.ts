@@ -333,11 +333,12 @@ export class UsageConsumer {
         return result.loaded;
       });
       for (const { item, reason, headers } of refused) letter(item.part, item.message, reason, headers);
-      const probes = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.probes);
+      const loadedParts = parts.filter((part) => outcomes.get(part) === 'loaded');
+      const probes = loadedParts.flatMap((part) => part.probes);
       if (probes.length > 0) await retry('clickhouse (canary)', () => store.insertProbes(probes));
 
       const inserted = performance.now();
-      const letters = parts.filter((part) => outcomes.get(part) === 'loaded').flatMap((part) => part.letters);
+      const letters = loadedParts.flatMap((part) => part.letters);
       await retry('kafka (dead letters)', () => this.deps.deadLetters.send(letters));
       for (const sent of letters) {
         this.deps.logger.warn(

@@ -3,7 +3,7 @@
 // chunks and loads and commits the ones it took (for at most the session timeout;
 // what is not loaded by then is not committed and comes again), then clients close.
 import { createLogger } from '@otm/shared/logger';
-import { consumerLag, createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
+import { cachedConsumerLag, createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
@@ -66,15 +66,8 @@ await consumer.connect();
 // Lag is read from Kafka when Prometheus scrapes, at most every 5 s.
 const admin = kafka.admin();
 await admin.connect();
-let lagRead: { at: number; value: Promise<{ partition: number; lag: number }[]> } | undefined;
 const metrics = createIngesterMetrics({
-  lag: () => {
-    if (!lagRead || Date.now() - lagRead.at > 5000) {
-      lagRead = { at: Date.now(), value: consumerLag(admin, config.INGEST_GROUP_ID, config.USAGE_TOPIC) };
-      lagRead.value.catch(() => (lagRead = undefined));
-    }
-    return lagRead.value;
-  },
+  lag: cachedConsumerLag(async () => admin, config.INGEST_GROUP_ID, config.USAGE_TOPIC, 5000),
   oldestPendingMs: () => usageConsumer.oldestPendingMs(),
 });
 // The freshness canary's key id, looked up by the key's hash (the key may be created

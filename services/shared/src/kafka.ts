@@ -134,6 +134,29 @@ export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
   return kafka.consumer(config);
 }
 
+/**
+ * consumerLag read at most every `maxAgeMs`, for readers asked often (a Prometheus
+ * scrape, the admin API): one read in flight at a time, and a failed read is not kept.
+ */
+export function cachedConsumerLag(
+  admin: () => Promise<Admin>,
+  groupId: string,
+  topic: string,
+  maxAgeMs: number,
+): () => Promise<{ partition: number; lag: number }[]> {
+  let last: { at: number; value: Promise<{ partition: number; lag: number }[]> } | undefined;
+  return () => {
+    if (!last || Date.now() - last.at > maxAgeMs) {
+      const read = { at: Date.now(), value: admin().then((connected) => consumerLag(connected, groupId, topic)) };
+      read.value.catch(() => {
+        if (last === read) last = undefined;
+      });
+      last = read;
+    }
+    return last.value;
+  };
+}
+
 /** Per partition: messages of `topic` the group has not committed (a partition never committed counts from its low mark). */
 export async function consumerLag(admin: Admin, groupId: string, topic: string): Promise<{ partition: number; lag: number }[]> {
   const [ends, [committed]] = await Promise.all([admin.fetchTopicOffsets(topic), admin.fetchOffsets({ groupId, topics: [topic] })]);
