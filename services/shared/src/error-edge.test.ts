@@ -3,6 +3,9 @@
 // (statusCode, errorType, message, and errors for validation), Retry-After where a
 // client should come back, and nothing internal in it.
 import { describe, expect, it } from 'vitest';
+import net from 'node:net';
+import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { pino } from 'pino';
 import { errorCatalog, ServiceError, type ErrorType } from './errors.js';
@@ -117,5 +120,66 @@ describe('the access log', () => {
     expect(line).toMatchObject({ requestId: answer.headers['x-request-id'], method: 'POST', route: '/echo', status: 200 });
     expect(typeof line!.ms).toBe('number');
     expect(JSON.stringify(lines)).not.toMatch(/otm_dev_secret|"secret":"body"/);
+  });
+});
+
+describe('an answer sent before the body has all arrived', () => {
+  /**
+   * Sends `Content-Length: total` and `first` bytes, reads the answer, then sends the
+   * rest; tells whether the server kept the connection until the whole body was sent.
+   */
+  async function earlyAnswer(port: number, total: number, first: number) {
+    const socket = net.connect(port, '127.0.0.1');
+    await once(socket, 'connect');
+    let received = '';
+    let closed = false;
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    socket.on('error', () => (closed = true));
+    socket.on('end', () => (closed = true));
+    socket.on('close', () => (closed = true));
+    socket.write(`POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${total}\r\n\r\n`);
+    socket.write(Buffer.alloc(first, 0x20));
+    const deadline = Date.now() + 5_000;
+    while (!received.includes('}') && Date.now() < deadline) await sleep(10);
+    const answer = received;
+    // The client, like most, goes on sending the body it announced.
+    const rest = Buffer.alloc(total - first, 0x20);
+    let sent = 0;
+    while (sent < rest.length && !closed) {
+      const chunk = rest.subarray(sent, sent + 256 * 1024);
+      if (!socket.write(chunk)) await Promise.race([new Promise((resolve) => socket.once('drain', resolve)), sleep(1_000)]);
+      sent += chunk.length;
+    }
+    await sleep(100);
+    const keptOpen = !closed;
+    socket.destroy();
+    return { answer, keptOpen, sentAll: sent === rest.length };
+  }
+
+  it('reads and throws away the rest, so a client still sending reads the 413 instead of a reset', async () => {
+    const app = await edgeApp();
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const port = (app.server.address() as net.AddressInfo).port;
+      const outcome = await earlyAnswer(port, 8 * 1024 * 1024, 1024 * 1024);
+      expect(outcome.answer).toMatch(/^HTTP\/1\.1 413 /);
+      expect(outcome.answer).toContain('"errorType":"PayloadTooLarge"');
+      expect(outcome).toMatchObject({ sentAll: true, keptOpen: true });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('closes the connection once the client has sent more than the bound after the answer', async () => {
+    const app = await edgeApp();
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const port = (app.server.address() as net.AddressInfo).port;
+      const outcome = await earlyAnswer(port, 200 * 1024 * 1024, 1024 * 1024);
+      expect(outcome.answer).toMatch(/^HTTP\/1\.1 413 /);
+      expect(outcome).toMatchObject({ sentAll: false, keptOpen: false });
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -3,6 +3,7 @@
 // body for what Node and Fastify would otherwise answer in their own words (a
 // malformed request line, a bad URL), and a JSON parser that refuses deep nesting
 // before it parses.
+import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
@@ -66,6 +67,32 @@ export function edgeServerOptions(limits: ConnectionLimits, tls?: { key: Buffer;
       void reply.code(400).send(errorBody('ValidationError', error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL.' : 'Malformed request.'));
     },
   } as FastifyServerOptions & object;
+}
+
+/** What is still read and thrown away of a body after an early answer, at most. */
+export const earlyAnswerDiscard = { bytes: 64 * 1024 * 1024, ms: 5_000 };
+
+/**
+ * The rest of a body that was answered early (a 413 at the size limit, a zip bomb
+ * stopped while inflating, a 401 before the body) is read off the wire and thrown
+ * away, raw and never inflated, so a client still sending its body reads the answer
+ * instead of a connection reset (the race that makes clients report EPIPE instead of
+ * the 413). Bounded, like a web server's lingering close: past `earlyAnswerDiscard`
+ * bytes or milliseconds the connection is closed.
+ */
+function discardRestOfBody(raw: IncomingMessage): void {
+  raw.unpipe();
+  raw.removeAllListeners('data');
+  const close = () => raw.socket?.destroy();
+  const timer = setTimeout(close, earlyAnswerDiscard.ms);
+  timer.unref();
+  let discarded = 0;
+  raw.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > earlyAnswerDiscard.bytes) close();
+  });
+  raw.once('close', () => clearTimeout(timer));
+  raw.resume();
 }
 
 /** Requests Node refuses before Fastify sees them, answered with the documented body. */
@@ -200,6 +227,12 @@ export interface EdgeOptions {
 export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
   app.addHook('onSend', async (request, reply, payload) => {
     reply.header('x-request-id', request.id);
+    if (request.raw.complete === false) {
+      // Answered before the body has all arrived (413, or 401 before the body): the
+      // connection stays open while the rest is thrown away (see discardRestOfBody).
+      reply.removeHeader('connection');
+      discardRestOfBody(request.raw);
+    }
     return payload;
   });
   app.addHook('onResponse', async (request, reply) => {
