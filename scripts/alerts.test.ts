@@ -1,6 +1,6 @@
 // The alerting rules in deploy/prometheus/alerts.yml: well-formed rule groups, every
 // expression parsed by Prometheus's own PromQL grammar (the Lezer parser its UI
-// uses), and every metric they name exported by the gateway or the ingester, so a
+// uses), and every metric they name exported by the gateway, the admin service or the ingester, so a
 // renamed metric cannot leave an alert that never fires.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -9,6 +9,8 @@ import { parse } from 'yaml';
 import { parser } from '@prometheus-io/lezer-promql';
 import { createGatewayMetrics } from '../services/gateway/src/metrics.js';
 import { createIngesterMetrics } from '../services/ingester/src/metrics.js';
+import { requestMetrics } from '../services/shared/src/http-edge.js';
+import { Registry } from 'prom-client';
 
 interface Rule {
   alert?: string;
@@ -24,8 +26,13 @@ const rules = document.groups.flatMap((group) => group.rules);
 
 /** Metric names the services export, with the series suffixes Prometheus derives from them. */
 function exportedNames(): Set<string> {
+  const gateway = createGatewayMetrics(() => 0).registry;
+  requestMetrics(gateway, 'otm_gateway');
+  const admin = new Registry();
+  requestMetrics(admin, 'otm_admin');
   const registries = [
-    createGatewayMetrics(() => 0).registry,
+    gateway,
+    admin,
     createIngesterMetrics({ lag: async () => [], oldestPendingMs: () => undefined }).registry,
   ];
   const names = new Set<string>(['up']);

@@ -2,6 +2,7 @@
 // admin token. Query parameters are validated (400 with the usual error body);
 // results are bounded by `limit` (at most 10,000 rows).
 import type { FastifyInstance } from 'fastify';
+import type { JsonSchemaToTsProvider } from '@fastify/type-provider-json-schema-to-ts';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { ServiceError } from '@otm/shared/errors';
 import {
@@ -14,7 +15,6 @@ import {
   parseAnalyticsQuery,
   usageAnalytics,
   type AnalyticsQuery,
-  type RawQuery,
 } from './analytics.js';
 
 type Runner = (clickhouse: ClickHouseClient, query: AnalyticsQuery) => Promise<unknown[]>;
@@ -68,7 +68,8 @@ export const analyticsRoutes = [
 
 export function registerAnalyticsRoutes(app: FastifyInstance, clickhouse: ClickHouseClient): void {
   for (const { url, runner, dimensions, querystring } of analyticsRoutes) {
-    app.get<{ Querystring: RawQuery }>(url, { schema: { querystring } }, async (request) => {
+    // The query's type comes from the route's own schema (JsonSchemaToTsProvider).
+    app.withTypeProvider<JsonSchemaToTsProvider>().get(url, { schema: { querystring } }, async (request) => {
       let query: AnalyticsQuery;
       try {
         query = parseAnalyticsQuery(request.query, dimensions);

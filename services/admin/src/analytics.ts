@@ -5,9 +5,12 @@
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
+import type { FromSchema } from 'json-schema-to-ts';
 
-export const BUCKETS = { minute: 60, hour: 3600, day: 86400, none: 0 } as const;
-export type Bucket = keyof typeof BUCKETS;
+const BUCKET_NAMES = ['minute', 'hour', 'day', 'none'] as const;
+export type Bucket = (typeof BUCKET_NAMES)[number];
+/** Seconds per time bucket; `none` is one row for the whole range. */
+export const BUCKETS: Record<Bucket, number> = { minute: 60, hour: 3600, day: 86400, none: 0 };
 
 /** Dimensions: API name -> rollup column. */
 export const DIMENSIONS = {
@@ -49,7 +52,7 @@ export const analyticsQuerySchema = {
     from: { type: 'string', maxLength: 40 },
     to: { type: 'string', maxLength: 40 },
     since: { type: 'string', pattern: '^[0-9]{1,4}[mhd]$' },
-    bucket: { type: 'string', enum: Object.keys(BUCKETS) },
+    bucket: { type: 'string', enum: BUCKET_NAMES },
     groupBy: { type: 'string', maxLength: 200 },
     limit: { type: 'integer', minimum: 1, maximum: MAX_ROWS },
     orderBy: { type: 'string', enum: ['requests', 'totalTokens', 'costUsd', 'errors'] },
@@ -62,16 +65,12 @@ export const analyticsQuerySchema = {
   },
 } as const;
 
-export interface RawQuery {
-  from?: string;
-  to?: string;
-  since?: string;
-  bucket?: Bucket;
-  groupBy?: string;
-  limit?: number;
-  orderBy?: string;
-  [filter: string]: string | number | undefined;
-}
+/**
+ * The query string as Fastify hands it over after validating it against the route's
+ * schema: the type is derived from the schema itself (json-schema-to-ts), never
+ * written beside it. The error route's schema differs only in its filters.
+ */
+export type RawQuery = FromSchema<typeof analyticsQuerySchema> & { errorCode?: string };
 
 export class QueryError extends Error {
   constructor(
@@ -122,7 +121,7 @@ export function parseAnalyticsQuery(raw: RawQuery, allowed: readonly string[], n
   if (new Set(groupBy).size !== groupBy.length || groupBy.length > 3) throw new QueryError('/groupBy', 'at most 3 distinct dimensions');
   const filters: Partial<Record<string, string>> = {};
   for (const name of allowed) {
-    const value = raw[name];
+    const value = (raw as Record<string, unknown>)[name];
     if (typeof value === 'string') filters[name] = value;
   }
   return { from, to, bucket, groupBy, filters, limit: raw.limit ?? 1000, orderBy: raw.orderBy };

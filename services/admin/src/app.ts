@@ -4,16 +4,21 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 
 import { edgeServerOptions, registerEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
+import type { Registry } from 'prom-client';
 import type { KeyStore } from '@otm/shared/keys/key-store';
 import { adminTokenCheck } from './admin-auth.js';
 import { registerKeyRoutes } from './keys-routes.js';
 
 export interface AdminDeps {
   logger: Logger;
-  keyStore: KeyStore;
+  keyStore: Pick<KeyStore, 'list' | 'create' | 'delete'>;
   /** Extra route groups (analytics, dashboard) registered behind or beside the token. */
   protectedRoutes?: ((app: FastifyInstance) => void)[];
   publicRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
+  /** Served at `GET /metrics` behind the token; the edge adds otm_admin_requests_total and otm_admin_request_seconds. */
+  metrics?: Registry;
+  /** Answers whether Redis (keys) and ClickHouse (analytics) are reachable: `/readyz`. */
+  ready?: () => Promise<boolean>;
 }
 
 export interface AdminOptions {
@@ -42,14 +47,19 @@ export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Pro
   });
 
   // Retry-After for the rare 503 (a dependency down): the admin service has no setting of its own.
-  registerEdge(app, { retryAfterSeconds: 5, accessLog: 'info' });
-
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  registerEdge(app, {
+    retryAfterSeconds: 5,
+    accessLog: 'info',
+    ...(deps.metrics && { metrics: { registry: deps.metrics, prefix: 'otm_admin' } }),
+    health: { ready: deps.ready ?? (async () => true) },
+  });
 
   const requireAdmin = adminTokenCheck(options.adminToken);
   await app.register(async (secured) => {
     secured.addHook('onRequest', async (request) => requireAdmin(request));
     registerKeyRoutes(secured, deps.keyStore);
+    const { metrics } = deps;
+    if (metrics) secured.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.metrics()));
     for (const routes of deps.protectedRoutes ?? []) routes(secured);
   });
   for (const routes of deps.publicRoutes ?? []) await routes(app);

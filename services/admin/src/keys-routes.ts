@@ -15,9 +15,18 @@ const createBody = {
   },
 } as const;
 
-export function registerKeyRoutes(app: FastifyInstance, store: KeyStore): void {
+/** The key store (Redis) out of reach is a 503 with Retry-After, not an internal error. */
+async function fromStore<T>(operation: Promise<T>): Promise<T> {
+  try {
+    return await operation;
+  } catch {
+    throw new ServiceError('Unavailable', 'The key store is unavailable; retry later.');
+  }
+}
+
+export function registerKeyRoutes(app: FastifyInstance, store: Pick<KeyStore, 'list' | 'create' | 'delete'>): void {
   app.get('/v1/keys', async () => {
-    const keys = await store.list();
+    const keys = await fromStore(store.list());
     return { keys: keys.map(({ id, name, environment, description, createdAt }) => ({ id, name, environment, description, createdAt })) };
   });
 
@@ -32,7 +41,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyStore): void {
           errors: [{ path: '/name', message: 'must not contain control characters or bidirectional overrides' }],
         });
       }
-      const created = await store.create(request.body);
+      const created = await fromStore(store.create(request.body));
       reply.header('cache-control', 'no-store');
       return reply.code(201).send({
         id: created.id,
@@ -46,7 +55,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyStore): void {
   );
 
   app.delete<{ Params: { id: string } }>('/v1/keys/:id', async (request, reply) => {
-    const deleted = await store.delete(request.params.id);
+    const deleted = await fromStore(store.delete(request.params.id));
     if (!deleted) throw new ServiceError('NotFound', 'No key with this id.');
     return reply.code(204).send();
   });

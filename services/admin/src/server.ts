@@ -1,6 +1,6 @@
 // The admin process: key management, analytics API and dashboard on 127.0.0.1:8480.
 import { createLogger } from '@otm/shared/logger';
-import { connectionLimitsFrom } from '@otm/shared/http-edge';
+import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
@@ -9,6 +9,7 @@ import { registerDashboard } from './dashboard.js';
 import { registerPipelineRoutes } from './pipeline-routes.js';
 import { createKafka, type Admin } from '@otm/shared/kafka';
 import { buildAdminApp } from './app.js';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { loadAdminConfig } from './config.js';
 
 const config = loadAdminConfig(process.env);
@@ -17,6 +18,8 @@ const redis = createRedis(config.REDIS_URL, { name: 'admin' });
 await redis.connect();
 
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
+const metrics = new Registry();
+collectDefaultMetrics({ register: metrics });
 
 // Kafka is asked only for the pipeline's lag; connected at the first request (and
 // again after a failure), so the admin service starts without it.
@@ -43,6 +46,14 @@ const app = await buildAdminApp(
       (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
     ],
     publicRoutes: [registerDashboard],
+    metrics,
+    ready: readinessOf([
+      () => redis.ping(),
+      () =>
+        clickhouse.ping().then((result) => {
+          if (!result.success) throw result.error;
+        }),
+    ]),
   },
 );
 const address = await app.listen({ host: config.ADMIN_HOST, port: config.ADMIN_PORT });

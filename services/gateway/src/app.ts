@@ -91,8 +91,9 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
   registerEdge(app, {
     retryAfterSeconds: options.retryAfterSeconds,
     accessLog: 'debug',
+    metrics: { registry: deps.metrics.registry, prefix: 'otm_gateway' },
+    health: { ready: deps.ready },
     onErrorAnswer: (serviceError, request) => {
-      deps.metrics.requests.inc({ status: String(serviceError.statusCode) });
       if (serviceError.errorType === 'ValidationError') deps.metrics.validationFailures.inc();
       if (request.routeOptions.url === ingestRoutes.single.url && [400, 422, 503].includes(serviceError.statusCode)) {
         deps.metrics.records.inc({ outcome: 'refused' });
@@ -125,7 +126,6 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
       const prepared = prepareRecord(request.body, idempotencyKeyOf(request), request.id, context);
       const previous = previousAnswer(prepared, deps.replay);
       if (previous) {
-        deps.metrics.requests.inc({ status: '202' });
         deps.metrics.replays.inc();
         return reply.code(202).send(accepted(previous, prepared.usage));
       }
@@ -140,7 +140,6 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
       }
       const answer = { requestId: request.id, timestamp: context.receivedAtIso, digest: prepared.digest };
       if (prepared.idempotencyKey) deps.replay?.set(prepared.eventKey, answer);
-      deps.metrics.requests.inc({ status: '202' });
       deps.metrics.records.inc({ outcome: 'accepted' });
       return reply.code(202).send(accepted(answer, prepared.usage));
     },
@@ -159,20 +158,17 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
   // The OpenAPI document (generated into schemas/ by npm run gen:openapi), served as is.
   const openApi = fs.readFileSync(createRequire(import.meta.url).resolve('@otm/schemas/openapi.json'));
   app.get('/openapi.json', async (_request, reply) => reply.type('application/json; charset=utf-8').send(openApi));
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
-    const ready = await deps.ready().catch(() => false);
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable' });
-  });
 
   return app;
 }
 
 /** The Idempotency-Key header, checked: one header, 1 to 255 printable ASCII characters. */
 function idempotencyKeyOf(request: FastifyRequest): string | undefined {
-  // Node joins repeated headers with ", "; the distinct values tell two headers from one.
-  const values = request.raw.headersDistinct['idempotency-key'];
-  if (values === undefined) return undefined;
+  // Node joins repeated headers with ", "; the raw header list tells two headers from one.
+  const raw = request.raw.rawHeaders;
+  const values: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'idempotency-key') values.push(raw[i + 1]!);
+  if (values.length === 0) return undefined;
   if (values.length !== 1 || !IDEMPOTENCY_KEY.test(values[0]!)) {
     throw new ServiceError('ValidationError', 'Invalid Idempotency-Key header.', {
       errors: [

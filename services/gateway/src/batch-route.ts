@@ -105,7 +105,6 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchLimits, js
         deps.metrics.records.inc({ outcome: 'refused' }, answer.refused);
         const status = answer.accepted === answer.results.length ? 202 : answer.accepted > 0 ? 207 : undefined;
         if (status !== undefined) {
-          deps.metrics.requests.inc({ status: String(status) });
           return reply.code(status).send({
             status: status === 202 ? 'accepted' : 'partial',
             message:
@@ -138,7 +137,6 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchLimits, js
         ).toBody();
         if (unavailable) reply.header('retry-after', String(deps.retryAfterSeconds));
         else deps.metrics.validationFailures.inc();
-        deps.metrics.requests.inc({ status: String(body.statusCode) });
         return reply.code(unavailable ? 503 : 400).send({ ...body, results: answer.results });
       },
     );

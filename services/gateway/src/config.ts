@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { parseTimestamp } from '@otm/schemas';
-import { bool, infrastructureSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
+import { bool, infrastructureSpec, metricsPortSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
 import { connectionLimitsSpec } from '@otm/shared/http-edge';
 
 export const gatewaySpec = {
@@ -37,8 +37,7 @@ export const gatewaySpec = {
   KEY_CACHE_TTL_MS: positiveInt({ default: 1000, desc: 'Lifetime of a cached key look-up (must stay under 2000)' }),
   KEY_CACHE_MISS_TTL_MS: positiveInt({ default: 250, desc: 'Lifetime of a cached look-up of an unknown key' }),
   IDEMPOTENCY_REPLAY_ENTRIES: nonNegativeInt({ default: 100_000, desc: 'Accepted idempotency keys remembered for replies' }),
-  METRICS_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the Prometheus metrics port' }),
-  METRICS_PORT: nonNegativeInt({ default: 9464, desc: 'Prometheus metrics port; 0 picks a free one' }),
+  ...metricsPortSpec(9464),
 };
 
 /** The cluster entry (cluster.ts): how many gateway processes, and where their metrics ports start. */

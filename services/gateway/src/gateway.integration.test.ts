@@ -423,7 +423,8 @@ describe('around the endpoint', () => {
   it('serves Prometheus metrics on its own port', async () => {
     const metrics = await httpRequest(`http://127.0.0.1:${gateway.metricsPort}/metrics`);
     expect(metrics.status).toBe(200);
-    expect(metrics.text).toMatch(/otm_gateway_requests_total\{status="202"\} \d+/);
+    expect(metrics.text).toMatch(/otm_gateway_requests_total\{route="\/v1\/telemetry\/usage",status="202"\} \d+/);
+    expect(metrics.text).toMatch(/otm_gateway_request_seconds_bucket\{le="0.005",route="\/v1\/telemetry\/usage"\} \d+/);
     expect(metrics.text).toMatch(/otm_gateway_validation_failures_total \d+/);
     expect(metrics.text).toMatch(/otm_gateway_produce_seconds_bucket/);
     expect(metrics.text).toMatch(/otm_gateway_produce_batch_records_bucket/);

@@ -6,12 +6,6 @@ export function createGatewayMetrics(depth: () => number) {
   collectDefaultMetrics({ register: registry });
   return {
     registry,
-    requests: new Counter({
-      name: 'otm_gateway_requests_total',
-      help: 'Ingest requests by HTTP status',
-      labelNames: ['status'],
-      registers: [registry],
-    }),
     records: new Counter({
       name: 'otm_gateway_records_total',
       help: 'Usage records by outcome (accepted: durably queued; refused: 400, 422 or 503), single and batch',

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import { buildQueuedRecordSchema, compileValidators, parseTimestamp } from '@otm/schemas';
-import { connectionLimitsFrom } from '@otm/shared/http-edge';
+import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createLogger } from '@otm/shared/logger';
 import { createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry, fetchJsonSchema, registerJsonSchema } from '@otm/shared/registry';
@@ -71,28 +71,21 @@ const batcher = new ProduceBatcher(
 // Readiness uses an admin client of its own, replaced after any failure so a
 // connection broken while the broker was away is never reused.
 let readyAdmin = kafka.admin();
-let readyCache = { at: 0, ready: false };
-async function ready(): Promise<boolean> {
-  if (Date.now() - readyCache.at < 1000) return readyCache.ready;
-  const bounded = <T>(check: Promise<T>) =>
-    Promise.race([check, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), 1000))]);
-  const checks = await Promise.allSettled([
-    bounded(redis.ping()),
-    bounded(
-      fetch(`${config.SCHEMA_REGISTRY_URL}/subjects`, { signal: AbortSignal.timeout(1000) }).then((r) => {
-        if (!r.ok) throw new Error(String(r.status));
-      }),
-    ),
-    bounded(readyAdmin.connect().then(() => readyAdmin.fetchTopicMetadata({ topics: [config.USAGE_TOPIC] }))).catch((error: unknown) => {
+const ready = readinessOf([
+  () => redis.ping(),
+  () =>
+    fetch(`${config.SCHEMA_REGISTRY_URL}/subjects`, { signal: AbortSignal.timeout(1000) }).then((r) => {
+      if (!r.ok) throw new Error(String(r.status));
+    }),
+  {
+    check: () => readyAdmin.connect().then(() => readyAdmin.fetchTopicMetadata({ topics: [config.USAGE_TOPIC] })),
+    onFailure: () => {
       const broken = readyAdmin;
       readyAdmin = kafka.admin();
       void broken.disconnect().catch(() => undefined);
-      throw error;
-    }),
-  ]);
-  readyCache = { at: Date.now(), ready: checks.every((check) => check.status === 'fulfilled') };
-  return readyCache.ready;
-}
+    },
+  },
+]);
 
 const replay =
   config.IDEMPOTENCY_REPLAY_ENTRIES > 0

@@ -1,4 +1,4 @@
-import { infrastructureSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
+import { infrastructureSpec, metricsPortSpec, parseConfig, positiveInt, str } from '@otm/shared/config';
 
 export const ingesterSpec = {
   ...infrastructureSpec,
@@ -16,8 +16,7 @@ export const ingesterSpec = {
   INGEST_SESSION_TIMEOUT_MS: positiveInt({ default: 10_000, desc: 'Consumer group session timeout' }),
   DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),
   PRICE_TABLE_FILE: str({ default: '', desc: 'JSON file adding to or overriding the model price table' }),
-  METRICS_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the metrics, /healthz and /readyz port' }),
-  METRICS_PORT: nonNegativeInt({ default: 9465, desc: 'Prometheus metrics, /healthz and /readyz port; 0 picks a free one' }),
+  ...metricsPortSpec(9465, 'Prometheus metrics, /healthz and /readyz'),
   CANARY_API_KEY: str({
     default: '',
     desc: 'API key of the freshness canary (its records never reach analytics); empty turns the canary off',

@@ -26,6 +26,14 @@ export const csv = makeValidator<string[]>((input) => {
   return items;
 });
 
+/** The metrics port of a service that serves `/metrics` apart from its API (`serves`: what else is on it). */
+export function metricsPortSpec(defaultPort: number, serves = 'Prometheus metrics') {
+  return {
+    METRICS_HOST: str({ default: '127.0.0.1', desc: `Bind address of the ${serves} port` }),
+    METRICS_PORT: nonNegativeInt({ default: defaultPort, desc: `${serves} port; 0 picks a free one` }),
+  };
+}
+
 /** Validators shared by every service that talks to the stack. */
 export const infrastructureSpec = {
   KAFKA_BROKERS: csv({ default: ['127.0.0.1:19092'], desc: 'Kafka bootstrap brokers, comma-separated' }),

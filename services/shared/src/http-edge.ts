@@ -7,6 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import secureJson from 'secure-json-parse';
+import { Counter, Histogram, type Registry } from 'prom-client';
 import { v7 as uuidv7 } from 'uuid';
 import { exceedsJsonDepth } from '@otm/schemas';
 import { errorBody, ServiceError, type ErrorType } from './errors.js';
@@ -216,6 +217,13 @@ export interface EdgeOptions {
    * logs at debug (thousands a second), the admin service at info.
    */
   accessLog: 'info' | 'debug';
+  /**
+   * The one request metric, counted once per answer in onResponse:
+   * `<prefix>_requests_total{route,status}` and `<prefix>_request_seconds{route}`.
+   */
+  metrics?: { registry: Registry; prefix: string };
+  /** `GET /healthz` (the process answers) and `GET /readyz` (200 while `ready()`, else 503), without a key. */
+  health?: { ready: () => Promise<boolean> };
 }
 
 /**
@@ -225,6 +233,7 @@ export interface EdgeOptions {
  * logged with its request id, and an unknown route a 404 with the same body.
  */
 export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
+  const answered = options.metrics && requestMetrics(options.metrics.registry, options.metrics.prefix);
   app.addHook('onSend', async (request, reply, payload) => {
     reply.header('x-request-id', request.id);
     if (request.raw.complete === false) {
@@ -236,14 +245,11 @@ export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
     return payload;
   });
   app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? '(no route)';
+    answered?.count.inc({ route, status: String(reply.statusCode) });
+    answered?.seconds.observe({ route }, reply.elapsedTime / 1000);
     request.log[options.accessLog](
-      {
-        requestId: request.id,
-        method: request.method,
-        route: request.routeOptions.url ?? '(no route)',
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime),
-      },
+      { requestId: request.id, method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime) },
       'answered',
     );
   });
@@ -259,4 +265,60 @@ export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
   app.setNotFoundHandler((request, reply) => {
     reply.code(404).send(errorBody('NotFound', `No route for ${request.method} ${request.url.split('?')[0]}.`));
   });
+  if (options.health) {
+    const { ready } = options.health;
+    app.get('/healthz', async () => ({ status: 'ok' }));
+    app.get('/readyz', async (_request, reply) => {
+      const isReady = await ready().catch(() => false);
+      return reply.code(isReady ? 200 : 503).send({ status: isReady ? 'ready' : 'unavailable' });
+    });
+  }
+}
+
+/** A check of one dependency; `onFailure` runs when it rejects or times out (to replace a broken client). */
+export type ReadinessCheck = (() => Promise<unknown>) | { check: () => Promise<unknown>; onFailure: () => void };
+
+/**
+ * A `/readyz` answer from checks of the dependencies: ready when every check resolves
+ * within `timeoutMs`; the answer is kept `cacheMs`, so probes cost the dependencies
+ * at most one round of checks a second.
+ */
+export function readinessOf(checks: ReadinessCheck[], timeoutMs = 1000, cacheMs = 1000): () => Promise<boolean> {
+  let last = { at: 0, ready: false };
+  const bounded = (entry: ReadinessCheck) => {
+    const { check, onFailure } = typeof entry === 'function' ? { check: entry, onFailure: undefined } : entry;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), timeoutMs)));
+    return Promise.race([check(), timeout])
+      .catch((error: unknown) => {
+        onFailure?.();
+        throw error;
+      })
+      .finally(() => clearTimeout(timer));
+  };
+  return async () => {
+    if (Date.now() - last.at < cacheMs) return last.ready;
+    const results = await Promise.allSettled(checks.map(bounded));
+    last = { at: Date.now(), ready: results.every((result) => result.status === 'fulfilled') };
+    return last.ready;
+  };
+}
+
+/** The edge's request metrics, registered on `registry` (exported for the alert-rule check). */
+export function requestMetrics(registry: Registry, prefix: string) {
+  return {
+    count: new Counter({
+      name: `${prefix}_requests_total`,
+      help: 'Answered HTTP requests by route (the route pattern; "(no route)" for a 404) and status',
+      labelNames: ['route', 'status'],
+      registers: [registry],
+    }),
+    seconds: new Histogram({
+      name: `${prefix}_request_seconds`,
+      help: 'Time from request to answer, by route',
+      labelNames: ['route'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: [registry],
+    }),
+  };
 }

@@ -1,0 +1,325 @@
+// The bench run's shared state and helpers: the options, the stack's addresses, the
+// load generators, service starters, the sample bodies, the key and the results that
+// each section (scripts/bench/sections/) fills in. Imported once by scripts/bench.ts.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Command } from 'commander';
+import { buildSync } from 'esbuild';
+import { buildQueuedRecordSchema, type QueuedUsageRecord } from '@otm/schemas';
+import { createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
+import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
+import { createRedis } from '@otm/shared/redis';
+import { createClickHouse } from '@otm/shared/clickhouse';
+import { KeyStore } from '@otm/shared/keys/key-store';
+import { loadStackConfig, stackAddresses } from '../stack/config.js';
+import { stackUp } from '../stack/services.js';
+import { ensureLocalCertificate } from '../local-tls.js';
+import { queuedRecords, sampleUsageRecords } from '../lib/sample-records.js';
+import { startProcess, startService, type ServiceProcess } from '../lib/service-process.js';
+
+export const options = new Command('bench')
+  .option('--quick', 'short runs (about 2 minutes with the stack up)')
+  .option('--runs <n>', 'runs per figure (median, min, max)', '3')
+  .option(
+    '--profile',
+    'CPU-profile the gateway (batch section) and the ingester (ingester section, first run) and write summaries to bench/profiles/',
+  )
+  .option(
+    '--only <sections>',
+    'comma-separated subset: gateway,batch,produce,ingester,scaleOut,freshness,endToEnd,revocation (latest.json keeps the other figures)',
+  )
+  .parse(process.argv)
+  .opts<{ quick?: boolean; runs: string; only?: string; profile?: boolean }>();
+export const only = options.only ? new Set(options.only.split(',')) : undefined;
+export const section = (name: string) => !only || only.has(name);
+// `npm run bench --quick` (without --) reaches us as npm_config_quick.
+export const quick = Boolean(options.quick) || process.env.npm_config_quick === 'true';
+export const runs = Math.max(3, Number(options.runs));
+export const scale = quick
+  ? {
+      loadSeconds: 1.5,
+      latencySeconds: 1,
+      warmupSeconds: 0.5,
+      produceRecords: 10_000,
+      ingestRecords: 10_000,
+      freshnessSeconds: 1.5,
+      revokedKeys: 10,
+    }
+  : {
+      loadSeconds: 10,
+      latencySeconds: 8,
+      warmupSeconds: 2,
+      produceRecords: 60_000,
+      ingestRecords: Number(process.env.BENCH_INGEST_RECORDS ?? 200_000),
+      freshnessSeconds: 10,
+      revokedKeys: 100,
+    };
+
+export const stack = loadStackConfig(process.env);
+export const addresses = stackAddresses(stack);
+export const root = stack.root;
+export const runId = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+export const work = path.join(stack.dir, 'bench');
+fs.mkdirSync(work, { recursive: true });
+export const log = (line: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
+
+export interface Figure {
+  median: number;
+  min: number;
+  max: number;
+  samples: number[];
+}
+export function figure(samples: number[]): Figure {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return { median: sorted[Math.floor(sorted.length / 2)]!, min: sorted[0]!, max: sorted[sorted.length - 1]!, samples };
+}
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+}
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Peak resident memory of a process so far, in MB (VmHWM). */
+export function peakRssMb(pid: number | undefined): number {
+  if (!pid) return NaN;
+  try {
+    const match = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/);
+    return match ? Number(match[1]) / 1024 : NaN;
+  } catch {
+    return NaN;
+  }
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc. */
+export function cpuSeconds(pid: number | undefined): number {
+  if (!pid) return NaN;
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (100 Hz)
+  } catch {
+    return NaN;
+  }
+}
+
+export interface LoadResult {
+  accepted: number;
+  non2xx: number;
+  errors: number;
+  perSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+}
+
+// The load generators are compiled once per bench run and started with plain node: a
+// generator is started about 40 times, and the TypeScript loader took 0.4 s a start.
+export const generators = Object.fromEntries(
+  ['load', 'rate-load', 'sdk-load'].map((name) => {
+    const outfile = path.join(work, `${name}.mjs`);
+    buildSync({
+      entryPoints: [path.join(root, `scripts/bench/${name}.ts`)],
+      outfile,
+      bundle: true,
+      packages: 'external',
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      logLevel: 'warning',
+    });
+    return [name, outfile];
+  }),
+);
+
+export interface SdkLoadResult {
+  accepted: number;
+  perSec: number;
+  failed: number;
+  dropped: number;
+  retries: number;
+  batches: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+/** Closed-loop maximum (autocannon), or with `rate` an open-loop fixed rate (rate-load.ts). */
+export function runLoad(spec: Record<string, unknown>): Promise<LoadResult> {
+  return runGenerator(spec.rate ? generators['rate-load']! : generators.load!, spec);
+}
+
+/** Batches through the client SDK as fast as the endpoint accepts them (sdk-load.ts). */
+export function runSdkLoad(spec: Record<string, unknown>): Promise<SdkLoadResult> {
+  return runGenerator(generators['sdk-load']!, spec);
+}
+
+export function runGenerator<T>(script: string, spec: Record<string, unknown>): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [script, JSON.stringify(spec)], {
+      // The local certificate is self-signed; the load stays on loopback.
+      env: { ...process.env, NODE_TLS_REJECT_UNAUTHORIZED: '0', NODE_NO_WARNINGS: '1' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk) => (out += chunk));
+    child.on('exit', (code) => {
+      const line = out.trim().split('\n').pop() ?? '';
+      if (code !== 0) return reject(new Error(`load generator exited ${code}: ${out}`));
+      resolve(JSON.parse(line) as T);
+    });
+  });
+}
+
+export const tls = await ensureLocalCertificate(path.join(stack.dir, 'tls'));
+export const serviceEnv = (extra: Record<string, string | number>): NodeJS.ProcessEnv => {
+  // Dedupe keys of a bench run need not outlive it (200,000 per ingester run add up in Redis).
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses, DEDUPE_TTL_SECONDS: '600' };
+  // Tuning variables given to the bench reach the services under test.
+  for (const [name, value] of Object.entries(process.env)) if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE)_/.test(name)) env[name] = value;
+  for (const [name, value] of Object.entries(extra)) env[name] = String(value);
+  return env;
+};
+/** A gateway on `port` for `topic`, with keys under `prefix`, TLS with the local certificate. */
+export const gatewayServiceEnv = (topic: string, prefix: string, port: number): NodeJS.ProcessEnv =>
+  serviceEnv({
+    USAGE_TOPIC: topic,
+    REDIS_KEY_PREFIX: prefix,
+    GATEWAY_PORT: port,
+    METRICS_PORT: 0,
+    TLS_CERT_FILE: tls.certFile,
+    TLS_KEY_FILE: tls.keyFile,
+    // One key offers the whole load: the per-key limit would measure itself.
+    RATE_LIMIT_PER_SECOND: 0,
+  });
+
+/** The bare Fastify server with the same TLS (scripts/bench/baseline-server.ts). */
+export function startBaseline(port: number): Promise<ServiceProcess> {
+  return startProcess(
+    'baseline',
+    [path.join(root, 'scripts/bench/baseline-server.ts'), String(port), tls.certFile, tls.keyFile],
+    process.env,
+    /baseline listening/,
+  );
+}
+
+// The ready lines are logged at info; debug adds the ingester's "unit loaded" timings.
+export async function startQuiet(
+  entry: 'gateway' | 'ingester' | 'gateway-cluster',
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  level: 'info' | 'debug' = 'info',
+  profileDir?: string,
+): Promise<ServiceProcess> {
+  const flags = profileDir ? { SERVICE_NODE_FLAGS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {};
+  return startService(entry, { ...env, LOG_LEVEL: level, ...flags }, ready, 90_000);
+}
+
+/** Fills `topic` with `count` queued records in the gateway's wire format, keyed by `keyOf`, in chunks of 10,000. */
+export async function prefillTopic(topic: string, partitions: number, count: number, keyOf: (index: number) => string): Promise<void> {
+  await ensureTopic(kafka, topic, partitions);
+  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
+  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
+  const producer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
+  await producer.connect();
+  const chunk = 10_000;
+  for (let start = 0; start < count; start += chunk) {
+    const records: QueuedUsageRecord[] = queuedRecords(
+      sampleUsageRecords(Math.min(chunk, count - start), { seed: start + 1, startMs: Date.now() - 3600_000 }),
+      { eventKey: (i) => keyOf(start + i) },
+    );
+    const encoded = records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
+    for (let offset = 0; offset < encoded.length; offset += 1000) {
+      await producer.send({ topic, acks: -1, messages: encoded.slice(offset, offset + 1000) });
+    }
+  }
+  await producer.disconnect();
+}
+
+/** Waits until usage_events holds `count` rows (the database appears with the ingester's migration); throws after 10 minutes. */
+export async function waitForRows(clickhouse: ReturnType<typeof createClickHouse>, count: number, what: string): Promise<void> {
+  const started = performance.now();
+  for (;;) {
+    const [row] =
+      (await (
+        await clickhouse.query({ query: 'SELECT count() AS n FROM usage_events', format: 'JSONEachRow' }).catch(() => undefined)
+      )?.json<{ n: string }>()) ?? [];
+    if (Number(row?.n) >= count) return;
+    if (performance.now() - started > 600_000) throw new Error(`${what} did not finish within 10 minutes`);
+    await sleep(100);
+  }
+}
+
+/** One ingester and one gateway on the same topic, keys and database: the pipeline under test. */
+export async function startPipeline(spec: {
+  topic: string;
+  database: string;
+  groupId: string;
+  prefix: string;
+  port: number;
+  level: 'info' | 'debug';
+}): Promise<{ ingester: ServiceProcess; gateway: ServiceProcess }> {
+  const { topic, database, groupId, prefix, port, level } = spec;
+  const [ingester, gateway] = await Promise.all([
+    startQuiet(
+      'ingester',
+      serviceEnv({
+        USAGE_TOPIC: topic,
+        CLICKHOUSE_DATABASE: database,
+        INGEST_GROUP_ID: groupId,
+        REDIS_KEY_PREFIX: prefix,
+        METRICS_PORT: 0,
+      }),
+      /ingester consuming/,
+      level,
+    ),
+    startQuiet('gateway', gatewayServiceEnv(topic, prefix, port), /gateway listening/),
+  ]);
+  return { ingester, gateway };
+}
+
+/** With --profile: a fresh folder for one service's profile, summarised into bench/profiles/ at the end. */
+export const profiles: { dir: string; name: string; title: string; records: () => number }[] = [];
+export function profileDir(name: string, title: string, records: () => number): string | undefined {
+  if (!options.profile) return undefined;
+  const dir = path.join(work, 'profiles', `${name}-${runId}`);
+  fs.mkdirSync(dir, { recursive: true });
+  profiles.push({ dir, name, title, records });
+  return dir;
+}
+
+/** The ingester's load units as its debug log reports them: whole unit, and the ClickHouse part. */
+export function unitTimings(logs: readonly string[]): { unitMs: number[]; clickhouseMs: number[]; rows: number[] } {
+  const units = logs
+    .filter((line) => line.includes('"unit loaded"'))
+    .map((line) => JSON.parse(line) as { rows: number; ms: { dedupe: number; load: number; mark: number } });
+  return {
+    unitMs: units.map((unit) => unit.ms.dedupe + unit.ms.load + unit.ms.mark),
+    clickhouseMs: units.map((unit) => unit.ms.load),
+    rows: units.map((unit) => unit.rows),
+  };
+}
+
+log(`starting the local stack (${quick ? 'quick' : 'full'} run, ${runs} runs per figure)`);
+await stackUp(stack);
+
+// Realistic bodies: success records with prompts of 0.5-4 KB and error records, from a seed.
+export const bodies = sampleUsageRecords(1000, { seed: 2026 }).map((record) => JSON.stringify(record));
+export const bodiesFile = path.join(work, 'bodies.json');
+fs.writeFileSync(bodiesFile, JSON.stringify(bodies));
+export const meanBodyBytes = Math.round(bodies.reduce((sum, body) => sum + body.length, 0) / bodies.length);
+
+export const redis = createRedis(addresses.REDIS_URL);
+await redis.connect();
+export const keyPrefix = `bench-${runId}:`;
+export const keyStore = new KeyStore(redis, keyPrefix);
+export const benchKey = await keyStore.create({ environment: 'prod', name: 'bench' });
+export const kafka = createKafka({ brokers: addresses.KAFKA_BROKERS.split(','), clientId: 'bench' });
+
+// A partial run (--only) keeps the other figures of the last run.
+export const latestFile = path.join(root, 'bench/results/latest.json');
+export const previous = only && fs.existsSync(latestFile) ? (JSON.parse(fs.readFileSync(latestFile, 'utf8')) as Record<string, any>) : {};
+export const results: Record<string, Record<string, number | string | Figure | Record<string, unknown>[]>> = Object.fromEntries(
+  ['gateway', 'batch', 'produce', 'clickhouseCeiling', 'ingester', 'scaleOut', 'freshness', 'endToEnd', 'revocation', 'memory']
+    .filter((key) => previous[key])
+    .map((key) => [key, previous[key]]),
+);

@@ -1,0 +1,187 @@
+// Writes the figures down: bench/results/latest.json, BENCHMARKS.md (rendered from
+// them, with the hand-written reading of bench/analysis.md) and, with --profile, one
+// summary per profiled service.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createClickHouse, serverVersion } from '@otm/shared/clickhouse';
+import { renderSummary, summarise } from '../profile-summary.js';
+import { only, quick, runs, addresses, root, log, Figure, profiles, results } from './context.js';
+
+interface Machine {
+  cores: number;
+  memoryGiB: number;
+  cpu: string;
+  node: string;
+  kafka: string;
+  clickhouse: string;
+}
+type Output = { date: string; mode: string; runs: number; machine: Machine } & Record<string, any>;
+
+export async function writeReport(): Promise<void> {
+  const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database: 'default', username: 'default', password: '' });
+  const [chMajor, chMinor] = await serverVersion(clickhouse);
+  await clickhouse.close();
+  const pom = fs.readFileSync(path.join(root, 'deploy/maven/pom.xml'), 'utf8');
+  const machine: Machine = {
+    cores: os.availableParallelism(),
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    cpu: os.cpus()[0]?.model ?? 'unknown',
+    node: process.version,
+    kafka: pom.match(/<kafka.version>([^<]+)/)?.[1] ?? '?',
+    clickhouse: `${chMajor}.${chMinor}`,
+  };
+
+  // --profile: one Markdown summary per profiled service (the raw profiles stay in the stack folder).
+  for (const profile of profiles) {
+    const files = fs.readdirSync(profile.dir).filter((file) => file.endsWith('.cpuprofile'));
+    // The main thread's profile is the largest; workers (pino's transport) write small ones.
+    const main = files.map((file) => path.join(profile.dir, file)).sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0];
+    if (!main) continue;
+    const summary = summarise(JSON.parse(fs.readFileSync(main, 'utf8')), 30);
+    const out = path.join(root, 'bench/profiles', `${profile.name}.md`);
+    fs.mkdirSync(path.dirname(out), { recursive: true });
+    fs.writeFileSync(
+      out,
+      renderSummary(summary, `${profile.title}, ${new Date().toISOString().slice(0, 10)}`, { count: profile.records(), unit: 'records' }),
+    );
+    log(`wrote ${path.relative(root, out)}`);
+  }
+
+  const output: Output = {
+    date: new Date().toISOString(),
+    mode: quick ? 'quick' : 'full',
+    // With --only, the other sections' figures are the previous run's.
+    sections: only ? [...only] : 'all',
+    runs,
+    machine,
+    ...results,
+  };
+  fs.mkdirSync(path.join(root, 'bench/results'), { recursive: true });
+  fs.writeFileSync(path.join(root, 'bench/results/latest.json'), `${JSON.stringify(output, null, 2)}\n`);
+  fs.writeFileSync(path.join(root, 'BENCHMARKS.md'), renderMarkdown(output));
+  log('wrote bench/results/latest.json and BENCHMARKS.md');
+}
+
+function renderMarkdown(data: Output): string {
+  const f = (value: unknown, digits = 0) =>
+    typeof value === 'number' && Number.isFinite(value)
+      ? value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+      : 'n/a';
+  const range = (fig: unknown, digits = 0) => {
+    const x = fig as Figure | undefined;
+    return x ? `${f(x.median, digits)} (${f(x.min, digits)}–${f(x.max, digits)})` : 'n/a';
+  };
+  const g = data.gateway as Record<string, any>;
+  const b = (data.batch ?? {}) as Record<string, any>;
+  const p = data.produce as Record<string, any>;
+  const i = data.ingester as Record<string, any>;
+  const c = (data.clickhouseCeiling ?? {}) as Record<string, any>;
+  const fr = data.freshness as Record<string, any>;
+  const r = data.revocation as Record<string, any>;
+  const m = data.memory as Record<string, any>;
+  const e = (data.endToEnd ?? {}) as Record<string, any>;
+  const so = (data.scaleOut ?? {}) as Record<string, any>;
+  const steps = (e.steps ?? []) as Record<string, any>[];
+  const ladder = steps
+    .map(
+      (step) =>
+        `| ${f(step.offeredPerS)} | ${f(step.achievedPerS)} | ${f(step.accepted)} | ${f(step.lost)} | ${f(step.duplicates)} | ${f(step.maxLag)} / ${f(step.maxLagSecondHalf)} | ${f(step.drainSeconds, 1)} s | ${step.passed ? 'passed' : `failed: ${step.limitedBy}`} |`,
+    )
+    .join('\n');
+  const met = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**');
+  const num = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
+  const check = (value: unknown, test: (x: number) => boolean) => (num(value) === undefined ? undefined : test(num(value)!));
+  const targets = [
+    [
+      'batch endpoint ≥ 20,000 accepted records/s into Kafka',
+      `${f(b.recordsPerS)}/s (one process per core ${f(b.perCoreRecordsPerS)}/s)`,
+      check(Math.max(b.recordsPerS ?? NaN, b.perCoreRecordsPerS ?? NaN), (x) => x >= 20_000),
+    ],
+    ["ingester ≥ 0.5 of ClickHouse's own insert rate", f(i.ratioToClickhouse, 2), check(i.ratioToClickhouse, (x) => x >= 0.5)],
+    [
+      'end to end ≥ 10,000 records/s sustained, zero loss, zero duplicates',
+      `${f(e.sustainedPerS)}/s`,
+      check(e.sustainedPerS, (x) => x >= 10_000),
+    ],
+    [
+      'freshness p99 < 1,000 ms at 5,000 records/s achieved',
+      `${f(fr.p99MsAt5000)} ms at ${f(fr.achievedPerSecAt5000)}/s achieved`,
+      check(fr.p99MsAt5000, (x) => x < 1000 && fr.achievedPerSecAt5000 >= 4750),
+    ],
+    ['gateway single-record ≥ 0.6 of bare Fastify', f(g.ratio, 2), check(g.ratio, (x) => x >= 0.6)],
+    ['gateway p99 < 20 ms at half its maximum', `${f(g.p99Ms)} ms`, check(g.p99Ms, (x) => x < 20)],
+    ['gateway RSS < 200 MB under the end-to-end run', `${f(e.gatewayRssMb)} MB`, check(e.gatewayRssMb, (x) => x < 200)],
+    ['ingester RSS < 300 MB under the end-to-end run', `${f(e.ingesterRssMb)} MB`, check(e.ingesterRssMb, (x) => x < 300)],
+  ]
+    .map(([target, measured, ok]) => `| ${target} | ${measured} | ${met(ok as boolean | undefined)} |`)
+    .join('\n');
+  return `# Benchmarks
+
+Measured by \`npm run bench${flags(data)}\` on ${data.date.slice(0, 10)}${
+    Array.isArray(data.sections) ? ' (a partial run: the other sections keep the figures of the run before)' : ''
+  }; every figure is the
+median of ${data.runs} runs with min–max in brackets; ratios are against baselines measured in the same run.
+Absolute figures on this shared machine move by 20–40 % between runs; the ratios are what to compare.
+
+Machine: ${data.machine.cores} cores (${data.machine.cpu}), ${data.machine.memoryGiB} GiB, Node ${data.machine.node},
+Kafka ${data.machine.kafka} (KRaft, single node), ClickHouse ${data.machine.clickhouse}; Kafka, Apicurio, Redis,
+ClickHouse and the load generator all share the machine with the service under test.
+
+| figure | measured | baseline | ratio | target |
+| --- | --- | --- | --- | --- |
+| gateway accepted records/s (1 process, mean body ${f(g.meanBodyBytes)} B) | ${range(g.single)} | bare Fastify+TLS ${range(g.baseline)} | ${f(g.ratio, 2)} | ≥ 0.6 |
+| gateway accepted records/s, one process per core | ${range(g.perCore)} | | ${f(g.perCoreRecordsPerSec / g.baselinePerSec, 2)} | |
+| non-202 answers at maximum load | ${f(g.non2xxAtMax)} | | | 0 |
+| gateway latency at 50 % of max: p50 / p99 / p99.9 | ${f(g.p50Ms)} / ${range(g.p99At50)} / ${f(g.p999Ms)} ms | bare Fastify+TLS at the same rate: p99 ${range(g.baselineP99At50)} ms | | p99 < 20 ms |
+| gateway p99 at 80 % of max | ${range(g.p99At80)} ms | | | |
+| batch endpoint accepted records/s into Kafka (SDK, ${f(b.flushAt)} per gzip batch, ${f(b.requestsInFlight)} in flight, ingester stopped) | ${range(b.batch)} | bare Fastify+TLS taking the same batches ${range(b.baseline)} | ${f(b.ratio, 2)} | ≥ 20,000/s |
+| … p50 / p99 per batch; gateway CPU per record; gateway peak RSS | ${f(b.p50Ms)} / ${range(b.p99)} ms; ${f(b.gatewayCpuUsPerRecord)} µs; ${f(b.gatewayRssMb)} MB | | | RSS < 200 MB |
+| batch endpoint, one gateway process per core (cluster), same generator | ${range(b.perCore)} | | ${f(b.perCoreRecordsPerS / b.baselineRecordsPerS, 2)} | ≥ 20,000/s |
+| single endpoint, same gateway, same run (autocannon); gateway CPU per record | ${range(b.single)}; ${f(b.singleGatewayCpuUsPerRecord)} µs | | ${f(b.recordsPerS / b.singleRecordsPerS, 1)}× batch/single | |
+| produce path records/s (gateway batcher, no HTTP) | ${range(p.batcher)} | kafkajs sendBatch ×1000 ${range(p.baseline)} | ${f(p.ratio, 2)} | ≥ 0.5 |
+| ingester rows/s into ClickHouse (${f(i.records)} records) | ${range(i.ingester)} | bare consumer + JSON.parse ${range(i.baseline)} | ${f(i.ratio, 2)} | |
+| ingester rows/s against ClickHouse's own insert rate (same rows, JSONEachRow, ${f(c.batchRows)}-row batches, both tables) | ${range(i.ingester)}; ${f(i.cpuUsPerRecord)} µs CPU per record | ClickHouse ceiling ${range(c.ceiling)} | ${f(i.ratioToClickhouse, 2)} | ≥ 0.5 |
+| ingester rows/s / gateway maximum records/s (keeps up when ≥ 1) | ${f(i.rowsPerSec / g.recordsPerSec, 2)} | | | ≥ 1 |
+| freshness at 2,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt2000)}/s) | ${f(fr.p50MsAt2000)} / ${range(fr.p99At2000)} ms | | | |
+| freshness at 5,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt5000)}/s) | ${f(fr.p50MsAt5000)} / ${range(fr.p99At5000)} ms | | | p99 < 1 s |
+| ingester load unit at 5,000/s: p50 (of which ClickHouse) / p99, rows per unit p50 | ${f(fr.unitMsP50At5000)} (${f(fr.unitClickhouseMsP50At5000)}) / ${f(fr.unitMsP99At5000)} ms, ${f(fr.unitRowsP50At5000)} rows | | | |
+| revocation, 2 instances: p50 / p99 / max (${f(r.samples)} samples) | ${f(r.p50Ms, 1)} / ${f(r.p99Ms, 1)} / ${f(r.maxMs, 1)} ms | | | p99 < 100 ms, max < 500 ms |
+| peak RSS: gateway / ingester | ${range(m.gatewayRss)} / ${range(m.ingesterRss)} MB | | | < 200 / < 300 MB |
+| scale-out, 6 partitions: 1 / 2 ingesters, rows/s (${f(so.records)} records, one run each) | ${f(so.p6Ingesters1RowsPerS)} / ${f(so.p6Ingesters2RowsPerS)} | | ${f(so.twoVsOneAt6, 2)} two vs one | |
+| scale-out, 12 partitions: 1 / 2 ingesters, rows/s | ${f(so.p12Ingesters1RowsPerS)} / ${f(so.p12Ingesters2RowsPerS)} | | ${f(so.twoVsOneAt12, 2)} two vs one | |
+| end to end sustained (batch endpoint, SDK, all co-located; ${f(e.stepSeconds)} s per step) | ${f(e.sustainedPerS)} records/s | | | ≥ 10,000/s |
+| … CPU per record: gateway / ingester; peak RSS: gateway / ingester | ${f(e.gatewayCpuUsPerRecord)} / ${f(e.ingesterCpuUsPerRecord)} µs; ${f(e.gatewayRssMb)} / ${f(e.ingesterRssMb)} MB | | | < 200 / < 300 MB |
+
+End to end, step by step (a step passes when at least 95 % of the offered rate is
+achieved with nothing failed or dropped, the consumer lag stays within 5 s of records
+over the step's second half, the topic drains after it, and ClickHouse holds and
+counts every accepted record exactly once):
+
+| offered/s | achieved/s | accepted | lost | counted twice | max lag / in the second half | drained in | result |
+| --- | --- | --- | --- | --- | --- | --- | --- |
+${ladder || '| not measured | | | | | | | |'}
+
+Targets (issue "Pipeline throughput" and the batch-ingest issue), as measured by this run:
+
+| target | measured | |
+| --- | --- | --- |
+${targets}
+
+Raw figures: \`bench/results/latest.json\`.
+${analysis()}`;
+}
+
+/** The command line a run was made with, as it appears in BENCHMARKS.md. */
+function flags(data: Output): string {
+  const list = [data.mode === 'quick' ? '--quick' : '', Array.isArray(data.sections) ? `--only ${data.sections.join(',')}` : ''].filter(
+    Boolean,
+  );
+  return list.length > 0 ? ` -- ${list.join(' ')}` : '';
+}
+
+/** The hand-written reading of the figures (bench/analysis.md), kept across runs. */
+function analysis(): string {
+  const file = path.join(root, 'bench/analysis.md');
+  return fs.existsSync(file) ? `\n${fs.readFileSync(file, 'utf8')}` : '';
+}

@@ -1,0 +1,151 @@
+// 4b. End to end ------------------------------------------------------------------
+// A ladder of offered rates through the batch endpoint (SDK as the client), gateway
+// and ingester co-located with the whole stack. A step passes when the SDK achieved
+// at least 95 % of the offered rate with nothing failed or dropped, the consumer lag
+// stayed bounded (at most 5 s of records over the step's second half), the topic
+// drained within 2 minutes after it, and ClickHouse holds every accepted record once
+// (distinct event keys = accepted) and counts it once (the rollup's requests =
+// accepted). sustainedPerS is the highest offered rate of a passing step; the ladder
+// stops at the first failing step.
+import { consumerLag } from '@otm/shared/kafka';
+import { createClickHouse } from '@otm/shared/clickhouse';
+import { KeyStore } from '@otm/shared/keys/key-store';
+import {
+  quick,
+  addresses,
+  runId,
+  log,
+  sleep,
+  peakRssMb,
+  cpuSeconds,
+  SdkLoadResult,
+  runSdkLoad,
+  startPipeline,
+  bodiesFile,
+  redis,
+  kafka,
+  results,
+} from '../context.js';
+
+export async function benchEndToEnd(): Promise<void> {
+  const stepSeconds = quick ? 10 : Number(process.env.BENCH_E2E_STEP_SECONDS ?? 60);
+  const ladder = quick ? [1000] : (process.env.BENCH_E2E_RATES ?? '1000,2000,3000,4000,5000,6000,8000,10000').split(',').map(Number);
+  log(`4b. end to end: offered ${ladder.join(', ')} records/s for ${stepSeconds} s each, batch endpoint, until a step fails`);
+  const topic = `bench.e2e.${runId}`;
+  const database = `bench_e2e_${runId}`;
+  const prefix = `bench-e2e-${runId}:`;
+  const groupId = `bench-e2e-${runId}`;
+  const port = 18460;
+  const store = new KeyStore(redis, prefix);
+  const { ingester, gateway } = await startPipeline({ topic, database, groupId, prefix, port, level: 'info' });
+  const admin = kafka.admin();
+  await admin.connect();
+  const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
+  const lagNow = async () => (await consumerLag(admin, groupId, topic)).reduce((sum, partition) => sum + partition.lag, 0);
+  const steps: Record<string, number | boolean | string>[] = [];
+  let sustained = 0;
+  let records = 0;
+  const cpu = { gateway: cpuSeconds(gateway.child.pid), ingester: cpuSeconds(ingester.child.pid) };
+  for (const rate of ladder) {
+    const key = await store.create({ environment: 'prod', name: `e2e-${rate}` });
+    const lags: { at: number; lag: number }[] = [];
+    let sampling = true;
+    const started = performance.now();
+    const sampler = (async () => {
+      while (sampling) {
+        lags.push({ at: (performance.now() - started) / 1000, lag: await lagNow() });
+        await sleep(1000);
+      }
+    })();
+    const load = (await runSdkLoad({
+      endpoint: `https://127.0.0.1:${port}`,
+      apiKey: key.key,
+      bodiesFile,
+      durationSeconds: stepSeconds,
+      warmupSeconds: 0,
+      flushAt: 500,
+      maxConcurrentRequests: 4,
+      rate,
+    })) as SdkLoadResult & { sentTotal: number; offeredPerSec: number };
+    sampling = false;
+    await sampler;
+    const drainStarted = performance.now();
+    let lag = await lagNow();
+    while (lag > 0 && performance.now() - drainStarted < 120_000) {
+      await sleep(500);
+      lag = await lagNow();
+    }
+    const drainSeconds = (performance.now() - drainStarted) / 1000;
+    // The last rows of a unit are marked and committed after the insert: give the
+    // rollup a moment to show what the commit already says.
+    await sleep(1000);
+    const id = key.id.replace(/'/g, '');
+    const [stored] = await (
+      await clickhouse.query({
+        query: `SELECT uniqExact(event_key) AS n FROM usage_events WHERE api_key_id = '${id}'`,
+        format: 'JSONEachRow',
+      })
+    ).json<{ n: string }>();
+    const [counted] = await (
+      await clickhouse.query({
+        query: `SELECT countMerge(requests) AS n FROM usage_rollup_minute WHERE api_key_id = '${id}'`,
+        format: 'JSONEachRow',
+      })
+    ).json<{ n: string }>();
+    const accepted = load.sentTotal;
+    const lost = accepted - Number(stored?.n ?? 0);
+    const duplicates = Number(counted?.n ?? 0) - Number(stored?.n ?? 0);
+    const secondHalf = lags.filter((sample) => sample.at >= stepSeconds / 2);
+    const maxLag = Math.max(0, ...lags.map((sample) => sample.lag));
+    const maxLagSecondHalf = Math.max(0, ...secondHalf.map((sample) => sample.lag));
+    const bounded = maxLagSecondHalf <= rate * 5;
+    const achievedEnough = load.perSec >= rate * 0.95;
+    const passed = bounded && lag === 0 && lost === 0 && duplicates === 0 && load.failed === 0 && load.dropped === 0 && achievedEnough;
+    records += accepted;
+    steps.push({
+      offeredPerS: rate,
+      achievedPerS: load.perSec,
+      accepted,
+      stored: Number(stored?.n ?? 0),
+      lost,
+      duplicates,
+      failed: load.failed,
+      dropped: load.dropped,
+      maxLag,
+      maxLagSecondHalf,
+      drainSeconds,
+      batchP99Ms: load.p99Ms,
+      passed,
+      limitedBy: !achievedEnough
+        ? 'gateway (offered rate not achieved)'
+        : !bounded || lag > 0
+          ? 'ingester (lag grew)'
+          : passed
+            ? ''
+            : 'loss or duplicates',
+    });
+    log(
+      `   offered ${rate}/s: achieved ${load.perSec.toFixed(0)}/s, ${accepted} accepted, ${lost} lost, ${duplicates} counted twice, max lag ${maxLag} (${maxLagSecondHalf} in the second half), drained in ${drainSeconds.toFixed(1)} s: ${passed ? 'passed' : `failed (${steps.at(-1)!.limitedBy})`}`,
+    );
+    if (!passed) break;
+    sustained = rate;
+  }
+  const cpuUs = {
+    gateway: ((cpuSeconds(gateway.child.pid) - cpu.gateway) * 1e6) / Math.max(1, records),
+    ingester: ((cpuSeconds(ingester.child.pid) - cpu.ingester) * 1e6) / Math.max(1, records),
+  };
+  const rss = { gateway: peakRssMb(gateway.child.pid), ingester: peakRssMb(ingester.child.pid) };
+  await admin.disconnect();
+  await Promise.all([gateway.stop(), ingester.stop()]);
+  await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
+  await clickhouse.close();
+  results.endToEnd = {
+    sustainedPerS: sustained,
+    stepSeconds,
+    gatewayCpuUsPerRecord: cpuUs.gateway,
+    ingesterCpuUsPerRecord: cpuUs.ingester,
+    gatewayRssMb: rss.gateway,
+    ingesterRssMb: rss.ingester,
+    steps,
+  };
+}
