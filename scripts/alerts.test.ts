@@ -30,11 +30,7 @@ function exportedNames(): Set<string> {
   requestMetrics(gateway, 'otm_gateway');
   const admin = new Registry();
   requestMetrics(admin, 'otm_admin');
-  const registries = [
-    gateway,
-    admin,
-    createIngesterMetrics({ lag: async () => [], oldestPendingMs: () => undefined }).registry,
-  ];
+  const registries = [gateway, admin, createIngesterMetrics({ lag: async () => [], oldestPendingMs: () => undefined }).registry];
   const names = new Set<string>(['up']);
   for (const registry of registries) {
     for (const metric of registry.getMetricsAsArray()) {

@@ -82,7 +82,13 @@ beforeAll(async () => {
         list: () => storeCall(() => [...keys.values()]),
         create: (input) =>
           storeCall(() => {
-            const created = { ...keyRecord, ...input, description: input.description ?? '', id: `key_${keys.size}`, key: generateKey(input.environment) };
+            const created = {
+              ...keyRecord,
+              ...input,
+              description: input.description ?? '',
+              id: `key_${keys.size}`,
+              key: generateKey(input.environment),
+            };
             keys.set(created.id, created);
             return created;
           }),
@@ -123,7 +129,11 @@ const asAdmin = (request: InjectOptions): InjectOptions => ({
 });
 
 const gatewayCases: Record<ErrorType, Case | string> = {
-  ValidationError: { status: 400, request: ingest({ ...record(), tokens: { input: '12' } }), message: 'The usage record does not match the schema.' },
+  ValidationError: {
+    status: 400,
+    request: ingest({ ...record(), tokens: { input: '12' } }),
+    message: 'The usage record does not match the schema.',
+  },
   AuthError: { status: 401, request: ingest(record(), { 'x-api-key': 'otm_qa_nope' }), message: 'API key missing or incorrect.' },
   NotFound: { status: 404, request: { method: 'GET', url: '/v1/nowhere' }, message: 'No route for GET /v1/nowhere.' },
   RequestTimeout: 'a 408 is answered by Node before any route runs: error-answers.integration.test.ts and gateway-hostile',
@@ -156,7 +166,10 @@ const adminCases: Record<ErrorType, Case | string> = {
     status: 413,
     request: asAdmin({ method: 'POST', url: '/v1/keys', payload: { environment: 'qa', name: 'x', description: 'x'.repeat(1_100_000) } }),
   },
-  UnsupportedMediaType: { status: 415, request: asAdmin({ method: 'POST', url: '/v1/keys', payload: 'hello', headers: { 'content-type': 'text/plain' } }) },
+  UnsupportedMediaType: {
+    status: 415,
+    request: asAdmin({ method: 'POST', url: '/v1/keys', payload: 'hello', headers: { 'content-type': 'text/plain' } }),
+  },
   IdempotencyKeyReused: 'the admin service takes no Idempotency-Key: creating a key twice makes two keys (docs/analytics-api.md)',
   RateLimited: 'the admin service has no rate limit: one operator port on loopback, a 32-character token (docs/analytics-api.md)',
   InternalError: { status: 500, request: asAdmin({ method: 'GET', url: '/v1/crash' }), message: 'Internal error.' },
@@ -183,7 +196,9 @@ describe.each([
     expect(answer.statusCode, answer.body).toBe(status);
     expect(errorCatalog[type].statusCode).toBe(status);
     const body = answer.json();
-    expect(Object.keys(body).sort()).toEqual(type === 'ValidationError' ? ['errorType', 'errors', 'message', 'statusCode'] : ['errorType', 'message', 'statusCode']);
+    expect(Object.keys(body).sort()).toEqual(
+      type === 'ValidationError' ? ['errorType', 'errors', 'message', 'statusCode'] : ['errorType', 'message', 'statusCode'],
+    );
     expect(body).toMatchObject({ statusCode: status, errorType: type });
     if (message) expect(body.message).toMatch(message);
     expect(body.message).not.toMatch(/secret|Connection is closed|undefined/);
