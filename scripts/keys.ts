@@ -1,9 +1,11 @@
 // Operators' key management against the key store in Redis.
-//   npm run keys -- create --env prod --name checkout-service [--description ...] [--json]
+//   npm run keys -- create --env prod --name checkout-service [--description ...] [--capture redact] [--json]
 //   npm run keys -- list [--json]
 //   npm run keys -- delete <id>
+//   npm run keys -- capture <id> <full|redact|metadata-only>
+//   npm run keys -- env-capture [<environment> <full|redact|metadata-only>]
 import { Command, Option } from 'commander';
-import { ENVIRONMENTS, isSafeIdentifier, type Environment } from '@otm/schemas';
+import { CAPTURE_POLICIES, ENVIRONMENTS, isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
@@ -31,19 +33,30 @@ program
   .addOption(new Option('--env <environment>', 'key environment').choices([...ENVIRONMENTS]).makeOptionMandatory())
   .requiredOption('--name <name>', 'what the key is for, e.g. checkout-service')
   .option('--description <text>', 'longer note', '')
-  .option('--json', 'print {"id","key","environment","name"} as JSON')
-  .action(async (options: { env: Environment; name: string; description: string; json?: boolean }) => {
+  .addOption(
+    new Option('--capture <policy>', "what is kept of the key's prompts and responses").choices([...CAPTURE_POLICIES]).default('full'),
+  )
+  .option('--json', 'print {"id","key","environment","name","capture"} as JSON')
+  .action(async (options: { env: Environment; name: string; description: string; capture: CapturePolicy; json?: boolean }) => {
     if (!isSafeIdentifier(options.name)) {
       console.error('--name: must not contain control characters or bidirectional overrides');
       process.exit(2);
     }
     const created = await withStore((store) =>
-      store.create({ environment: options.env, name: options.name, description: options.description }),
+      store.create({ environment: options.env, name: options.name, description: options.description, capture: options.capture }),
     );
     if (options.json) {
-      console.log(JSON.stringify({ id: created.id, key: created.key, environment: created.environment, name: created.name }));
+      console.log(
+        JSON.stringify({
+          id: created.id,
+          key: created.key,
+          environment: created.environment,
+          name: created.name,
+          capture: created.capture,
+        }),
+      );
     } else {
-      console.log(`created ${created.id} (${created.environment}, "${created.name}")`);
+      console.log(`created ${created.id} (${created.environment}, "${created.name}", capture ${created.capture})`);
       console.log(`key: ${created.key}`);
       console.log('This is the only time the key is shown; store it in your secret manager now.');
     }
@@ -58,7 +71,14 @@ program
     if (options.json) {
       console.log(
         JSON.stringify(
-          keys.map(({ id, name, environment, createdAt, description }) => ({ id, name, environment, createdAt, description })),
+          keys.map(({ id, name, environment, createdAt, description, capture }) => ({
+            id,
+            name,
+            environment,
+            createdAt,
+            description,
+            capture,
+          })),
         ),
       );
       return;
@@ -67,7 +87,7 @@ program
       console.log('no keys');
       return;
     }
-    console.table(keys.map(({ id, name, environment, createdAt }) => ({ id, name, environment, createdAt })));
+    console.table(keys.map(({ id, name, environment, createdAt, capture }) => ({ id, name, environment, capture, createdAt })));
   });
 
 program
@@ -82,6 +102,37 @@ program
       return;
     }
     console.log(`deleted ${id}`);
+  });
+
+const policyArgument = () => program.createArgument('<policy>', 'full, redact or metadata-only').choices([...CAPTURE_POLICIES]);
+
+program
+  .command('capture')
+  .argument('<id>', 'key id as shown by list')
+  .addArgument(policyArgument())
+  .description("set what is kept of a key's prompts and responses; every gateway applies it within 2 seconds")
+  .action(async (id: string, policy: CapturePolicy) => {
+    const updated = await withStore((store) => store.setCapture(id, policy));
+    if (!updated) {
+      console.error(`no key with id ${id}`);
+      process.exitCode = 1;
+      return;
+    }
+    console.log(`${id}: capture ${updated.capture}`);
+  });
+
+program
+  .command('env-capture')
+  .addArgument(program.createArgument('[environment]', 'environment to set').choices([...ENVIRONMENTS]))
+  .addArgument(policyArgument().argOptional())
+  .description("show each environment's capture policy, or set one (a key keeps the stricter of its own and its environment's)")
+  .action(async (environment: Environment | undefined, policy: CapturePolicy | undefined) => {
+    if (environment && !policy) program.error('env-capture: give both an environment and a policy, or neither');
+    const policies = await withStore(async (store) => {
+      if (environment && policy) await store.setEnvironmentCapture(environment, policy);
+      return store.environmentCaptures();
+    });
+    for (const [name, value] of Object.entries(policies)) console.log(`${name.padEnd(8)} ${value}`);
   });
 
 await program.parseAsync(process.argv);

@@ -13,12 +13,13 @@ import { buildQueuedRecordSchema, compileValidators, DEFAULT_RECORD_BOUNDS } fro
 import { errorCatalog, type ErrorType } from '@otm/shared/errors';
 import { Registry } from 'prom-client';
 import { generateKey, hashKey } from '@otm/shared/keys/key-format';
-import type { ApiKeyRecord, CreatedKey } from '@otm/shared/keys/key-store';
+import type { CreatedKey, IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { buildApp } from '../services/gateway/src/app.js';
 import { createGatewayMetrics } from '../services/gateway/src/metrics.js';
 import { ProduceUnavailableError, type QueuedMessage } from '../services/gateway/src/produce-batcher.js';
 import type { AcceptedReply } from '../services/gateway/src/record-intake.js';
 import { buildAdminApp } from '../services/admin/src/app.js';
+import { builtInDetectors, Redactor } from '../services/gateway/src/redact.js';
 
 const logger = pino({ level: process.env.TABLE_LOG ?? 'silent' });
 const limits = { requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000 };
@@ -28,7 +29,15 @@ const record = () => JSON.parse(fs.readFileSync(new URL('../schemas/fixtures/val
 const world = { produce: 'ok' as 'ok' | 'unavailable' | 'bug', keyStore: 'ok' as 'ok' | 'down' };
 
 const ingestKey = generateKey('qa');
-const keyRecord: ApiKeyRecord = { id: 'key_table', environment: 'qa', name: 'table', description: '', createdAt: '2026-01-01T00:00:00Z' };
+const keyRecord: IngestKeyRecord = {
+  id: 'key_table',
+  environment: 'qa',
+  name: 'table',
+  description: '',
+  createdAt: '2026-01-01T00:00:00Z',
+  capture: 'full',
+  captureInForce: 'full',
+};
 const adminToken = 'a'.repeat(40);
 let gateway: FastifyInstance;
 let admin: FastifyInstance;
@@ -67,6 +76,7 @@ beforeAll(async () => {
       metrics: gatewayMetrics,
       ready: async () => world.keyStore === 'ok',
       replay,
+      redactor: new Redactor(builtInDetectors('US')),
     },
   );
   const keys = new Map<string, CreatedKey>();
@@ -93,6 +103,14 @@ beforeAll(async () => {
             return created;
           }),
         delete: (id) => storeCall(() => keys.delete(id)),
+        setCapture: (id, capture) =>
+          storeCall(() => {
+            const key = keys.get(id);
+            if (key) key.capture = capture;
+            return key ?? null;
+          }),
+        environmentCaptures: () => storeCall(() => ({ prod: 'full', qa: 'full', preview: 'full', dev: 'full' }) as const),
+        setEnvironmentCapture: () => storeCall(() => undefined),
       },
       metrics: adminMetrics,
       protectedRoutes: [

@@ -17,6 +17,19 @@ export const ENVIRONMENTS = ['prod', 'qa', 'preview', 'dev'] as const;
 export type Environment = (typeof ENVIRONMENTS)[number];
 
 /**
+ * What of a record's free text is kept (docs/privacy.md), from most to least:
+ * `full` as sent; `redact` with personal data and credentials replaced by typed
+ * placeholders; `metadata-only` without prompt and response (their lengths kept).
+ */
+export const CAPTURE_POLICIES = ['full', 'redact', 'metadata-only'] as const;
+export type CapturePolicy = (typeof CAPTURE_POLICIES)[number];
+
+/** The stricter of two policies: a key, its environment and a request header can each only lower what is kept. */
+export function stricterCapture(a: CapturePolicy, b: CapturePolicy): CapturePolicy {
+  return CAPTURE_POLICIES.indexOf(a) >= CAPTURE_POLICIES.indexOf(b) ? a : b;
+}
+
+/**
  * The schema registered for the topic's values: what the gateway knows about the
  * request (`meta`) beside the client's record (`record`), which is embedded
  * unchanged from usage-record.schema.json under definitions.usageRecord.
@@ -51,6 +64,18 @@ export function buildQueuedRecordSchema(): Record<string, unknown> {
           environment: { type: 'string', enum: [...ENVIRONMENTS] },
           idempotencyKey: { type: ['string', 'null'] },
           gatewayId: { type: 'string' },
+          capture: {
+            type: 'object',
+            additionalProperties: false,
+            required: ['policy'],
+            description: 'The capture policy applied at the gateway; absent on records queued before policies existed (full)',
+            properties: {
+              policy: { type: 'string', enum: [...CAPTURE_POLICIES] },
+              promptChars: { type: 'integer', minimum: 0, description: 'metadata-only: length of the dropped prompt (UTF-16 units)' },
+              responseChars: { type: 'integer', minimum: 0, description: 'metadata-only: length of the dropped response (UTF-16 units)' },
+              redactions: { type: 'integer', minimum: 0, description: 'spans replaced by placeholders' },
+            },
+          },
         },
       },
       usageRecord: { ...refs, definitions },

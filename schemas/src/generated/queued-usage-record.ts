@@ -24,6 +24,24 @@ export interface QueuedRecordMeta {
   environment: "prod" | "qa" | "preview" | "dev";
   idempotencyKey: string | null;
   gatewayId: string;
+  /**
+   * The capture policy applied at the gateway; absent on records queued before policies existed (full)
+   */
+  capture?: {
+    policy: "full" | "redact" | "metadata-only";
+    /**
+     * metadata-only: length of the dropped prompt (UTF-16 units)
+     */
+    promptChars?: number;
+    /**
+     * metadata-only: length of the dropped response (UTF-16 units)
+     */
+    responseChars?: number;
+    /**
+     * spans replaced by placeholders
+     */
+    redactions?: number;
+  };
 }
 /**
  * One usage record per LLM call, as a client sends it to POST /v1/telemetry/usage.

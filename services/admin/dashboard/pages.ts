@@ -209,8 +209,28 @@ export async function users(root: HTMLElement) {
   );
 }
 
+const CAPTURE_POLICIES = ['full', 'redact', 'metadata-only'];
+
+/** A select of the capture policies (docs/privacy.md) that calls `change` with the one chosen. */
+function captureSelect(current: string, label: string, id: string, change?: (policy: string) => Promise<void>) {
+  const select = h(
+    'select',
+    {
+      'aria-label': label,
+      id,
+      ...(change && {
+        onChange: async () => {
+          select.disabled = true;
+          await change(select.value).finally(() => (select.disabled = false));
+        },
+      }),
+    },
+    ...CAPTURE_POLICIES.map((policy) => h('option', { value: policy, ...(policy === current ? { selected: true } : {}) }, policy)),
+  ) as HTMLSelectElement;
+  return select;
+}
+
 export async function keys(root: HTMLElement) {
-  const list = await api<{ keys: Row[] }>('/v1/keys');
   const created = h('div');
   const name = h('input', { placeholder: 'Name, e.g. checkout-service', 'aria-label': 'Key name', id: 'key-name' }) as HTMLInputElement;
   const environment = h(
@@ -218,6 +238,7 @@ export async function keys(root: HTMLElement) {
     { 'aria-label': 'Environment', id: 'key-env' },
     ...['prod', 'qa', 'preview', 'dev'].map((env) => h('option', { value: env }, env)),
   ) as HTMLSelectElement;
+  const capture = captureSelect('full', 'Capture policy', 'key-capture');
   const create = h(
     'button',
     {
@@ -226,7 +247,7 @@ export async function keys(root: HTMLElement) {
         if (!name.value.trim()) return name.focus();
         const key = await api<Row>('/v1/keys', {
           method: 'POST',
-          body: JSON.stringify({ environment: environment.value, name: name.value.trim() }),
+          body: JSON.stringify({ environment: environment.value, name: name.value.trim(), capture: capture.value }),
         });
         const secret = h('div', { class: 'secret', id: 'new-key' }, key.key);
         const copy = h(
@@ -267,7 +288,16 @@ export async function keys(root: HTMLElement) {
             h(
               'thead',
               {},
-              h('tr', {}, h('th', {}, 'Name'), h('th', {}, 'Id'), h('th', {}, 'Environment'), h('th', {}, 'Created'), h('th', {}, '')),
+              h(
+                'tr',
+                {},
+                h('th', {}, 'Name'),
+                h('th', {}, 'Id'),
+                h('th', {}, 'Environment'),
+                h('th', {}, 'Capture'),
+                h('th', {}, 'Created'),
+                h('th', {}, ''),
+              ),
             ),
             h(
               'tbody',
@@ -279,6 +309,13 @@ export async function keys(root: HTMLElement) {
                   h('td', {}, key.name),
                   h('td', {}, h('code', {}, key.id)),
                   h('td', {}, h('span', { class: 'badge' }, key.environment)),
+                  h(
+                    'td',
+                    {},
+                    captureSelect(key.capture, `Capture policy of ${key.name}`, `capture-${key.id}`, async (policy) => {
+                      await api(`/v1/keys/${key.id}`, { method: 'PATCH', body: JSON.stringify({ capture: policy }) });
+                    }),
+                  ),
                   h('td', {}, new Date(key.createdAt).toLocaleString()),
                   h(
                     'td',
@@ -303,11 +340,40 @@ export async function keys(root: HTMLElement) {
           ),
     );
   }
-  void list;
   await renderKeyTable();
+  const policies = await api<{ environments: Record<string, string> }>('/v1/capture-policies');
+  const environmentPolicies = h(
+    'div',
+    { class: 'row' },
+    ...Object.entries(policies.environments).map(([env, policy]) =>
+      h(
+        'label',
+        {},
+        h('span', { class: 'badge' }, env),
+        ' ',
+        captureSelect(policy, `Capture policy of ${env}`, `env-capture-${env}`, async (chosen) => {
+          await api(`/v1/capture-policies/${env}`, { method: 'PUT', body: JSON.stringify({ capture: chosen }) });
+        }),
+      ),
+    ),
+  );
   root.append(
-    panel('Create an ingest key', h('div', {}, h('div', { class: 'row' }, name, environment, create), created)),
+    panel('Create an ingest key', h('div', {}, h('div', { class: 'row' }, name, environment, capture, create), created)),
     h('div', { class: 'gap-above' }),
     panel('Keys', tableHolder),
+    h('div', { class: 'gap-above' }),
+    panel(
+      'Capture policy per environment',
+      h(
+        'div',
+        {},
+        h(
+          'p',
+          { class: 'muted' },
+          "What is kept of prompts and responses: full, redact (personal data and credentials replaced), or metadata-only (never stored). A key keeps the stricter of its own policy and its environment's.",
+        ),
+        environmentPolicies,
+      ),
+    ),
   );
 }

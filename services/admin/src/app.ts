@@ -5,13 +5,12 @@ import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions
 import { edgeServerOptions, registerEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
 import type { Registry } from 'prom-client';
-import type { KeyStore } from '@otm/shared/keys/key-store';
 import { adminTokenCheck } from './admin-auth.js';
-import { registerKeyRoutes } from './keys-routes.js';
+import { registerKeyRoutes, type KeyRoutesStore } from './keys-routes.js';
 
 export interface AdminDeps {
   logger: Logger;
-  keyStore: Pick<KeyStore, 'list' | 'create' | 'delete'>;
+  keyStore: KeyRoutesStore;
   /** Extra route groups (analytics, dashboard) registered behind or beside the token. */
   protectedRoutes?: ((app: FastifyInstance) => void)[];
   publicRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];

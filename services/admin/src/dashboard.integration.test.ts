@@ -168,13 +168,34 @@ describe('dashboard', () => {
     await openPage('keys');
     await page.fill('#key-name', 'browser-made');
     await page.selectOption('#key-env', 'qa');
+    await page.selectOption('#key-capture', 'redact');
     await page.click('#create-key');
     const key = (await page.textContent('#new-key', { timeout: 10_000 }))!.trim();
     expect(key).toMatch(/^otm_qa_/);
     await page.screenshot({ path: path.join(shots, 'keys-created.png'), fullPage: true });
-    expect((await postUsage(gateway.url, sampleUsageRecords(1, { seed: 1 })[0], { 'x-api-key': key })).status).toBe(202);
+    const first = await postUsage(gateway.url, sampleUsageRecords(1, { seed: 1 })[0], { 'x-api-key': key });
+    expect([first.status, first.headers['x-otm-capture']]).toEqual([202, 'redact']);
 
+    // The key's capture policy changed in its row, then its environment's: the gateway applies each.
     const row = page.locator('tr', { hasText: 'browser-made' });
+    await row.locator('select').selectOption('full');
+    const capturedAs = async (policy: string) => {
+      let last: unknown;
+      await eventually(
+        async () =>
+          (last = (await postUsage(gateway.url, sampleUsageRecords(1, { seed: 1 })[0], { 'x-api-key': key })).headers['x-otm-capture']) ===
+          policy,
+        2_000,
+        20,
+      ).catch(() => expect(last).toBe(policy));
+    };
+    await capturedAs('full');
+    await page.selectOption('#env-capture-qa', 'metadata-only');
+    await capturedAs('metadata-only');
+    await page.screenshot({ path: path.join(shots, 'keys-capture.png'), fullPage: true });
+    await page.selectOption('#env-capture-qa', 'full');
+    await capturedAs('full');
+
     await row.locator('button[data-delete]').click();
     await row.waitFor({ state: 'detached', timeout: 10_000 });
     const deletedAt = Date.now();

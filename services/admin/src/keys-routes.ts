@@ -1,8 +1,9 @@
-// Key management over HTTP: the same three operations as the CLI.
+// Key management over HTTP: the same operations as the CLI, with the capture
+// policies (docs/privacy.md) of keys and environments.
 import type { FastifyInstance } from 'fastify';
-import { ENVIRONMENTS, isSafeIdentifier, type Environment } from '@otm/schemas';
+import { CAPTURE_POLICIES, ENVIRONMENTS, isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
-import type { KeyStore } from '@otm/shared/keys/key-store';
+import type { ApiKeyRecord, KeyStore } from '@otm/shared/keys/key-store';
 
 const createBody = {
   type: 'object',
@@ -12,8 +13,27 @@ const createBody = {
     environment: { type: 'string', enum: [...ENVIRONMENTS] },
     name: { type: 'string', minLength: 1, maxLength: 200 },
     description: { type: 'string', maxLength: 1000 },
+    capture: { type: 'string', enum: [...CAPTURE_POLICIES] },
   },
 } as const;
+
+const captureBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['capture'],
+  properties: { capture: { type: 'string', enum: [...CAPTURE_POLICIES] } },
+} as const;
+
+export type KeyRoutesStore = Pick<KeyStore, 'list' | 'create' | 'delete' | 'setCapture' | 'environmentCaptures' | 'setEnvironmentCapture'>;
+
+const shown = ({ id, name, environment, description, createdAt, capture }: ApiKeyRecord) => ({
+  id,
+  name,
+  environment,
+  description,
+  createdAt,
+  capture,
+});
 
 /** The key store (Redis) out of reach is a 503 with Retry-After, not an internal error. */
 async function fromStore<T>(operation: Promise<T>): Promise<T> {
@@ -24,13 +44,13 @@ async function fromStore<T>(operation: Promise<T>): Promise<T> {
   }
 }
 
-export function registerKeyRoutes(app: FastifyInstance, store: Pick<KeyStore, 'list' | 'create' | 'delete'>): void {
+export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore): void {
   app.get('/v1/keys', async () => {
     const keys = await fromStore(store.list());
-    return { keys: keys.map(({ id, name, environment, description, createdAt }) => ({ id, name, environment, description, createdAt })) };
+    return { keys: keys.map(shown) };
   });
 
-  app.post<{ Body: { environment: Environment; name: string; description?: string } }>(
+  app.post<{ Body: { environment: Environment; name: string; description?: string; capture?: CapturePolicy } }>(
     '/v1/keys',
     { schema: { body: createBody } },
     async (request, reply) => {
@@ -50,6 +70,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: Pick<KeyStore, 'l
         name: created.name,
         description: created.description,
         createdAt: created.createdAt,
+        capture: created.capture,
       });
     },
   );
@@ -59,4 +80,30 @@ export function registerKeyRoutes(app: FastifyInstance, store: Pick<KeyStore, 'l
     if (!deleted) throw new ServiceError('NotFound', 'No key with this id.');
     return reply.code(204).send();
   });
+
+  app.patch<{ Params: { id: string }; Body: { capture: CapturePolicy } }>(
+    '/v1/keys/:id',
+    { schema: { body: captureBody } },
+    async (request) => {
+      const updated = await fromStore(store.setCapture(request.params.id, request.body.capture));
+      if (!updated) throw new ServiceError('NotFound', 'No key with this id.');
+      return shown(updated);
+    },
+  );
+
+  app.get('/v1/capture-policies', async () => ({ environments: await fromStore(store.environmentCaptures()) }));
+
+  app.put<{ Params: { environment: Environment }; Body: { capture: CapturePolicy } }>(
+    '/v1/capture-policies/:environment',
+    {
+      schema: {
+        params: { type: 'object', properties: { environment: { type: 'string', enum: [...ENVIRONMENTS] } } },
+        body: captureBody,
+      },
+    },
+    async (request) => {
+      await fromStore(store.setEnvironmentCapture(request.params.environment, request.body.capture));
+      return { environments: await fromStore(store.environmentCaptures()) };
+    },
+  );
 }

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import {
   createTestKey,
+  eventually,
   fixture,
   httpRequest,
   postUsage,
@@ -62,7 +63,7 @@ describe('CLI', () => {
     const created = await cli(['create', '--env', 'prod', '--name', 'checkout-service', '--json']);
     expect(created.code, created.stderr).toBe(0);
     const key = JSON.parse(created.stdout) as { id: string; key: string; environment: string; name: string };
-    expect(Object.keys(key).sort()).toEqual(['environment', 'id', 'key', 'name']);
+    expect(Object.keys(key).sort()).toEqual(['capture', 'environment', 'id', 'key', 'name']);
     expect(key.key).toMatch(/^otm_prod_[A-Za-z0-9_-]{43}$/);
     expect(key).toMatchObject({ environment: 'prod', name: 'checkout-service' });
 
@@ -250,5 +251,90 @@ describe('admin API', () => {
       const answer = await postUsage(gateways[0]!.url, record(), headers);
       expect(answer.status).toBe(401);
     }
+  });
+});
+
+describe('capture policies (docs/privacy.md)', () => {
+  const adminHeaders = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
+  // A change reaches the gateways by the invalidation message (at once) or the cache's expiry (2 s).
+  const applied = async (key: string, policy: string) => {
+    let last: unknown;
+    await eventually(
+      async () => (last = (await postUsage(gateways[0]!.url, record(), { 'x-api-key': key })).headers['x-otm-capture']) === policy,
+      2_000,
+      20,
+    ).catch(() => expect(last).toBe(policy));
+  };
+
+  it("the admin API sets a key's and an environment's policy; both gateways apply the stricter at once", async () => {
+    const created = await httpRequest(`${admin.url}/v1/keys`, {
+      method: 'POST',
+      headers: adminHeaders,
+      body: JSON.stringify({ environment: 'preview', name: 'policy', capture: 'redact' }),
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.capture).toBe('redact');
+    await applied(created.body.key, 'redact');
+
+    const patched = await httpRequest(`${admin.url}/v1/keys/${created.body.id}`, {
+      method: 'PATCH',
+      headers: adminHeaders,
+      body: JSON.stringify({ capture: 'full' }),
+    });
+    expect([patched.status, patched.body.capture]).toEqual([200, 'full']);
+    await applied(created.body.key, 'full');
+    const listed = await httpRequest(`${admin.url}/v1/keys`, { headers: adminHeaders });
+    expect(listed.body.keys.find((k: { id: string }) => k.id === created.body.id).capture).toBe('full');
+
+    const environment = await httpRequest(`${admin.url}/v1/capture-policies/preview`, {
+      method: 'PUT',
+      headers: adminHeaders,
+      body: JSON.stringify({ capture: 'metadata-only' }),
+    });
+    expect(environment.status).toBe(200);
+    expect(environment.body.environments).toEqual({ prod: 'full', qa: 'full', preview: 'metadata-only', dev: 'full' });
+    await applied(created.body.key, 'metadata-only');
+    await httpRequest(`${admin.url}/v1/capture-policies/preview`, { method: 'PUT', headers: adminHeaders, body: '{"capture":"full"}' });
+    await applied(created.body.key, 'full');
+
+    const unknown = await httpRequest(`${admin.url}/v1/keys/key_nope`, {
+      method: 'PATCH',
+      headers: adminHeaders,
+      body: '{"capture":"full"}',
+    });
+    expect(unknown.status).toBe(404);
+    const bad = await httpRequest(`${admin.url}/v1/keys/${created.body.id}`, {
+      method: 'PATCH',
+      headers: adminHeaders,
+      body: '{"capture":"all"}',
+    });
+    expect(bad.status).toBe(400);
+    const badEnvironment = await httpRequest(`${admin.url}/v1/capture-policies/staging`, {
+      method: 'PUT',
+      headers: adminHeaders,
+      body: '{"capture":"full"}',
+    });
+    expect(badEnvironment.status).toBe(400);
+  });
+
+  it('the CLI creates with a policy, changes it, and shows and sets environments', async () => {
+    const created = JSON.parse(
+      (await cli(['create', '--env', 'dev', '--name', 'cli-policy', '--capture', 'metadata-only', '--json'])).stdout,
+    ) as {
+      id: string;
+      key: string;
+      capture: string;
+    };
+    expect(created.capture).toBe('metadata-only');
+    await applied(created.key, 'metadata-only');
+    const changed = await cli(['capture', created.id, 'redact']);
+    expect([changed.code, changed.stdout.trim()]).toEqual([0, `${created.id}: capture redact`]);
+    await applied(created.key, 'redact');
+    expect((await cli(['capture', created.id, 'everything'])).code).not.toBe(0);
+    const shown = await cli(['env-capture', 'dev', 'metadata-only']);
+    expect(shown.stdout).toMatch(/^dev\s+metadata-only$/m);
+    await applied(created.key, 'metadata-only');
+    expect((await cli(['env-capture', 'dev', 'full'])).code).toBe(0);
+    expect((await cli(['env-capture'])).stdout).toMatch(/^dev\s+full$/m);
   });
 });

@@ -11,10 +11,12 @@ import type { RecordBounds, Validators } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
 import { edgeServerOptions, registerEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
-import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
+import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { registerBatchRoute, type BatchLimits } from './batch-route.js';
 import { createIngestAuth } from './ingest-auth.js';
 import { ingestRoutes } from './ingest-routes.js';
+import { CAPTURE_HEADER, capturePolicyOf, headerValues } from './capture.js';
+import type { Redactor } from './redact.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
 import {
   IDEMPOTENCY_KEY,
@@ -32,7 +34,7 @@ export type { AcceptedReply } from './record-intake.js';
 
 export interface GatewayDeps {
   logger: Logger;
-  keyCache: { lookup(hash: string): ApiKeyRecord | null | Promise<ApiKeyRecord | null> };
+  keyCache: { lookup(hash: string): IngestKeyRecord | null | Promise<IngestKeyRecord | null> };
   validators: Pick<Validators, 'usageRecord'>;
   schemaId: number;
   batcher: { enqueue(message: QueuedMessage): Promise<void> };
@@ -41,6 +43,8 @@ export interface GatewayDeps {
   ready(): Promise<boolean>;
   /** Recently accepted scoped idempotency keys, to answer retries with the original requestId. */
   replay?: ReplayCache;
+  /** Redaction for the capture policy `redact` (built-in detectors and REDACT_PATTERNS). */
+  redactor: Redactor;
 }
 
 export interface GatewayOptions {
@@ -67,7 +71,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     forceCloseConnections: 'idle',
   };
   const app = Fastify(serverOptions) as unknown as FastifyInstance;
-  app.decorateRequest('apiKey', null as unknown as ApiKeyRecord);
+  app.decorateRequest('apiKey', null as unknown as IngestKeyRecord);
   // JSON only (registerJsonParser): any other Content-Type is a 415.
   registerJsonParser(app, options.jsonMaxDepth);
   // Node answers `Expect: 100-continue` itself unless someone listens: we listen, and
@@ -112,6 +116,8 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     receivedAt,
     receivedAtIso: receivedAt.toISOString(),
     replay: deps.replay,
+    capture: capturePolicyOf(request, request.apiKey.captureInForce),
+    redactor: deps.redactor,
   });
 
   app.post(
@@ -123,6 +129,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     },
     async (request, reply) => {
       const context = intakeContext(request, new Date());
+      reply.header(CAPTURE_HEADER, context.capture);
       const prepared = prepareRecord(request.body, idempotencyKeyOf(request), request.id, context);
       const previous = previousAnswer(prepared, deps.replay);
       if (previous) {
@@ -164,10 +171,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
 
 /** The Idempotency-Key header, checked: one header, 1 to 255 printable ASCII characters. */
 function idempotencyKeyOf(request: FastifyRequest): string | undefined {
-  // Node joins repeated headers with ", "; the raw header list tells two headers from one.
-  const raw = request.raw.rawHeaders;
-  const values: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'idempotency-key') values.push(raw[i + 1]!);
+  const values = headerValues(request, 'idempotency-key');
   if (values.length === 0) return undefined;
   if (values.length !== 1 || !IDEMPOTENCY_KEY.test(values[0]!)) {
     throw new ServiceError('ValidationError', 'Invalid Idempotency-Key header.', {

@@ -3,6 +3,7 @@
 // ones are handed to the produce batcher together, so a batch travels in one
 // Produce request (or a few, when it is larger than one may be). An item is answered
 // 202 only once Kafka acknowledged it.
+import { CAPTURE_HEADER } from './capture.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { v7 as uuidv7 } from 'uuid';
 import { ServiceError } from '@otm/shared/errors';
@@ -100,6 +101,7 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchLimits, js
         const receivedAt = new Date();
         const batchKey = deps.idempotencyKeyOf(request);
         const context = deps.intakeContext(request, receivedAt);
+        reply.header(CAPTURE_HEADER, context.capture);
         const answer = await ingestBatch(request.body as unknown[], batchKey, context, deps);
         deps.metrics.records.inc({ outcome: 'accepted' }, answer.accepted);
         deps.metrics.records.inc({ outcome: 'refused' }, answer.refused);

@@ -37,6 +37,14 @@ export const gatewaySpec = {
   KEY_CACHE_TTL_MS: positiveInt({ default: 1000, desc: 'Lifetime of a cached key look-up (must stay under 2000)' }),
   KEY_CACHE_MISS_TTL_MS: positiveInt({ default: 250, desc: 'Lifetime of a cached look-up of an unknown key' }),
   IDEMPOTENCY_REPLAY_ENTRIES: nonNegativeInt({ default: 100_000, desc: 'Accepted idempotency keys remembered for replies' }),
+  REDACT_PATTERNS: str({
+    default: '{}',
+    desc: 'Redaction patterns of your own for the capture policy redact: a JSON object of NAME to regular expression ([NAME] replaces a match)',
+  }),
+  REDACT_PHONE_REGION: str({
+    default: 'US',
+    desc: 'Region (ISO 3166 code) whose national phone numbers redact recognises without a +country prefix',
+  }),
   ...metricsPortSpec(9464),
 };
 

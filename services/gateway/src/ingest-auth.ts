@@ -4,13 +4,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { ServiceError } from '@otm/shared/errors';
-import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
+import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { hashKey, parseKey } from '@otm/shared/keys/key-format';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The key of an authenticated ingest request (set by authenticate). */
-    apiKey: ApiKeyRecord;
+    apiKey: IngestKeyRecord;
   }
 }
 
@@ -24,7 +24,7 @@ export interface IngestAuth {
 }
 
 export function createIngestAuth(
-  keyCache: { lookup(hash: string): ApiKeyRecord | null | Promise<ApiKeyRecord | null> },
+  keyCache: { lookup(hash: string): IngestKeyRecord | null | Promise<IngestKeyRecord | null> },
   rateLimit: { perSecond: number; burst: number },
   unavailable: (reply: FastifyReply, message: string) => ServiceError,
 ): IngestAuth {
@@ -34,7 +34,7 @@ export function createIngestAuth(
     const key = credentialsOf(request);
     const environment = parseKey(key);
     if (environment === undefined) throw new ServiceError('AuthError', 'API key missing or incorrect.');
-    let record: ApiKeyRecord | null;
+    let record: IngestKeyRecord | null;
     try {
       record = await keyCache.lookup(hashKey(key));
     } catch {

@@ -104,6 +104,12 @@ const ingestHeaders = [
     description:
       'gzip, or absent. Size limits apply to the inflated bytes and are enforced while inflating (413 at the limit). Not gzip although announced: 400. Any other encoding: 415.',
   },
+  {
+    name: 'X-OTM-Capture',
+    required: false,
+    description:
+      'full, redact or metadata-only, sent once: lowers what is kept of these records below the policy of the key and its environment (it never raises it). The answer carries the policy applied in the same header. Any other value: 400.',
+  },
 ];
 
 const ingestErrors: ErrorType[] = [

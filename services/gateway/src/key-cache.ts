@@ -9,11 +9,11 @@
 // milliseconds, an AOF rewrite say, does not reach the requests). The entry's
 // lifetime counts from when its look-up was sent, so a slow answer does not
 // stretch how long a deleted key can live on here.
-import type { ApiKeyRecord, KeyStore } from '@otm/shared/keys/key-store';
+import { EVERY_KEY, type IngestKeyRecord, type KeyStore } from '@otm/shared/keys/key-store';
 import type { Redis } from '@otm/shared/redis';
 
 interface Entry {
-  record: ApiKeyRecord | null;
+  record: IngestKeyRecord | null;
   expiresAt: number;
   refreshAt: number;
 }
@@ -26,7 +26,7 @@ export interface KeyCacheOptions {
 
 export class KeyCache {
   private readonly entries = new Map<string, Entry>();
-  private readonly pending = new Map<string, Promise<ApiKeyRecord | null>>();
+  private readonly pending = new Map<string, Promise<IngestKeyRecord | null>>();
   /** Bumped on every invalidation so a look-up that raced a deletion is not cached. */
   private generation = 0;
 
@@ -37,7 +37,8 @@ export class KeyCache {
   ) {}
 
   async start(): Promise<void> {
-    this.subscriber.on('message', (_channel: string, hash: string) => this.invalidate(hash));
+    // A key deleted or changed: its digest; an environment's policy changed: every key.
+    this.subscriber.on('message', (_channel: string, hash: string) => (hash === EVERY_KEY ? this.clear() : this.invalidate(hash)));
     // Whatever may have been published while we were not listening is unknown.
     for (const event of ['close', 'end', 'error', 'reconnecting']) {
       this.subscriber.on(event, () => this.clear());
@@ -57,7 +58,7 @@ export class KeyCache {
   }
 
   /** The key's record, null for an unknown key; throws when the store is unreachable. */
-  lookup(hash: string): ApiKeyRecord | null | Promise<ApiKeyRecord | null> {
+  lookup(hash: string): IngestKeyRecord | null | Promise<IngestKeyRecord | null> {
     const now = Date.now();
     const entry = this.entries.get(hash);
     if (entry && entry.expiresAt > now) {
@@ -67,7 +68,7 @@ export class KeyCache {
     return this.pending.get(hash) ?? this.fetch(hash);
   }
 
-  private fetch(hash: string): Promise<ApiKeyRecord | null> {
+  private fetch(hash: string): Promise<IngestKeyRecord | null> {
     const generation = this.generation;
     const sentAt = Date.now();
     const request = this.store

@@ -7,13 +7,16 @@ import {
   checkRecordBounds,
   toFieldErrors,
   type QueuedUsageRecord,
+  type CapturePolicy,
   type RecordBounds,
   type UsageRecord,
   type Validators,
 } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
-import type { ApiKeyRecord } from '@otm/shared/keys/key-store';
+import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { encodeWire } from '@otm/shared/registry';
+import { applyCapture, type CaptureMeta } from './capture.js';
+import type { Redactor } from './redact.js';
 
 export interface AcceptedReply {
   requestId: string;
@@ -46,6 +49,8 @@ export interface PreparedRecord {
   /** Empty when there is no idempotency key (nothing to compare a replay with). */
   digest: string;
   usage: Usage;
+  /** The capture policy applied to the record, for the queued meta. */
+  capture: CaptureMeta;
 }
 
 export interface IntakeContext {
@@ -53,11 +58,14 @@ export interface IntakeContext {
   recordBounds: RecordBounds;
   schemaId: number;
   instanceId: string;
-  apiKey: ApiKeyRecord;
+  apiKey: IngestKeyRecord;
   receivedAt: Date;
   /** receivedAt in RFC 3339 with milliseconds: formatted once per request, shared by its records. */
   receivedAtIso: string;
   replay?: ReplayCache;
+  /** The capture policy of the request's records (capture.ts) and the redactor it may need. */
+  capture: CapturePolicy;
+  redactor: Redactor;
 }
 
 export const IDEMPOTENCY_KEY = /^[\x20-\x7E]{1,255}$/;
@@ -81,6 +89,11 @@ export function prepareRecord(
     throw new ServiceError('ValidationError', 'The usage record holds values that cannot be stored.', { errors: outOfBounds });
   }
   normaliseStack(record);
+  // A replay is compared by the record as sent, not by what the policy left of it
+  // (two records differing only in a redacted e-mail address are different records).
+  const digestOf = (json: string) => (idempotencyKey && context.replay ? hash('sha256', json, 'base64url') : '');
+  const sentDigest = context.capture === 'full' ? undefined : digestOf(JSON.stringify(record));
+  const capture = applyCapture(record, context.capture, context.redactor);
   // The record is serialised once: for the replay digest and inside the queued value.
   const recordJson = JSON.stringify(record);
   return {
@@ -90,8 +103,9 @@ export function prepareRecord(
     idempotencyKey: idempotencyKey ?? null,
     recordJson,
     // One-shot hash: half the cost of a Hash object for a few kilobytes.
-    digest: idempotencyKey && context.replay ? hash('sha256', recordJson, 'base64url') : '',
+    digest: sentDigest ?? digestOf(recordJson),
     usage: usageOf(record),
+    capture,
   };
 }
 
@@ -121,6 +135,7 @@ export function queuedValue(prepared: PreparedRecord, context: IntakeContext): B
     environment: context.apiKey.environment,
     idempotencyKey: prepared.idempotencyKey,
     gatewayId: context.instanceId,
+    capture: prepared.capture,
   };
   return encodeWire(context.schemaId, `{"meta":${JSON.stringify(meta)},"record":${prepared.recordJson}}`);
 }

@@ -17,6 +17,7 @@ import { serveMetrics } from '@otm/shared/metrics-server';
 import { createGatewayMetrics } from './metrics.js';
 import { ProduceBatcher } from './produce-batcher.js';
 import { ProducerHandle } from './producer-handle.js';
+import { redactorFrom } from './redact.js';
 
 const config = loadGatewayConfig(process.env);
 const logger = createLogger('gateway', config.LOG_LEVEL);
@@ -110,7 +111,7 @@ const app = await buildApp(
       ? undefined
       : { cert: fs.readFileSync(config.TLS_CERT_FILE), key: fs.readFileSync(config.TLS_KEY_FILE) },
   },
-  { logger, keyCache, validators, schemaId, batcher, metrics, ready, replay },
+  { logger, keyCache, validators, schemaId, batcher, metrics, ready, replay, redactor: redactorFrom(config) },
 );
 
 const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT);

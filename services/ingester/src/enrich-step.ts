@@ -52,6 +52,11 @@ export interface UsageEventRow {
   flag_latency_mismatch: 0 | 1;
   /** What the ingester had to change to store the record (`field:problem`), empty when nothing. */
   anomalies: string[];
+  /** The capture policy the gateway applied (full for records queued before policies existed). */
+  capture_policy: string;
+  prompt_chars: number | null;
+  response_chars: number | null;
+  redactions: number;
   ingested_at: string;
 }
 
@@ -184,16 +189,22 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
     flag_total_mismatch: sentTotal !== null && input !== null && output !== null && sentTotal !== input + output ? 1 : 0,
     flag_latency_mismatch: sentLatency !== null && span !== null && latencyDisagrees(sentLatency, span) ? 1 : 0,
     anomalies,
+    capture_policy: meta.capture?.policy ?? 'full',
+    prompt_chars: meta.capture?.promptChars ?? record.io?.prompt?.length ?? null,
+    response_chars: meta.capture?.responseChars ?? record.io?.response?.length ?? null,
+    redactions: meta.capture?.redactions ?? 0,
     ingested_at: ingestedAt,
   };
-  const io = record.io
-    ? {
-        event_key: eventKey,
-        event_date: eventDate,
-        prompt: text(record.io.prompt ?? null, 'io.prompt'),
-        response: text(record.io.response ?? null, 'io.response'),
-        ingested_at: ingestedAt,
-      }
-    : null;
+  // No usage_io row without text (metadata-only records keep an empty io).
+  const io =
+    record.io && (record.io.prompt !== undefined || record.io.response !== undefined)
+      ? {
+          event_key: eventKey,
+          event_date: eventDate,
+          prompt: text(record.io.prompt ?? null, 'io.prompt'),
+          response: text(record.io.response ?? null, 'io.response'),
+          ingested_at: ingestedAt,
+        }
+      : null;
   return { event, io };
 }

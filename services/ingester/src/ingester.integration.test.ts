@@ -291,7 +291,12 @@ describe('Kafka broker restart', () => {
     await new Promise((resolve) => setTimeout(resolve, 10_000));
     await broker.start();
     console.log(`broker restart: ${loadedWhileDown} of ${load.distinct} distinct records loaded when the broker stopped`);
-    await expectExactContent(clickhouse, load, 120_000);
+    await expectExactContent(clickhouse, load, 120_000).catch(async (error: unknown) => {
+      console.log(
+        `broker restart: ${await distinctCount(clickhouse)} loaded; the ingester's last lines:\n${ingester.logs.slice(-80).join('\n')}`,
+      );
+      throw error;
+    });
     // Every offset committed: nothing would come again after a restart.
     await eventually(async () => (await groupLag(n.groupId, n.topic, broker.address)) === 0, 30_000, 500);
     expect(loadedWhileDown).toBeLessThan(load.distinct); // the outage really fell inside the load
