@@ -12,6 +12,7 @@ import { benchScaleOut } from './bench/sections/scale-out.js';
 import { benchFreshness } from './bench/sections/freshness.js';
 import { benchEndToEnd } from './bench/sections/end-to-end.js';
 import { benchRevocation } from './bench/sections/revocation.js';
+import { benchRedaction } from './bench/sections/redaction.js';
 import { writeReport } from './bench/report.js';
 
 // In this order: each section starts and stops its own services.
@@ -24,6 +25,7 @@ const sections: [string, () => Promise<void>][] = [
   ['freshness', benchFreshness],
   ['endToEnd', benchEndToEnd],
   ['revocation', benchRevocation],
+  ['redaction', benchRedaction],
 ];
 for (const [name, run] of sections) if (section(name)) await run();
 await writeReport();

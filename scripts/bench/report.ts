@@ -80,6 +80,7 @@ function renderMarkdown(data: Output): string {
   const fr = data.freshness as Record<string, any>;
   const r = data.revocation as Record<string, any>;
   const m = data.memory as Record<string, any>;
+  const rd = (data.redaction ?? {}) as Record<string, any>;
   const e = (data.endToEnd ?? {}) as Record<string, any>;
   const so = (data.scaleOut ?? {}) as Record<string, any>;
   const steps = (e.steps ?? []) as Record<string, any>[];
@@ -147,6 +148,8 @@ ClickHouse and the load generator all share the machine with the service under t
 | freshness at 5,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt5000)}/s) | ${f(fr.p50MsAt5000)} / ${range(fr.p99At5000)} ms | | | p99 < 1 s |
 | ingester load unit at 5,000/s: p50 (of which ClickHouse) / p99, rows per unit p50 | ${f(fr.unitMsP50At5000)} (${f(fr.unitClickhouseMsP50At5000)}) / ${f(fr.unitMsP99At5000)} ms, ${f(fr.unitRowsP50At5000)} rows | | | |
 | revocation, 2 instances: p50 / p99 / max (${f(r.samples)} samples) | ${f(r.p50Ms, 1)} / ${f(r.p99Ms, 1)} / ${f(r.maxMs, 1)} ms | | | p99 < 100 ms, max < 500 ms |
+| redaction (capture policy redact), µs per KiB: prose (mean text ${f(rd.meanTextBytes)} B) / dense with personal data / hostile runs | ${range(rd.prose, 1)} / ${range(rd.dense, 1)} / ${range(rd.hostile, 1)} | | | |
+| … per record (prompt and response) | ${range(rd.perRecord, 1)} µs | schema validation of the same record ${range(rd.validation, 1)} µs | ${f(rd.ratioToValidation, 2)} | |
 | peak RSS: gateway / ingester | ${range(m.gatewayRss)} / ${range(m.ingesterRss)} MB | | | < 200 / < 300 MB |
 | scale-out, 6 partitions: 1 / 2 ingesters, rows/s (${f(so.records)} records, one run each) | ${f(so.p6Ingesters1RowsPerS)} / ${f(so.p6Ingesters2RowsPerS)} | | ${f(so.twoVsOneAt6, 2)} two vs one | |
 | scale-out, 12 partitions: 1 / 2 ingesters, rows/s | ${f(so.p12Ingesters1RowsPerS)} / ${f(so.p12Ingesters2RowsPerS)} | | ${f(so.twoVsOneAt12, 2)} two vs one | |

@@ -87,6 +87,16 @@ describe('Redactor', () => {
     );
   });
 
+  it('confirms at most 256 phone candidates per text, then replaces them unconfirmed (bounded time, fails closed)', () => {
+    const orderNumbers = Array.from({ length: 300 }, (_, i) => `order ${String(1_000_000_000 + i * 7919).replace(/(\d{3})(?=\d)/g, '$1 ')}`).join('; ');
+    const placeholders = redactor.redact(orderNumbers).text.match(/\[PHONE\]/g) ?? [];
+    const confirmedAlone = orderNumbers.split('; ').filter((line) => redactor.redact(line).text.includes('[PHONE]')).length;
+    // Each line alone is confirmed or refused by the library; in one text, the 44 past the budget are replaced regardless.
+    expect(confirmedAlone).toBeLessThan(256);
+    expect(placeholders.length).toBeGreaterThanOrEqual(44);
+    expect(placeholders.length).toBeLessThanOrEqual(confirmedAlone + 44);
+  });
+
   // Runs of what each pattern starts with, 256 KiB each: with unbounded quantifiers
   // these backtrack quadratically (minutes); bounded, the whole test takes seconds.
   // The cost per KiB is measured by the benchmark (npm run bench -- --only redaction).

@@ -22,6 +22,12 @@ export interface Detector {
   confirm?: (match: string) => boolean;
   /** A character the text must contain for the detector to run at all (a cheap pre-check). */
   needs?: RegExp;
+  /**
+   * At most this many `confirm` calls per text; past it, candidates are replaced
+   * unconfirmed (fails closed: a text crowded with candidates costs a bounded time
+   * and loses some look-alikes rather than keeping a real one).
+   */
+  confirmBudget?: number;
 }
 
 export interface RedactionResult {
@@ -91,9 +97,18 @@ export function builtInDetectors(phoneRegion: CountryCode): Detector[] {
       // separators, not inside a longer token (`INV-2026-000123`, a UUID's last group);
       // libphonenumber-js decides whether one is a real number.
       pattern: /(?<![\w+-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d[\d .-]{5,17}\d(?![\w-])/g,
-      confirm: (match) => findPhoneNumbersInText(match, phoneRegion).length > 0,
+      // Numbers have 7 to 15 digits (E.164) in at most 6 groups, at most two of one
+      // digit (`+1`, a French `1`): a cheap shape check before the library's.
+      confirm: (match) => plausiblePhone(match) && findPhoneNumbersInText(match, phoneRegion).length > 0,
+      confirmBudget: 256,
     },
   ];
+}
+
+function plausiblePhone(candidate: string): boolean {
+  const groups = candidate.match(/\d+/g) ?? [];
+  const digits = groups.reduce((sum, group) => sum + group.length, 0);
+  return digits >= 7 && digits <= 15 && groups.length <= 6 && groups.filter((group) => group.length === 1).length <= 2;
 }
 
 /** Operator-supplied patterns (`REDACT_PATTERNS`: a JSON object of NAME to regular expression). */
@@ -134,8 +149,9 @@ export class Redactor {
     for (const detector of this.detectors) {
       if (detector.needs && !detector.needs.test(current)) continue;
       detector.pattern.lastIndex = 0;
+      let budget = detector.confirmBudget ?? Infinity;
       current = current.replace(detector.pattern, (match: string) => {
-        if (detector.confirm && !detector.confirm(match)) return match;
+        if (detector.confirm && budget-- > 0 && !detector.confirm(match)) return match;
         count += 1;
         return `[${detector.type}]`;
       });
