@@ -88,7 +88,10 @@ describe('Redactor', () => {
   });
 
   it('confirms at most 256 phone candidates per text, then replaces them unconfirmed (bounded time, fails closed)', () => {
-    const orderNumbers = Array.from({ length: 300 }, (_, i) => `order ${String(1_000_000_000 + i * 7919).replace(/(\d{3})(?=\d)/g, '$1 ')}`).join('; ');
+    const orderNumbers = Array.from(
+      { length: 300 },
+      (_, i) => `order ${String(1_000_000_000 + i * 7919).replace(/(\d{3})(?=\d)/g, '$1 ')}`,
+    ).join('; ');
     const placeholders = redactor.redact(orderNumbers).text.match(/\[PHONE\]/g) ?? [];
     const confirmedAlone = orderNumbers.split('; ').filter((line) => redactor.redact(line).text.includes('[PHONE]')).length;
     // Each line alone is confirmed or refused by the library; in one text, the 44 past the budget are replaced regardless.

@@ -1,3 +1,4 @@
+import { retentionSpec } from './retention.js';
 import { infrastructureSpec, metricsPortSpec, parseConfig, positiveInt, str } from '@otm/shared/config';
 
 export const ingesterSpec = {
@@ -16,6 +17,7 @@ export const ingesterSpec = {
   INGEST_SESSION_TIMEOUT_MS: positiveInt({ default: 10_000, desc: 'Consumer group session timeout' }),
   DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),
   PRICE_TABLE_FILE: str({ default: '', desc: 'JSON file adding to or overriding the model price table' }),
+  ...retentionSpec,
   ...metricsPortSpec(9465, 'Prometheus metrics, /healthz and /readyz'),
   CANARY_API_KEY: str({
     default: '',

@@ -16,6 +16,7 @@ import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './seams
 import { createIngesterMetrics } from './metrics.js';
 import { migrate } from './migrate.js';
 import { PriceTable } from './prices.js';
+import { applyRetention, retentionPolicyFrom } from './retention.js';
 import { FreshnessCanary } from './canary.js';
 import fs from 'node:fs';
 import { hashKey } from '@otm/shared/keys/key-format';
@@ -154,12 +155,29 @@ logger.info(
 );
 canary?.start();
 
+// Retention (retention.ts): a minute after start, then every RETENTION_CHECK_INTERVAL_MS.
+const retentionPolicy = retentionPolicyFrom(config);
+const retentionRun = async () => {
+  try {
+    const outcome = await applyRetention(clickhouse, retentionPolicy);
+    if (outcome.dropped.length > 0) logger.info({ dropped: outcome.dropped }, 'retention dropped expired partitions');
+  } catch (error) {
+    logger.warn({ err: (error as Error).message }, 'retention failed; tried again at the next interval');
+  }
+};
+const retentionTimers = [
+  setTimeout(() => void retentionRun(), 60_000),
+  setInterval(() => void retentionRun(), config.RETENTION_CHECK_INTERVAL_MS),
+];
+for (const timer of retentionTimers) timer.unref();
+
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'shutting down');
   // The chunks already taken load and commit first, so a planned restart redelivers nothing.
   await canary?.stop();
+  for (const timer of retentionTimers) clearTimeout(timer);
   await usageConsumer.drain(config.INGEST_SESSION_TIMEOUT_MS).catch(() => undefined);
   await consumer.disconnect().catch(() => undefined);
   await dlqProducer.disconnect().catch(() => undefined);

@@ -1,0 +1,130 @@
+// Retention (docs/privacy.md): rows older than a table's retention are removed by
+// dropping whole monthly partitions, which ClickHouse 18.16 (no TTL) and current
+// releases both do at once and without rewriting anything. A partition goes when its
+// last day is older than the retention, so a row is kept at least its retention and
+// at most a month more. Dropping a partition twice, or one already gone, changes
+// nothing: every ingester may run this on its schedule.
+import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { formatDateTime } from '@otm/shared/clickhouse-values';
+import { positiveInt, nonNegativeInt } from '@otm/shared/config';
+
+/** Days each table keeps its rows; 0 keeps them for ever. */
+export interface RetentionPolicy {
+  /** usage_events: the metadata of every record. */
+  eventsDays: number;
+  /** usage_io: prompt and response text. */
+  ioDays: number;
+  /** usage_rollup_minute and usage_errors_minute: the aggregates analytics read. */
+  rollupsDays: number;
+  /** canary_probes: the freshness canary's synthetic records. */
+  canaryDays: number;
+}
+
+export const retentionSpec = {
+  RETENTION_EVENTS_DAYS: nonNegativeInt({
+    default: 0,
+    desc: 'Days usage_events keeps rows (whole months are dropped); 0 keeps them for ever',
+  }),
+  RETENTION_IO_DAYS: nonNegativeInt({
+    default: 0,
+    desc: 'Days usage_io keeps prompt and response text (whole months are dropped); 0 keeps it for ever',
+  }),
+  RETENTION_ROLLUPS_DAYS: nonNegativeInt({
+    default: 0,
+    desc: 'Days the rollup tables keep their rows (whole months are dropped); 0 keeps them for ever',
+  }),
+  RETENTION_CANARY_DAYS: nonNegativeInt({
+    default: 7,
+    desc: "Days canary_probes keeps the freshness canary's probes; 0 keeps them for ever",
+  }),
+  RETENTION_CHECK_INTERVAL_MS: positiveInt({
+    default: 3_600_000,
+    desc: 'How often an ingester applies the retention (first run a minute after start)',
+  }),
+};
+
+export function retentionPolicyFrom(config: {
+  RETENTION_EVENTS_DAYS: number;
+  RETENTION_IO_DAYS: number;
+  RETENTION_ROLLUPS_DAYS: number;
+  RETENTION_CANARY_DAYS: number;
+}): RetentionPolicy {
+  return {
+    eventsDays: config.RETENTION_EVENTS_DAYS,
+    ioDays: config.RETENTION_IO_DAYS,
+    rollupsDays: config.RETENTION_ROLLUPS_DAYS,
+    canaryDays: config.RETENTION_CANARY_DAYS,
+  };
+}
+
+/** The tables partitioned by month (toYYYYMM) and the policy field that governs each. */
+const MONTHLY_TABLES = {
+  usage_events: 'eventsDays',
+  usage_io: 'ioDays',
+  usage_rollup_minute: 'rollupsDays',
+  usage_errors_minute: 'rollupsDays',
+} as const satisfies Record<string, keyof RetentionPolicy>;
+
+export type MonthlyTable = keyof typeof MONTHLY_TABLES;
+
+export interface Partition {
+  table: string;
+  /** The partition id of toYYYYMM: `202611`. */
+  partition: string;
+}
+
+const DAY_MS = 86_400_000;
+
+/** The partitions whose every row is older than its table's retention at `now`. Pure. */
+export function expiredPartitions(partitions: readonly Partition[], policy: RetentionPolicy, now: number): Partition[] {
+  return partitions.filter(({ table, partition }) => {
+    const field = MONTHLY_TABLES[table as MonthlyTable];
+    if (!field || policy[field] === 0 || !/^\d{6}$/.test(partition)) return false;
+    const year = Number(partition.slice(0, 4));
+    const month = Number(partition.slice(4, 6));
+    // The first instant after the partition's last day (UTC), against the cut-off.
+    const endsAt = Date.UTC(year, month, 1);
+    return endsAt <= now - policy[field] * DAY_MS;
+  });
+}
+
+export interface RetentionOutcome {
+  dropped: Partition[];
+  /** Canary probes older than their retention are deleted (the table has no partitions). */
+  canaryCutoff: string | null;
+}
+
+/** Drops every expired partition of the current database (or lists them with `dryRun`). */
+export async function applyRetention(
+  clickhouse: ClickHouseClient,
+  policy: RetentionPolicy,
+  now = Date.now(),
+  dryRun = false,
+): Promise<RetentionOutcome> {
+  const result = await clickhouse.query({
+    query: `SELECT DISTINCT table, partition_id AS partition FROM system.parts
+            WHERE database = currentDatabase() AND active AND table IN (${Object.keys(MONTHLY_TABLES)
+              .map((table) => `'${table}'`)
+              .join(', ')})
+            ORDER BY table, partition`,
+    // 18.16 has no query parameters; the table names are ours.
+    format: 'JSONEachRow',
+  });
+  const expired = expiredPartitions(await result.json<Partition>(), policy, now);
+  if (!dryRun) {
+    for (const { table, partition } of expired) {
+      await clickhouse.command({ query: `ALTER TABLE ${table} DROP PARTITION ID '${partition}'` });
+    }
+  }
+  let canaryCutoff: string | null = null;
+  if (policy.canaryDays > 0) {
+    canaryCutoff = formatDateTime(now - policy.canaryDays * DAY_MS);
+    if (!dryRun) {
+      const exists = await clickhouse.query({ query: 'EXISTS TABLE canary_probes', format: 'TabSeparated' });
+      if ((await exists.text()).trim() === '1') {
+        await clickhouse.command({ query: `ALTER TABLE canary_probes DELETE WHERE loaded_at < toDateTime('${canaryCutoff}')` });
+      }
+    }
+  }
+  return { dropped: expired, canaryCutoff };
+}
