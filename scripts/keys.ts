@@ -9,11 +9,12 @@ import { CAPTURE_POLICIES, ENVIRONMENTS, isSafeIdentifier, type CapturePolicy, t
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
+import { generateKeyId } from '@otm/shared/keys/key-format';
+import { AuditLog, type AuditEntry } from '@otm/shared/audit';
+import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import os from 'node:os';
 
-const config = parseConfig(process.env, {
-  REDIS_URL: infrastructureSpec.REDIS_URL,
-  REDIS_KEY_PREFIX: infrastructureSpec.REDIS_KEY_PREFIX,
-});
+const config = parseConfig(process.env, infrastructureSpec);
 
 async function withStore<T>(work: (store: KeyStore) => Promise<T>): Promise<T> {
   const redis = createRedis(config.REDIS_URL, { name: 'keys-cli' });
@@ -22,6 +23,29 @@ async function withStore<T>(work: (store: KeyStore) => Promise<T>): Promise<T> {
     return await work(new KeyStore(redis, config.REDIS_KEY_PREFIX));
   } finally {
     redis.disconnect();
+  }
+}
+
+/** A change through the audit log (admin_audit): its entry first; none written, no change (exit 1). */
+async function audited<T>(entry: Omit<AuditEntry, 'actor'>, change: (store: KeyStore) => Promise<T>): Promise<T> {
+  const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
+  const audit = new AuditLog(clickhouse);
+  let entryWritten = false;
+  try {
+    return await withStore((store) =>
+      audit.around({ ...entry, actor: `cli:${os.userInfo().username}@${os.hostname()}` }, () => {
+        entryWritten = true;
+        return change(store);
+      }),
+    );
+  } catch (error) {
+    if (!entryWritten) {
+      console.error(`the audit log is unavailable (${(error as Error).message}); nothing was changed`);
+      process.exit(1);
+    }
+    throw error;
+  } finally {
+    await clickhouse.close();
   }
 }
 
@@ -42,8 +66,11 @@ program
       console.error('--name: must not contain control characters or bidirectional overrides');
       process.exit(2);
     }
-    const created = await withStore((store) =>
-      store.create({ environment: options.env, name: options.name, description: options.description, capture: options.capture }),
+    const id = generateKeyId();
+    const created = await audited(
+      { action: 'key.create', target: id, details: { environment: options.env, name: options.name, capture: options.capture } },
+      (store) =>
+        store.create({ id, environment: options.env, name: options.name, description: options.description, capture: options.capture }),
     );
     if (options.json) {
       console.log(
@@ -95,7 +122,7 @@ program
   .argument('<id>', 'key id as shown by list')
   .description('delete a key; every gateway refuses it within 2 seconds')
   .action(async (id: string) => {
-    const deleted = await withStore((store) => store.delete(id));
+    const deleted = await audited({ action: 'key.delete', target: id }, (store) => store.delete(id));
     if (!deleted) {
       console.error(`no key with id ${id}`);
       process.exitCode = 1;
@@ -112,7 +139,9 @@ program
   .addArgument(policyArgument())
   .description("set what is kept of a key's prompts and responses; every gateway applies it within 2 seconds")
   .action(async (id: string, policy: CapturePolicy) => {
-    const updated = await withStore((store) => store.setCapture(id, policy));
+    const updated = await audited({ action: 'key.capture', target: id, details: { capture: policy } }, (store) =>
+      store.setCapture(id, policy),
+    );
     if (!updated) {
       console.error(`no key with id ${id}`);
       process.exitCode = 1;
@@ -128,10 +157,12 @@ program
   .description("show each environment's capture policy, or set one (a key keeps the stricter of its own and its environment's)")
   .action(async (environment: Environment | undefined, policy: CapturePolicy | undefined) => {
     if (environment && !policy) program.error('env-capture: give both an environment and a policy, or neither');
-    const policies = await withStore(async (store) => {
-      if (environment && policy) await store.setEnvironmentCapture(environment, policy);
-      return store.environmentCaptures();
-    });
+    if (environment && policy) {
+      await audited({ action: 'environment.capture', target: environment, details: { capture: policy } }, (store) =>
+        store.setEnvironmentCapture(environment, policy),
+      );
+    }
+    const policies = await withStore((store) => store.environmentCaptures());
     for (const [name, value] of Object.entries(policies)) console.log(`${name.padEnd(8)} ${value}`);
   });
 

@@ -1,7 +1,7 @@
 // npm run migrate: applies the ClickHouse migrations (idempotent).
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
-import { migrate } from '../services/ingester/src/migrate.js';
+import { migrate } from '../services/shared/src/migrate.js';
 
 const config = parseConfig(process.env, {
   CLICKHOUSE_URL: infrastructureSpec.CLICKHOUSE_URL,

@@ -113,6 +113,7 @@ beforeAll(async () => {
         setEnvironmentCapture: () => storeCall(() => undefined),
       },
       metrics: adminMetrics,
+      audit: { around: (_entry, change) => change(), recent: async () => [] },
       protectedRoutes: [
         (secured) =>
           secured.get('/v1/crash', async () => {

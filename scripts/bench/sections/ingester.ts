@@ -2,7 +2,7 @@
 import { decodeWire } from '@otm/shared/registry';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { enrich } from '../../../services/ingester/src/enrich-step.js';
-import { migrate } from '../../../services/ingester/src/migrate.js';
+import { migrate } from '../../../services/shared/src/migrate.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';
 import { queuedRecords, sampleUsageRecords } from '../../lib/sample-records.js';
 import {

@@ -272,6 +272,7 @@ export async function keys(root: HTMLElement) {
           ),
         );
         await renderKeyTable();
+        await renderAudit();
       },
     },
     'Create key',
@@ -314,6 +315,7 @@ export async function keys(root: HTMLElement) {
                     {},
                     captureSelect(key.capture, `Capture policy of ${key.name}`, `capture-${key.id}`, async (policy) => {
                       await api(`/v1/keys/${key.id}`, { method: 'PATCH', body: JSON.stringify({ capture: policy }) });
+                      await renderAudit();
                     }),
                   ),
                   h('td', {}, new Date(key.createdAt).toLocaleString()),
@@ -329,6 +331,7 @@ export async function keys(root: HTMLElement) {
                           if (!confirm(`Delete key "${key.name}" (${key.id})? Every gateway refuses it within 2 seconds.`)) return;
                           await api(`/v1/keys/${key.id}`, { method: 'DELETE' });
                           await renderKeyTable();
+                          await renderAudit();
                         },
                       },
                       'Delete',
@@ -337,6 +340,31 @@ export async function keys(root: HTMLElement) {
                 ),
               ),
             ),
+          ),
+    );
+  }
+  const auditHolder = h('div', { id: 'audit-log' });
+  async function renderAudit() {
+    const audit = await api<{ entries: Row[] }>('/v1/audit?limit=20');
+    auditHolder.replaceChildren(
+      audit.entries.length === 0
+        ? empty('No changes recorded yet.')
+        : table(
+            [
+              ['at', 'When', (value: string) => new Date(value).toLocaleString()],
+              ['actor', 'Who'],
+              ['action', 'What'],
+              ['target', 'Which'],
+              [
+                'details',
+                'Details',
+                (value: Record<string, unknown>) =>
+                  Object.entries(value)
+                    .map(([k, v]) => `${k}: ${String(v)}`)
+                    .join(', '),
+              ],
+            ],
+            audit.entries,
           ),
     );
   }
@@ -353,6 +381,7 @@ export async function keys(root: HTMLElement) {
         ' ',
         captureSelect(policy, `Capture policy of ${env}`, `env-capture-${env}`, async (chosen) => {
           await api(`/v1/capture-policies/${env}`, { method: 'PUT', body: JSON.stringify({ capture: chosen }) });
+          await renderAudit();
         }),
       ),
     ),
@@ -375,5 +404,8 @@ export async function keys(root: HTMLElement) {
         environmentPolicies,
       ),
     ),
+    h('div', { class: 'gap-above' }),
+    panel('Recent changes (audit log)', auditHolder),
   );
+  await renderAudit();
 }

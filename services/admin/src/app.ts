@@ -6,11 +6,13 @@ import { edgeServerOptions, registerEdge, registerJsonParser, type ConnectionLim
 import type { Logger } from '@otm/shared/logger';
 import type { Registry } from 'prom-client';
 import { adminTokenCheck } from './admin-auth.js';
-import { registerKeyRoutes, type KeyRoutesStore } from './keys-routes.js';
+import { registerKeyRoutes, type Auditor, type KeyRoutesStore } from './keys-routes.js';
 
 export interface AdminDeps {
   logger: Logger;
   keyStore: KeyRoutesStore;
+  /** Where every change of keys and policies is written first (admin_audit). */
+  audit: Auditor;
   /** Extra route groups (analytics, dashboard) registered behind or beside the token. */
   protectedRoutes?: ((app: FastifyInstance) => void)[];
   publicRoutes?: ((app: FastifyInstance) => Promise<void> | void)[];
@@ -56,7 +58,7 @@ export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Pro
   const requireAdmin = adminTokenCheck(options.adminToken);
   await app.register(async (secured) => {
     secured.addHook('onRequest', async (request) => requireAdmin(request));
-    registerKeyRoutes(secured, deps.keyStore);
+    registerKeyRoutes(secured, deps.keyStore, deps.audit);
     const { metrics } = deps;
     if (metrics) secured.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).send(await metrics.metrics()));
     for (const routes of deps.protectedRoutes ?? []) routes(secured);

@@ -192,6 +192,9 @@ describe('dashboard', () => {
     await capturedAs('full');
     await page.selectOption('#env-capture-qa', 'metadata-only');
     await capturedAs('metadata-only');
+    // Each change is in the audit log panel, newest first.
+    await page.locator('#audit-log tr', { hasText: 'environment.capture' }).first().waitFor({ timeout: 10_000 });
+    expect(await page.locator('#audit-log').textContent()).toMatch(/key\.create[\s\S]*/);
     await page.screenshot({ path: path.join(shots, 'keys-capture.png'), fullPage: true });
     await page.selectOption('#env-capture-qa', 'full');
     await capturedAs('full');

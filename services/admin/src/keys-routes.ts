@@ -1,6 +1,8 @@
 // Key management over HTTP: the same operations as the CLI, with the capture
 // policies (docs/privacy.md) of keys and environments.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AuditEntry, AuditLog } from '@otm/shared/audit';
+import { generateKeyId } from '@otm/shared/keys/key-format';
 import { CAPTURE_POLICIES, ENVIRONMENTS, isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
 import type { ApiKeyRecord, KeyStore } from '@otm/shared/keys/key-store';
@@ -44,7 +46,26 @@ async function fromStore<T>(operation: Promise<T>): Promise<T> {
   }
 }
 
-export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore): void {
+export type Auditor = Pick<AuditLog, 'around' | 'recent'>;
+
+/**
+ * A change through the audit log: its entry is written first (no entry, no change:
+ * 503), a failure of the change gets its own entry.
+ */
+function audited<T>(audit: Auditor, request: FastifyRequest, entry: Omit<AuditEntry, 'actor' | 'requestId'>, change: () => Promise<T>) {
+  let entryWritten = false;
+  return audit
+    .around({ ...entry, actor: `admin-token@${request.ip}`, requestId: request.id }, () => {
+      entryWritten = true;
+      return fromStore(change());
+    })
+    .catch((error: unknown) => {
+      if (!entryWritten) throw new ServiceError('Unavailable', 'The audit log is unavailable; nothing was changed. Retry later.');
+      throw error;
+    });
+}
+
+export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore, audit: Auditor): void {
   app.get('/v1/keys', async () => {
     const keys = await fromStore(store.list());
     return { keys: keys.map(shown) };
@@ -61,7 +82,11 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore): 
           errors: [{ path: '/name', message: 'must not contain control characters or bidirectional overrides' }],
         });
       }
-      const created = await fromStore(store.create(request.body));
+      const id = generateKeyId();
+      const { environment, name, capture = 'full' } = request.body;
+      const created = await audited(audit, request, { action: 'key.create', target: id, details: { environment, name, capture } }, () =>
+        store.create({ ...request.body, id }),
+      );
       reply.header('cache-control', 'no-store');
       return reply.code(201).send({
         id: created.id,
@@ -76,7 +101,9 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore): 
   );
 
   app.delete<{ Params: { id: string } }>('/v1/keys/:id', async (request, reply) => {
-    const deleted = await fromStore(store.delete(request.params.id));
+    const deleted = await audited(audit, request, { action: 'key.delete', target: request.params.id }, () =>
+      store.delete(request.params.id),
+    );
     if (!deleted) throw new ServiceError('NotFound', 'No key with this id.');
     return reply.code(204).send();
   });
@@ -85,7 +112,9 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore): 
     '/v1/keys/:id',
     { schema: { body: captureBody } },
     async (request) => {
-      const updated = await fromStore(store.setCapture(request.params.id, request.body.capture));
+      const updated = await audited(audit, request, { action: 'key.capture', target: request.params.id, details: request.body }, () =>
+        store.setCapture(request.params.id, request.body.capture),
+      );
       if (!updated) throw new ServiceError('NotFound', 'No key with this id.');
       return shown(updated);
     },
@@ -102,8 +131,26 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore): 
       },
     },
     async (request) => {
-      await fromStore(store.setEnvironmentCapture(request.params.environment, request.body.capture));
+      await audited(audit, request, { action: 'environment.capture', target: request.params.environment, details: request.body }, () =>
+        store.setEnvironmentCapture(request.params.environment, request.body.capture),
+      );
       return { environments: await fromStore(store.environmentCaptures()) };
+    },
+  );
+
+  app.get<{ Querystring: { limit?: number } }>(
+    '/v1/audit',
+    {
+      schema: {
+        querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 1000 } } },
+      },
+    },
+    async (request) => {
+      try {
+        return { entries: await audit.recent(request.query.limit ?? 100) };
+      } catch {
+        throw new ServiceError('Unavailable', 'The audit log is unavailable; retry later.');
+      }
     },
   );
 }

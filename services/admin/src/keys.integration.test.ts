@@ -338,3 +338,57 @@ describe('capture policies (docs/privacy.md)', () => {
     expect((await cli(['env-capture'])).stdout).toMatch(/^dev\s+full$/m);
   });
 });
+
+describe('the audit log (admin_audit)', () => {
+  const adminHeaders = { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' };
+
+  it('holds every change made through the API and the CLI: who, what, which', async () => {
+    const created = await httpRequest(`${admin.url}/v1/keys`, {
+      method: 'POST',
+      headers: adminHeaders,
+      body: JSON.stringify({ environment: 'qa', name: 'audited', capture: 'redact' }),
+    });
+    expect(created.status).toBe(201);
+    await httpRequest(`${admin.url}/v1/keys/${created.body.id}`, { method: 'PATCH', headers: adminHeaders, body: '{"capture":"full"}' });
+    expect((await cli(['delete', created.body.id])).code).toBe(0);
+    const log = await httpRequest(`${admin.url}/v1/audit?limit=1000`, { headers: adminHeaders });
+    expect(log.status).toBe(200);
+    const ours = (log.body.entries as { action: string; target: string; actor: string; details: Record<string, unknown> }[])
+      .filter((entry) => entry.target === created.body.id)
+      .reverse();
+    expect(ours.map(({ action, details }) => ({ action, details }))).toEqual([
+      { action: 'key.create', details: { environment: 'qa', name: 'audited', capture: 'redact' } },
+      { action: 'key.capture', details: { capture: 'full' } },
+      { action: 'key.delete', details: {} },
+    ]);
+    expect(ours[0]!.actor).toMatch(/^admin-token@(127\.0\.0\.1|::1|::ffff:127\.0\.0\.1)$/);
+    expect(ours[2]!.actor).toMatch(/^cli:.+@.+/);
+    expect(log.text).not.toContain(created.body.key);
+  });
+
+  it('no entry, no change: with the audit log out of reach a key is neither created nor deleted', async () => {
+    const blind = await startService(
+      'admin',
+      stackEnv({ REDIS_KEY_PREFIX: keyPrefix, ADMIN_TOKEN: adminToken, ADMIN_PORT: 0, CLICKHOUSE_URL: 'http://127.0.0.1:9' }),
+      /admin listening/,
+      20_000,
+    );
+    try {
+      const before = await httpRequest(`${blind.url}/v1/keys`, { headers: adminHeaders });
+      const refused = await httpRequest(`${blind.url}/v1/keys`, {
+        method: 'POST',
+        headers: adminHeaders,
+        body: JSON.stringify({ environment: 'qa', name: 'unaudited' }),
+      });
+      expect(refused.status).toBe(503);
+      expect(refused.body).toMatchObject({
+        errorType: 'Unavailable',
+        message: 'The audit log is unavailable; nothing was changed. Retry later.',
+      });
+      const after = await httpRequest(`${blind.url}/v1/keys`, { headers: adminHeaders });
+      expect(after.body.keys).toEqual(before.body.keys);
+    } finally {
+      await blind.stop();
+    }
+  });
+});

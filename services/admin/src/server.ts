@@ -3,6 +3,8 @@ import { createLogger } from '@otm/shared/logger';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
+import { AuditLog } from '@otm/shared/audit';
+import { migrate } from '@otm/shared/migrate';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { registerAnalyticsRoutes } from './analytics-routes.js';
 import { registerDashboard } from './dashboard.js';
@@ -18,6 +20,24 @@ const redis = createRedis(config.REDIS_URL, { name: 'admin' });
 await redis.connect();
 
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
+// The schema (the audit log's table among it) is migrated here too, as by every
+// ingester: idempotent, and safe when several run at once. ClickHouse away at start
+// does not stop the admin service: it tries again every 5 s, and until then changes
+// of keys and policies are refused (503: no audit entry, no change).
+const migrationServer = createClickHouse(clickhouseSettingsFrom(config), null);
+const migrated = (async () => {
+  for (;;) {
+    try {
+      await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.info(line));
+      return;
+    } catch (error) {
+      logger.warn({ err: (error as Error).message }, 'migrations failed; trying again in 5 s');
+      await new Promise((resolve) => setTimeout(resolve, 5000));
+    }
+  }
+})();
+// Waited for up to 10 s, so a started admin service normally has its tables.
+await Promise.race([migrated, new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
 const metrics = new Registry();
 collectDefaultMetrics({ register: metrics });
 
@@ -41,6 +61,7 @@ const app = await buildAdminApp(
   {
     logger,
     keyStore: new KeyStore(redis, config.REDIS_KEY_PREFIX),
+    audit: new AuditLog(clickhouse),
     protectedRoutes: [
       (secured) => registerAnalyticsRoutes(secured, clickhouse),
       (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
@@ -64,6 +85,7 @@ async function shutdown(): Promise<void> {
   await kafkaAdmin.disconnect().catch(() => undefined);
   redis.disconnect();
   await clickhouse.close();
+  await migrationServer.close();
   process.exit(0);
 }
 process.on('SIGTERM', () => void shutdown());

@@ -25,7 +25,7 @@ import {
 } from '../../../test/helpers/stack.js';
 import { enrich, rowText } from './enrich-step.js';
 import { loadIsolatingBadRows } from './load-step.js';
-import { migrate } from './migrate.js';
+import { migrate } from '@otm/shared/migrate';
 import { PriceTable } from './prices.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];

@@ -7,7 +7,7 @@
 // checks again. usage_io is looked up on its own, so the two inserts can run at once.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
-import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from './clickhouse-errors.js';
+import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from '@otm/shared/clickhouse-errors';
 import { Readable } from 'node:stream';
 import type { RowText } from './enrich-step.js';
 

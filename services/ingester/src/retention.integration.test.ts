@@ -4,7 +4,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { eventually, queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
-import { migrate } from './migrate.js';
+import { migrate } from '@otm/shared/migrate';
 import { applyRetention } from './retention.js';
 
 const database = testNames('retention').database;

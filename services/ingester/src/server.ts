@@ -14,7 +14,7 @@ import { SchemaCache } from './decode-step.js';
 import { DedupeStep } from './dedupe-step.js';
 import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './seams.js';
 import { createIngesterMetrics } from './metrics.js';
-import { migrate } from './migrate.js';
+import { migrate } from '@otm/shared/migrate';
 import { PriceTable } from './prices.js';
 import { applyRetention, retentionPolicyFrom } from './retention.js';
 import { FreshnessCanary } from './canary.js';

@@ -53,11 +53,18 @@ export class KeyStore {
     return `${this.prefix}capture:environments`;
   }
 
-  async create(input: { environment: Environment; name: string; description?: string; capture?: CapturePolicy }): Promise<CreatedKey> {
+  /** Creates a key (with `id` when the caller chose it first, as the audit log does). */
+  async create(input: {
+    environment: Environment;
+    name: string;
+    description?: string;
+    capture?: CapturePolicy;
+    id?: string;
+  }): Promise<CreatedKey> {
     const key = generateKey(input.environment);
     const hash = hashKey(key);
     const record: ApiKeyRecord = {
-      id: generateKeyId(),
+      id: input.id ?? generateKeyId(),
       environment: input.environment,
       name: input.name,
       description: input.description ?? '',

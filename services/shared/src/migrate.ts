@@ -4,8 +4,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ClickHouseClient } from '@otm/shared/clickhouse';
-import { formatDateTime } from '@otm/shared/clickhouse-values';
+import type { ClickHouseClient } from './clickhouse.js';
+import { formatDateTime } from './clickhouse-values.js';
 import { clickhouseErrorCode } from './clickhouse-errors.js';
 
 export const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../migrations');
