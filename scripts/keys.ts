@@ -10,7 +10,7 @@ import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { generateKeyId } from '@otm/shared/keys/key-format';
-import { AuditLog, type AuditEntry } from '@otm/shared/audit';
+import { AuditLog, AuditUnavailableError, type AuditEntry } from '@otm/shared/audit';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import os from 'node:os';
 
@@ -30,20 +30,14 @@ async function withStore<T>(work: (store: KeyStore) => Promise<T>): Promise<T> {
 async function audited<T>(entry: Omit<AuditEntry, 'actor'>, change: (store: KeyStore) => Promise<T>): Promise<T> {
   const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
   const audit = new AuditLog(clickhouse);
-  let entryWritten = false;
   try {
     return await withStore((store) =>
-      audit.around({ ...entry, actor: `cli:${os.userInfo().username}@${os.hostname()}` }, () => {
-        entryWritten = true;
-        return change(store);
-      }),
+      audit.around({ ...entry, actor: `cli:${os.userInfo().username}@${os.hostname()}` }, () => change(store)),
     );
   } catch (error) {
-    if (!entryWritten) {
-      console.error(`the audit log is unavailable (${(error as Error).message}); nothing was changed`);
-      process.exit(1);
-    }
-    throw error;
+    if (!(error instanceof AuditUnavailableError)) throw error;
+    console.error(`the audit log is unavailable (${error.message}); nothing was changed`);
+    process.exit(1);
   } finally {
     await clickhouse.close();
   }

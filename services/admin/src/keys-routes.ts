@@ -1,7 +1,7 @@
 // Key management over HTTP: the same operations as the CLI, with the capture
 // policies (docs/privacy.md) of keys and environments.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AuditEntry, AuditLog } from '@otm/shared/audit';
+import { AuditUnavailableError, type AuditEntry, type AuditLog } from '@otm/shared/audit';
 import { generateKeyId } from '@otm/shared/keys/key-format';
 import { CAPTURE_POLICIES, ENVIRONMENTS, isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
@@ -53,14 +53,11 @@ export type Auditor = Pick<AuditLog, 'around' | 'recent'>;
  * 503), a failure of the change gets its own entry.
  */
 function audited<T>(audit: Auditor, request: FastifyRequest, entry: Omit<AuditEntry, 'actor' | 'requestId'>, change: () => Promise<T>) {
-  let entryWritten = false;
   return audit
-    .around({ ...entry, actor: `admin-token@${request.ip}`, requestId: request.id }, () => {
-      entryWritten = true;
-      return fromStore(change());
-    })
+    .around({ ...entry, actor: `admin-token@${request.ip}`, requestId: request.id }, () => fromStore(change()))
     .catch((error: unknown) => {
-      if (!entryWritten) throw new ServiceError('Unavailable', 'The audit log is unavailable; nothing was changed. Retry later.');
+      if (error instanceof AuditUnavailableError)
+        throw new ServiceError('Unavailable', 'The audit log is unavailable; nothing was changed. Retry later.');
       throw error;
     });
 }

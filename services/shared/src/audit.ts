@@ -26,6 +26,9 @@ export interface AuditRow {
   requestId: string;
 }
 
+/** The entry could not be written, so the change was not made. */
+export class AuditUnavailableError extends Error {}
+
 export class AuditLog {
   constructor(private readonly clickhouse: ClickHouseClient) {}
 
@@ -47,9 +50,14 @@ export class AuditLog {
     });
   }
 
-  /** Writes the entry, makes the change, and records its failure if it fails. */
+  /**
+   * Writes the entry, makes the change, and records its failure if it fails. Throws
+   * AuditUnavailableError, without making the change, when the entry cannot be written.
+   */
   async around<T>(entry: AuditEntry, change: () => Promise<T>): Promise<T> {
-    await this.record(entry);
+    await this.record(entry).catch((error: unknown) => {
+      throw new AuditUnavailableError((error as Error).message);
+    });
     try {
       return await change();
     } catch (error) {
