@@ -1,4 +1,4 @@
-import { infrastructureSpec, nonNegativeInt, parseConfig, str } from '@otm/shared/config';
+import { infrastructureSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
 import { connectionLimitsSpec } from '@otm/shared/http-edge';
 
 export const adminSpec = {
@@ -7,6 +7,14 @@ export const adminSpec = {
   ADMIN_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the admin API and dashboard' }),
   ADMIN_PORT: nonNegativeInt({ default: 8480, desc: 'Port of the admin API and dashboard; 0 picks a free one' }),
   INGEST_GROUP_ID: str({ default: 'otm-ingester', desc: "The ingesters' consumer group, whose lag GET /v1/pipeline reports" }),
+  ERASURE_TOMBSTONE_DAYS: positiveInt({
+    default: 8,
+    desc: "Days an erased user's tombstone lives (ingesters drop their older records still in Kafka): longer than the usage topic's retention",
+  }),
+  ERASURE_MUTATION_TIMEOUT_MS: positiveInt({
+    default: 300_000,
+    desc: 'How long an erasure waits for one ClickHouse deletion before the job fails',
+  }),
   ADMIN_TOKEN: str({ desc: 'Bearer token for the admin API and dashboard (at least 32 characters)' }),
 };
 

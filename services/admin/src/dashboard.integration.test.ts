@@ -177,7 +177,7 @@ describe('dashboard', () => {
     expect([first.status, first.headers['x-otm-capture']]).toEqual([202, 'redact']);
 
     // The key's capture policy changed in its row, then its environment's: the gateway applies each.
-    const row = page.locator('tr', { hasText: 'browser-made' });
+    const row = page.locator('tr[data-key-id]', { hasText: 'browser-made' });
     await row.locator('select').selectOption('full');
     const capturedAs = async (policy: string) => {
       let last: unknown;

@@ -4,6 +4,8 @@ import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { AuditLog } from '@otm/shared/audit';
+import { ErasureStore } from '@otm/shared/erasures';
+import { ErasureJobs, registerErasureRoutes } from './erasure.js';
 import { migrate } from '@otm/shared/migrate';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { registerAnalyticsRoutes } from './analytics-routes.js';
@@ -56,15 +58,30 @@ const kafkaAdminConnected = (): Promise<Admin> => {
   return connected;
 };
 
+const audit = new AuditLog(clickhouse);
+const erasureJobs = new ErasureJobs(
+  redis,
+  config.REDIS_KEY_PREFIX,
+  clickhouse,
+  new ErasureStore(redis, config.REDIS_KEY_PREFIX),
+  audit,
+  logger,
+  {
+    tombstoneSeconds: config.ERASURE_TOMBSTONE_DAYS * 86_400,
+    mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
+  },
+);
+
 const app = await buildAdminApp(
   { adminToken: config.ADMIN_TOKEN, connectionLimits: connectionLimitsFrom(config), jsonMaxDepth: config.JSON_MAX_DEPTH },
   {
     logger,
     keyStore: new KeyStore(redis, config.REDIS_KEY_PREFIX),
-    audit: new AuditLog(clickhouse),
+    audit,
     protectedRoutes: [
       (secured) => registerAnalyticsRoutes(secured, clickhouse),
       (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
+      (secured) => registerErasureRoutes(secured, erasureJobs),
     ],
     publicRoutes: [registerDashboard],
     metrics,

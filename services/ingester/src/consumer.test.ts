@@ -16,7 +16,8 @@ import type { IsolatedLoad } from './load-step.js';
 import { createIngesterMetrics } from './metrics.js';
 import { deadLetter, ok } from './outcome.js';
 import { PriceTable } from './prices.js';
-import type { DeadLetterSink, Deduplicator, EventStore, RecordDecoder } from './seams.js';
+import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './seams.js';
+import { subjectKey, type Subject } from '@otm/shared/erasures';
 
 const TOPIC = 'usage';
 const validate = compileValidators(buildQueuedRecordSchema(), { maxLengths: false }).queuedRecord;
@@ -82,6 +83,27 @@ class MemoryEventStore implements EventStore {
   }
 }
 
+/** The erasure protocol in memory: tombstones, the fence and the leases in flight. */
+class MemoryErasures implements Erasures {
+  readonly tombstones = new Map<string, number>();
+  readonly fence = new Set<string>();
+  readonly leases = new Set<string>();
+  private next = 0;
+  async beginInsert(subjects: readonly Subject[]) {
+    const lease = `lease-${this.next++}`;
+    this.leases.add(lease);
+    const erasedAt = new Map<string, number>();
+    for (const subject of subjects) {
+      const at = this.tombstones.get(subjectKey(subject));
+      if (at !== undefined) erasedAt.set(subjectKey(subject), at);
+    }
+    return { lease, erasedAt, fenced: new Set(this.fence) };
+  }
+  async endInsert(lease: string) {
+    this.leases.delete(lease);
+  }
+}
+
 class MemoryDeadLetters implements DeadLetterSink {
   readonly letters: DeadLetter[] = [];
   async send(letters: readonly DeadLetter[]) {
@@ -133,8 +155,9 @@ function messages(records: QueuedUsageRecord[], firstOffset = 0): KafkaMessage[]
   );
 }
 
-function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore } = {}) {
+function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore; erasures?: MemoryErasures } = {}) {
   const consumer = new StandInConsumer();
+  const erasures = parts.erasures ?? new MemoryErasures();
   const dedupe = parts.dedupe ?? new MemoryDeduplicator();
   const store = parts.store ?? new MemoryEventStore();
   const deadLetters = new MemoryDeadLetters();
@@ -144,6 +167,7 @@ function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore
       decoder,
       dedupe,
       store,
+      erasures,
       deadLetters,
       prices: PriceTable.load(),
       metrics: createIngesterMetrics(),
@@ -159,7 +183,7 @@ function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore
       retryMaxMs: 5,
     },
   );
-  return { consumer, dedupe, store, deadLetters, usage };
+  return { consumer, dedupe, store, deadLetters, usage, erasures };
 }
 
 /** Waits until `check` holds (the loads run behind eachBatch). */
@@ -233,5 +257,42 @@ describe('UsageConsumer on in-memory stages', () => {
     expect(reasons['1']).toMatch(/magic byte|wire header/);
     expect(reasons['5']).toMatch(/schema/);
     expect(reasons['3']).toMatch(/clickhouse refused the row: code 27/);
+  });
+
+  it("an erased user's records received before the erasure are dropped, later ones load; nothing is dead-lettered; leases end", async () => {
+    const { consumer, store, deadLetters, usage, erasures } = pipeline();
+    await usage.start();
+    const records = sample(6, 'e');
+    const receivedAt = Date.parse(records[0]!.meta.receivedAt);
+    records.forEach((record, index) => {
+      record.record.user.id = index % 2 === 0 ? 'erased-user' : 'kept-user';
+      record.meta.environment = 'prod';
+      record.meta.receivedAt = new Date(receivedAt + index * 1000).toISOString();
+    });
+    // Erased after the first three were received: records 0 and 2 go, record 4 (received later) loads.
+    erasures.tombstones.set(subjectKey({ environment: 'prod', userId: 'erased-user' }), receivedAt + 2500);
+    await consumer.deliver(0, messages(records));
+    await until(() => consumer.committed.get(0) === 6n);
+    expect([...store.inserts.keys()].sort()).toEqual(['e-1', 'e-3', 'e-4', 'e-5']);
+    expect(deadLetters.letters).toEqual([]);
+    expect(erasures.leases.size).toBe(0);
+  });
+
+  it('a unit with an error row of a fenced minute waits until the fence is lifted, then loads', async () => {
+    const { consumer, store, usage, erasures } = pipeline();
+    await usage.start();
+    const records = sample(3, 'f');
+    const failed = records[1]!.record;
+    failed.request.status = 'error';
+    failed.error = { code: 'rate_limited', message: 'slow down' };
+    const minute = `${new Date(Date.parse(failed.timing?.startTime ?? records[1]!.meta.receivedAt)).toISOString().slice(0, 16).replace('T', ' ')}:00`;
+    erasures.fence.add(minute);
+    await consumer.deliver(0, messages(records));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(store.inserts.size).toBe(0);
+    expect(consumer.committed.get(0)).toBeUndefined();
+    erasures.fence.clear();
+    await until(() => consumer.committed.get(0) === 3n);
+    expect(store.inserts.size).toBe(3);
   });
 });

@@ -18,13 +18,15 @@
 // unit is loaded and marked, in order within its partition (follow()). A chunk fetched
 // before the latest rebalance is never inserted: its partition may belong to another
 // member by now.
+import { subjectKey } from '@otm/shared/erasures';
 import type { Consumer, EachBatchPayload, KafkaMessage } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
 import { enrich, rowText, type RowText } from './enrich-step.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
 import type { DeadLetter } from './dead-letter.js';
-import type { DeadLetterSink, Deduplicator, EventStore, RecordDecoder } from './seams.js';
+import type { IsolatedLoad } from './load-step.js';
+import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './seams.js';
 import { failureReason } from './failure-reason.js';
 import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
 import type { PriceTable } from './prices.js';
@@ -58,6 +60,7 @@ export interface ConsumerDeps {
   decoder: RecordDecoder;
   dedupe: Deduplicator;
   store: EventStore;
+  erasures: Erasures;
   deadLetters: DeadLetterSink;
   prices: PriceTable;
   metrics: IngesterMetrics;
@@ -69,6 +72,13 @@ const FULL_HINT =
 
 /** Thrown inside a retry loop when the batch must be given up (shutdown, rebalance). */
 class Abandoned extends Error {}
+
+/** A unit holding an error row of a minute whose errors rollup an erasure is rebuilding waits. */
+class Fenced extends Error {
+  constructor() {
+    super('an erasure is rebuilding the errors rollup of a minute in this unit; waiting');
+  }
+}
 
 interface Item {
   message: KafkaMessage;
@@ -297,7 +307,7 @@ export class UsageConsumer {
    * consumer stopping) before the insert is left out and reported abandoned.
    */
   private async loadUnit(parts: Part[]): Promise<PartOutcome[]> {
-    const { metrics, dedupe, store } = this.deps;
+    const { metrics, dedupe, store, erasures } = this.deps;
     const started = performance.now();
     const anyAlive = () => parts.some((part) => part.alive());
     const heartbeat = async () => {
@@ -311,6 +321,7 @@ export class UsageConsumer {
 
       const checked = performance.now();
       let alreadyLoaded = 0;
+      let erased = 0;
       let refused: { item: Item; reason: string; headers: Record<string, string> }[] = [];
       const loaded = await retry('clickhouse', async () => {
         // A consumer that lost a partition must not write what the new owner writes.
@@ -322,8 +333,29 @@ export class UsageConsumer {
           (item) => item.row.eventKey,
         );
         if (live.length === 0 && !anyAlive()) throw new Abandoned();
-        // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
-        const result = await store.load(live, (item) => item.row);
+        // The insert attempt holds a lease while it checks the erasures and inserts
+        // (erasures.ts): an erased user's records received before the erasure are
+        // dropped, never loaded nor dead-lettered.
+        const check = await erasures.beginInsert(live.map((item) => ({ environment: item.row.environment, userId: item.row.userId })));
+        let result: IsolatedLoad<Item>;
+        let kept: Item[];
+        try {
+          if (check.fenced.size > 0 && live.some((item) => item.row.errorMinute !== null && check.fenced.has(item.row.errorMinute))) {
+            throw new Fenced();
+          }
+          kept =
+            check.erasedAt.size === 0
+              ? live
+              : live.filter((item) => {
+                  const erasedAt = check.erasedAt.get(subjectKey({ environment: item.row.environment, userId: item.row.userId }));
+                  return erasedAt === undefined || item.row.receivedAtMs > erasedAt;
+                });
+          // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
+          result = await store.load(kept, (item) => item.row);
+        } finally {
+          await erasures.endInsert(check.lease).catch(() => undefined);
+        }
+        erased = live.length - kept.length;
         alreadyLoaded = result.alreadyLoaded;
         refused = result.refused.map(({ item, code, message }) => ({
           item,
@@ -349,6 +381,7 @@ export class UsageConsumer {
       await retry('redis (mark seen)', () => dedupe.markSeen(loaded.map((item) => item.row.eventKey)));
 
       metrics.rowsLoaded.inc(loaded.length);
+      metrics.erasedDropped.inc(erased);
       metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
       metrics.deadLetters.inc(letters.length);
       metrics.unknownPrice.inc(loaded.filter((item) => !item.row.priceKnown).length);

@@ -82,6 +82,12 @@ export interface EnrichedRecord {
 export interface RowText {
   eventKey: string;
   priceKnown: boolean;
+  /** Whose record it is and when the gateway received it: erasures drop it by these. */
+  environment: string;
+  userId: string;
+  receivedAtMs: number;
+  /** An error record's minute (`YYYY-MM-DD hh:mm:00`): the errors rollup counts it there. */
+  errorMinute: string | null;
   /** The usage_events row, one JSON line without its newline. */
   event: string;
   /** The usage_io row, or null when the record carries no prompt or response. */
@@ -92,6 +98,10 @@ export function rowText(record: EnrichedRecord): RowText {
   return {
     eventKey: record.event.event_key,
     priceKnown: record.event.price_known === 1,
+    environment: record.event.environment,
+    userId: record.event.user_id,
+    receivedAtMs: record.event.received_at_ms,
+    errorMinute: record.event.status === 'error' ? `${record.event.event_time.slice(0, 16)}:00` : null,
     event: JSON.stringify(record.event),
     io: record.io ? JSON.stringify(record.io) : null,
   };

@@ -46,6 +46,11 @@ export function createIngesterMetrics(sources?: LagSources) {
       help: 'Records dropped as already loaded',
       registers: [registry],
     }),
+    erasedDropped: new Counter({
+      name: 'otm_ingester_erased_dropped_total',
+      help: 'Records of an erased user received before the erasure, dropped instead of loaded',
+      registers: [registry],
+    }),
     deadLetters: new Counter({
       name: 'otm_ingester_dead_letters_total',
       help: 'Messages sent to the dead-letter topic',

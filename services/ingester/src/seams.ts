@@ -1,6 +1,7 @@
 // The ingester's stages as the consumer loop sees them: small interfaces, so the loop
 // runs the same against the real services (Redis, ClickHouse, the registry, Kafka) and
 // against the in-memory stand-ins of its unit tests (consumer.test.ts).
+import type { ErasureStore } from '@otm/shared/erasures';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Producer } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
@@ -27,6 +28,9 @@ export interface EventStore {
   /** The freshness canary's rows (canary_probes). */
   insertProbes(lines: readonly string[]): Promise<void>;
 }
+
+/** Erasures (services/shared/src/erasures.ts): a lease per insert attempt, the tombstones and the fence. */
+export type Erasures = Pick<ErasureStore, 'beginInsert' | 'endInsert'>;
 
 /** Where records that can never load go, with their reason. */
 export interface DeadLetterSink {

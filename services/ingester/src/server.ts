@@ -14,6 +14,7 @@ import { SchemaCache } from './decode-step.js';
 import { DedupeStep } from './dedupe-step.js';
 import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './seams.js';
 import { createIngesterMetrics } from './metrics.js';
+import { ErasureStore } from '@otm/shared/erasures';
 import { migrate } from '@otm/shared/migrate';
 import { PriceTable } from './prices.js';
 import { applyRetention, retentionPolicyFrom } from './retention.js';
@@ -86,6 +87,7 @@ const usageConsumer = new UsageConsumer(
     consumer,
     decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL))),
     dedupe: new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS),
+    erasures: new ErasureStore(redis, config.REDIS_KEY_PREFIX),
     store: new ClickHouseEventStore(clickhouse),
     deadLetters: new KafkaDeadLetters(dlqProducer, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),

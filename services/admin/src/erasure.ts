@@ -1,0 +1,243 @@
+// Erasure of one user's data in one environment, on request (docs/privacy.md):
+// `DELETE /v1/admin/users/{userId}/data?environment=…` starts a job whose state can be
+// polled. The job, in order:
+//
+//   1. writes the audit entry (none written: 503, nothing happens);
+//   2. writes the tombstone (ingesters drop the user's records received before it,
+//      including those still in Kafka) and waits for every insert already running
+//      (erasures.ts: leases): from then on no row of the user can be added;
+//   3. notes the user's error-rollup keys (minute, provider, model, code, message),
+//      fences those minutes (ingesters hold an error row of a fenced minute) and
+//      waits for the inserts running again;
+//   4. deletes the user's usage_io rows, then usage_events rows and usage_rollup_minute
+//      rows (keyed by user: exact), each a mutation waited for;
+//   5. rebuilds the errors rollup for the noted keys from what usage_events holds
+//      now (that rollup has no user column), then lifts the fence;
+//   6. writes a second audit entry with the rows removed.
+//
+// Every step can run again: a failed job is retried by asking again.
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { ENVIRONMENTS, type Environment } from '@otm/schemas';
+import { AuditUnavailableError, type AuditLog } from '@otm/shared/audit';
+import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { sqlString } from '@otm/shared/clickhouse-values';
+import { ServiceError } from '@otm/shared/errors';
+import type { ErasureStore } from '@otm/shared/erasures';
+import type { Logger } from '@otm/shared/logger';
+import type { Redis } from '@otm/shared/redis';
+
+export interface ErasureJob {
+  id: string;
+  environment: Environment;
+  userId: string;
+  state: 'running' | 'done' | 'failed';
+  step: string;
+  requestedAt: string;
+  finishedAt?: string;
+  /** Rows removed: usage_events, usage_io; error-rollup keys rebuilt. */
+  removed?: { events: number; io: number; errorRollupKeys: number };
+  error?: string;
+}
+
+export interface ErasureOptions {
+  /** How long the tombstone lives: longer than the usage topic's retention. */
+  tombstoneSeconds: number;
+  /** How long a mutation may take before the job fails (it can be asked again). */
+  mutationTimeoutMs: number;
+}
+
+type ErrorKey = { minute: string; provider: string; model_id: string; error_code: string; error_message: string };
+
+const JOB_TTL_SECONDS = 30 * 86_400;
+
+export class ErasureJobs {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+    private readonly clickhouse: ClickHouseClient,
+    private readonly erasures: ErasureStore,
+    private readonly audit: Pick<AuditLog, 'record'>,
+    private readonly logger: Logger,
+    private readonly options: ErasureOptions,
+  ) {}
+
+  private jobKey(id: string): string {
+    return `${this.prefix}erasure-job:${id}`;
+  }
+
+  async get(id: string): Promise<ErasureJob | null> {
+    const text = await this.redis.get(this.jobKey(id));
+    return text ? (JSON.parse(text) as ErasureJob) : null;
+  }
+
+  private async save(job: ErasureJob): Promise<void> {
+    await this.redis.set(this.jobKey(job.id), JSON.stringify(job), 'EX', JOB_TTL_SECONDS);
+  }
+
+  /** Writes the audit entry and the job, then runs it in the background. */
+  async start(environment: Environment, userId: string, actor: string, requestId: string): Promise<ErasureJob> {
+    const job: ErasureJob = {
+      id: `erasure_${randomUUID()}`,
+      environment,
+      userId,
+      state: 'running',
+      step: 'started',
+      requestedAt: new Date().toISOString(),
+    };
+    try {
+      await this.audit.record({ actor, action: 'user.erase', target: `${environment}:${userId}`, details: { jobId: job.id }, requestId });
+    } catch (error) {
+      throw new AuditUnavailableError((error as Error).message);
+    }
+    await this.save(job);
+    void this.run(job, actor, requestId);
+    return job;
+  }
+
+  private async run(job: ErasureJob, actor: string, requestId: string): Promise<void> {
+    const { environment, userId } = job;
+    const user = `environment = ${sqlString(environment)} AND user_id = ${sqlString(userId)}`;
+    let minutes: string[] = [];
+    const step = async (name: string) => {
+      job.step = name;
+      await this.save(job);
+    };
+    try {
+      await step('tombstone, and waiting for inserts in flight');
+      await this.erasures.erase({ environment, userId }, Date.now(), this.options.tombstoneSeconds);
+      await this.erasures.waitForInsertsInFlight();
+
+      await step('noting and fencing the error-rollup keys');
+      const errorKeys = await this.rows<ErrorKey>(
+        `SELECT toString(toStartOfMinute(event_time)) AS minute, provider, model_id, ifNull(error_code, '') AS error_code,
+                substring(ifNull(error_message, ''), 1, 200) AS error_message
+         FROM usage_events WHERE ${user} AND status = 'error'
+         GROUP BY minute, provider, model_id, error_code, error_message`,
+      );
+      minutes = [...new Set(errorKeys.map((key) => key.minute))];
+      const [counts] = await this.rows<{ events: string; io: string }>(
+        `SELECT (SELECT count() FROM usage_events WHERE ${user}) AS events,
+                (SELECT count() FROM usage_io WHERE event_key IN (SELECT event_key FROM usage_events WHERE ${user})) AS io`,
+      );
+      await this.erasures.fence(minutes);
+      await this.erasures.waitForInsertsInFlight();
+
+      await step('deleting usage_io');
+      await this.mutate('usage_io', `event_key IN (SELECT event_key FROM usage_events WHERE ${user})`);
+      await step('deleting usage_events and usage_rollup_minute');
+      await Promise.all([this.mutate('usage_events', user), this.mutate('usage_rollup_minute', user)]);
+
+      await step('rebuilding the errors rollup');
+      for (let start = 0; start < errorKeys.length; start += 500) {
+        const chunk = errorKeys.slice(start, start + 500);
+        const tuples = chunk
+          .map(
+            (k) =>
+              `(toDateTime(${sqlString(k.minute)}), ${sqlString(environment)}, ${sqlString(k.provider)}, ${sqlString(k.model_id)}, ${sqlString(k.error_code)}, ${sqlString(k.error_message)})`,
+          )
+          .join(', ');
+        await this.mutate('usage_errors_minute', `(minute, environment, provider, model_id, error_code, error_message) IN (${tuples})`);
+        // The same SELECT as usage_errors_minute_mv (migration 0002), over what remains.
+        await this.clickhouse.command({
+          query: `INSERT INTO usage_errors_minute
+                  SELECT toStartOfMinute(event_time) AS minute, environment, provider, model_id, ifNull(error_code, '') AS error_code,
+                         substring(ifNull(error_message, ''), 1, 200) AS error_message, countState() AS errors
+                  FROM usage_events
+                  WHERE status = 'error' AND (toStartOfMinute(event_time), environment, provider, model_id, ifNull(error_code, ''),
+                        substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})
+                  GROUP BY minute, environment, provider, model_id, error_code, error_message`,
+        });
+      }
+      await this.erasures.liftFence(minutes);
+
+      job.removed = { events: Number(counts!.events), io: Number(counts!.io), errorRollupKeys: errorKeys.length };
+      job.state = 'done';
+      job.step = 'done';
+      job.finishedAt = new Date().toISOString();
+      await this.save(job);
+      await this.audit
+        .record({
+          actor,
+          action: 'user.erase.done',
+          target: `${environment}:${userId}`,
+          details: { jobId: job.id, ...job.removed },
+          requestId,
+        })
+        .catch((error: unknown) =>
+          this.logger.error({ err: (error as Error).message, jobId: job.id }, 'erasure done; its audit entry failed'),
+        );
+      this.logger.info({ jobId: job.id, environment, removed: job.removed }, 'user data erased');
+    } catch (error) {
+      await this.erasures.liftFence(minutes).catch(() => undefined);
+      job.state = 'failed';
+      job.error = (error as Error).message;
+      job.finishedAt = new Date().toISOString();
+      await this.save(job).catch(() => undefined);
+      await this.audit
+        .record({
+          actor,
+          action: 'user.erase.failed',
+          target: `${environment}:${userId}`,
+          details: { jobId: job.id, step: job.step, error: job.error },
+          requestId,
+        })
+        .catch(() => undefined);
+      this.logger.error({ jobId: job.id, step: job.step, err: job.error }, 'erasure failed; ask again to resume');
+    }
+  }
+
+  private async rows<T>(query: string): Promise<T[]> {
+    return (await this.clickhouse.query({ query, format: 'JSONEachRow' })).json<T>();
+  }
+
+  /** An ALTER … DELETE, waited for (18.16 has no synchronous mutations). */
+  private async mutate(table: string, where: string): Promise<void> {
+    await this.clickhouse.command({ query: `ALTER TABLE ${table} DELETE WHERE ${where}` });
+    const deadline = Date.now() + this.options.mutationTimeoutMs;
+    for (;;) {
+      const [pending] = await this.rows<{ n: string }>(
+        `SELECT count() AS n FROM system.mutations WHERE database = currentDatabase() AND table = ${sqlString(table)} AND is_done = 0`,
+      );
+      if (Number(pending!.n) === 0) return;
+      if (Date.now() > deadline) throw new Error(`the deletion from ${table} did not finish within ${this.options.mutationTimeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+export function registerErasureRoutes(app: FastifyInstance, jobs: ErasureJobs): void {
+  app.delete<{ Params: { userId: string }; Querystring: { environment: Environment } }>(
+    '/v1/admin/users/:userId/data',
+    {
+      schema: {
+        params: { type: 'object', properties: { userId: { type: 'string', minLength: 1, maxLength: 1024 } } },
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['environment'],
+          properties: { environment: { type: 'string', enum: [...ENVIRONMENTS] } },
+        },
+      },
+    },
+    async (request, reply) => {
+      let job: ErasureJob;
+      try {
+        job = await jobs.start(request.query.environment, request.params.userId, `admin-token@${request.ip}`, request.id);
+      } catch (error) {
+        if (error instanceof AuditUnavailableError)
+          throw new ServiceError('Unavailable', 'The audit log is unavailable; nothing was changed. Retry later.');
+        throw new ServiceError('Unavailable', 'The key store is unavailable; nothing was changed. Retry later.');
+      }
+      return reply.code(202).send({ ...job, statusUrl: `/v1/admin/erasures/${job.id}` });
+    },
+  );
+
+  app.get<{ Params: { id: string } }>('/v1/admin/erasures/:id', async (request) => {
+    const job = await jobs.get(request.params.id).catch(() => {
+      throw new ServiceError('Unavailable', 'The key store is unavailable; retry later.');
+    });
+    if (!job) throw new ServiceError('NotFound', 'No erasure job with this id.');
+    return job;
+  });
+}

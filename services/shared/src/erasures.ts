@@ -1,0 +1,114 @@
+// Erasure of one user's data (docs/privacy.md), the part shared by the ingesters and
+// the admin service's erasure job, in Redis:
+//
+//   <prefix>erasure:<environment>:<user id>  string: when the user was erased (epoch ms),
+//                                             kept ERASURE_TOMBSTONE_DAYS (longer than
+//                                             the topic's retention)
+//   <prefix>erasure-fence                     set of minutes (`YYYY-MM-DD hh:mm:00`) whose
+//                                             error rollup is being rebuilt
+//   <prefix>ingest-lease:<id>                 one per insert attempt of an ingester, while
+//                                             it runs (expires after LEASE_MS)
+//
+// An ingester takes a lease, then reads the tombstones and the fence, in one pipeline
+// (Redis runs them in that order), and releases the lease after its insert. Records of
+// an erased user received before the erasure are dropped, never loaded; a unit holding
+// an error row of a fenced minute waits. The erasure job writes the tombstone and the
+// fence, then waits until every lease that existed at that moment is gone: after that,
+// no insert can be running that read the tombstones before they existed, so the rows
+// it deletes stay deleted and the rows it recounts are not counted twice.
+import { randomUUID } from 'node:crypto';
+import type { Redis } from './redis.js';
+
+/** An insert attempt holds its lease at most this long (a crashed ingester's lease expires). */
+export const LEASE_MS = 60_000;
+
+export interface Subject {
+  environment: string;
+  userId: string;
+}
+
+export interface InsertCheck {
+  lease: string;
+  /** When each erased subject of the unit was erased (`environment\0userId` to epoch ms). */
+  erasedAt: Map<string, number>;
+  /** Minutes whose error rollup is being rebuilt. */
+  fenced: Set<string>;
+}
+
+export const subjectKey = (subject: Subject) => `${subject.environment}\u0000${subject.userId}`;
+
+export class ErasureStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix: string,
+  ) {}
+
+  private tombstoneKey(subject: Subject): string {
+    return `${this.prefix}erasure:${subject.environment}:${subject.userId}`;
+  }
+
+  private get fenceKey(): string {
+    return `${this.prefix}erasure-fence`;
+  }
+
+  /** Before an insert attempt: takes a lease and reads the tombstones of the unit's subjects and the fence. */
+  async beginInsert(subjects: readonly Subject[]): Promise<InsertCheck> {
+    const lease = `${this.prefix}ingest-lease:${randomUUID()}`;
+    const distinct = [...new Map(subjects.map((subject) => [subjectKey(subject), subject])).values()];
+    const pipeline = this.redis.multi().set(lease, '1', 'PX', LEASE_MS);
+    if (distinct.length > 0) pipeline.mget(distinct.map((subject) => this.tombstoneKey(subject)));
+    pipeline.smembers(this.fenceKey);
+    const results = (await pipeline.exec()) ?? [];
+    for (const [error] of results) if (error) throw error;
+    const erasedAt = new Map<string, number>();
+    if (distinct.length > 0) {
+      const values = results[1]![1] as (string | null)[];
+      distinct.forEach((subject, index) => {
+        if (values[index] !== null && values[index] !== undefined) erasedAt.set(subjectKey(subject), Number(values[index]));
+      });
+    }
+    return { lease, erasedAt, fenced: new Set(results.at(-1)![1] as string[]) };
+  }
+
+  async endInsert(lease: string): Promise<void> {
+    await this.redis.del(lease);
+  }
+
+  /** The tombstone of one user in one environment. */
+  async erase(subject: Subject, atMs: number, tombstoneSeconds: number): Promise<void> {
+    await this.redis.set(this.tombstoneKey(subject), String(atMs), 'EX', tombstoneSeconds);
+  }
+
+  /** Fences minutes whose errors rollup is about to be rebuilt (for 15 minutes at most, should the job die). */
+  async fence(minutes: readonly string[]): Promise<void> {
+    if (minutes.length === 0) return;
+    const results =
+      (await this.redis
+        .multi()
+        .sadd(this.fenceKey, ...minutes)
+        .pexpire(this.fenceKey, 15 * 60_000)
+        .exec()) ?? [];
+    for (const [error] of results) if (error) throw error;
+  }
+
+  async liftFence(minutes: readonly string[]): Promise<void> {
+    if (minutes.length > 0) await this.redis.srem(this.fenceKey, ...minutes);
+  }
+
+  /** Waits until every insert lease that exists now has ended (or expired). */
+  async waitForInsertsInFlight(pollMs = 50): Promise<void> {
+    const present: string[] = [];
+    let cursor = '0';
+    do {
+      const [next, keys] = await this.redis.scan(cursor, 'MATCH', `${this.prefix}ingest-lease:*`, 'COUNT', 1000);
+      present.push(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+    let remaining = present;
+    while (remaining.length > 0) {
+      const exists = await Promise.all(remaining.map((key) => this.redis.exists(key)));
+      remaining = remaining.filter((_, index) => exists[index] === 1);
+      if (remaining.length > 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
+    }
+  }
+}

@@ -1,0 +1,151 @@
+// Erasure of one user's data on request (docs/privacy.md), through the real gateway,
+// Kafka, ingester, admin service and ClickHouse: the user's rows leave the raw tables
+// and both rollups, the other user's totals stay the same to the token, a record of
+// the erased user sitting in Kafka when the erasure runs is not loaded afterwards, and
+// the audit log holds the request and the rows removed.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createTestKey,
+  eventually,
+  fixture,
+  httpRequest,
+  postUsage,
+  queryRows,
+  stackEnv,
+  startGateway,
+  startIngester,
+  startService,
+  testClickHouse,
+  testNames,
+  uniqueName,
+  type ServiceProcess,
+} from './helpers/stack.js';
+
+const names = testNames('erasure');
+const adminToken = `admin-${uniqueName('token')}-0123456789abcdef`;
+const adminHeaders = { authorization: `Bearer ${adminToken}` };
+const clickhouse = testClickHouse(names.database);
+const tag = uniqueName('er').replace(/[^a-z0-9]/gi, '');
+const erased = `${tag}-erased`;
+const kept = `${tag}-kept`;
+// Both users' errors fall in one minute, under one code: the errors rollup (which has
+// no user column) holds them in the same row.
+const minute = new Date(Math.floor((Date.now() - 3_600_000) / 60_000) * 60_000);
+const at = (seconds: number) => new Date(minute.getTime() + seconds * 1000).toISOString();
+
+let gateway: ServiceProcess;
+let ingester: ServiceProcess;
+let admin: ServiceProcess;
+let key: string;
+
+function success(userId: string, tokens: number, marker: string) {
+  const record = fixture('valid/success.json');
+  record.user.id = userId;
+  record.tokens = { input: tokens, output: tokens, total: 2 * tokens };
+  record.timing = { startTime: at(1), firstTokenTime: at(2), lastTokenTime: at(3), latencyMs: 2000 };
+  record.io = { prompt: `${marker} prompt of ${userId}`, response: `${marker} response` };
+  return record;
+}
+function failure(userId: string) {
+  const record = fixture('valid/error-stack.json');
+  record.user.id = userId;
+  record.error.code = `code-${tag}`;
+  record.timing = { startTime: at(10), firstTokenTime: at(10), lastTokenTime: at(11) };
+  return record;
+}
+async function post(record: unknown) {
+  const answer = await postUsage(gateway.url, record, { 'x-api-key': key });
+  expect(answer.status, answer.text).toBe(202);
+}
+const startTheIngester = () => startIngester({ ...names, extraEnv: {} });
+const count = async (query: string) => Number((await queryRows<{ n: string }>(clickhouse, query))[0]!.n);
+const totals = async (userId: string) =>
+  (
+    await queryRows<{ requests: string; tokens: string }>(
+      clickhouse,
+      `SELECT countMerge(requests) AS requests, sumMerge(total_tokens) AS tokens FROM usage_rollup_minute WHERE user_id = '${userId}'`,
+    )
+  ).map((row) => ({ requests: Number(row.requests), tokens: Number(row.tokens) }))[0]!;
+const errorRollup = () => count(`SELECT countMerge(errors) AS n FROM usage_errors_minute WHERE error_code = 'code-${tag}'`);
+
+beforeAll(async () => {
+  [gateway, ingester, admin] = await Promise.all([
+    startGateway({ topic: names.topic, keyPrefix: names.keyPrefix }),
+    startTheIngester(),
+    startService(
+      'admin',
+      stackEnv({ REDIS_KEY_PREFIX: names.keyPrefix, CLICKHOUSE_DATABASE: names.database, ADMIN_TOKEN: adminToken, ADMIN_PORT: 0 }),
+      /admin listening/,
+    ),
+  ]);
+  key = (await createTestKey(names.keyPrefix, 'qa', 'erasure')).key;
+});
+afterAll(async () => {
+  await Promise.all([gateway, ingester, admin].map((service) => service?.stop()));
+  await clickhouse.close();
+});
+
+describe('DELETE /v1/admin/users/{userId}/data', () => {
+  it("removes one user's rows from every table and the rollups, and their records still in Kafka stay out", async () => {
+    for (const [i, tokens] of [100, 200, 300].entries()) {
+      await post(success(erased, tokens, `A${i}-${tag}`));
+      await post(success(kept, tokens + 1, `B${i}-${tag}`));
+    }
+    for (let i = 0; i < 2; i++) {
+      await post(failure(erased));
+      await post(failure(kept));
+    }
+    await eventually(async () => (await count(`SELECT count() AS n FROM usage_events WHERE startsWith(user_id, '${tag}')`)) === 10, 60_000);
+    const keptBefore = await totals(kept);
+    expect(keptBefore).toEqual({ requests: 5, tokens: 2 * (101 + 201 + 301) });
+    expect(await totals(erased)).toEqual({ requests: 5, tokens: 2 * (100 + 200 + 300) });
+    expect(await errorRollup()).toBe(4);
+
+    // The ingester stops; one record of each user waits in Kafka through the erasure.
+    await ingester.stop();
+    await post(success(erased, 1000, `late-${tag}`));
+    await post(success(kept, 1001, `late-${tag}`));
+
+    const started = await httpRequest(`${admin.url}/v1/admin/users/${erased}/data?environment=qa`, { method: 'DELETE', headers: adminHeaders });
+    expect(started.status, started.text).toBe(202);
+    expect(started.body).toMatchObject({ state: 'running', environment: 'qa', userId: erased });
+    let job: Record<string, unknown> = started.body;
+    await eventually(
+      async () => {
+        job = (await httpRequest(`${admin.url}${started.body.statusUrl}`, { headers: adminHeaders })).body;
+        return job.state !== 'running';
+      },
+      60_000,
+      200,
+    );
+    expect(job).toMatchObject({ state: 'done', removed: { events: 5, io: 3, errorRollupKeys: 1 } });
+
+    ingester = await startTheIngester();
+    await eventually(async () => (await totals(kept)).requests === 6, 60_000);
+    // The erased user's waiting record was dropped, not loaded: nothing of them anywhere.
+    await eventually(async () => (await count(`SELECT count() AS n FROM usage_events WHERE user_id = '${erased}'`)) === 0, 10_000);
+    expect(await count(`SELECT count() AS n FROM usage_io WHERE position(prompt, 'prompt of ${erased}') > 0`)).toBe(0);
+    expect(await count(`SELECT count() AS n FROM usage_rollup_minute WHERE user_id = '${erased}'`)).toBe(0);
+    // The other user: unchanged to the token, plus their own waiting record.
+    expect(await totals(kept)).toEqual({ requests: 6, tokens: keptBefore.tokens + 2 * 1001 });
+    expect(await count(`SELECT count() AS n FROM usage_io WHERE position(prompt, 'prompt of ${kept}') > 0`)).toBe(4);
+    // The errors rollup counts only the other user's two errors now.
+    expect(await errorRollup()).toBe(2);
+    const metrics = await httpRequest(`http://127.0.0.1:${ingester.metricsPort}/metrics`);
+    expect(metrics.text).toMatch(/^otm_ingester_erased_dropped_total 1$/m);
+
+    const audit = await httpRequest(`${admin.url}/v1/audit`, { headers: adminHeaders });
+    const ours = (audit.body.entries as { action: string; target: string; details: Record<string, unknown> }[]).filter(
+      (entry) => entry.target === `qa:${erased}`,
+    );
+    expect(ours.map((entry) => entry.action).sort()).toEqual(['user.erase', 'user.erase.done']);
+    expect(ours.find((entry) => entry.action === 'user.erase.done')!.details).toMatchObject({ events: 5, io: 3, jobId: job.id });
+  });
+
+  it('refuses a request without an environment, and answers 404 for an unknown job', async () => {
+    const noEnvironment = await httpRequest(`${admin.url}/v1/admin/users/someone/data`, { method: 'DELETE', headers: adminHeaders });
+    expect(noEnvironment.status).toBe(400);
+    expect((await httpRequest(`${admin.url}/v1/admin/erasures/erasure_nope`, { headers: adminHeaders })).status).toBe(404);
+    expect((await httpRequest(`${admin.url}/v1/admin/users/someone/data?environment=qa`, { method: 'DELETE' })).status).toBe(401);
+  });
+});
