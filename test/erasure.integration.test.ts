@@ -106,7 +106,10 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     await post(success(erased, 1000, `late-${tag}`));
     await post(success(kept, 1001, `late-${tag}`));
 
-    const started = await httpRequest(`${admin.url}/v1/admin/users/${erased}/data?environment=qa`, { method: 'DELETE', headers: adminHeaders });
+    const started = await httpRequest(`${admin.url}/v1/admin/users/${erased}/data?environment=qa`, {
+      method: 'DELETE',
+      headers: adminHeaders,
+    });
     expect(started.status, started.text).toBe(202);
     expect(started.body).toMatchObject({ state: 'running', environment: 'qa', userId: erased });
     let job: Record<string, unknown> = started.body;
