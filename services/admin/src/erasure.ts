@@ -7,8 +7,8 @@
 //      including those still in Kafka) and waits for every insert already running
 //      (erasures.ts: leases): from then on no row of the user can be added;
 //   3. notes the user's error-rollup keys (minute, provider, model, code, message),
-//      fences those minutes (ingesters hold an error row of a fenced minute) and
-//      waits for the inserts running again;
+//      fences those minutes (ingesters hold an error row of a fenced minute: erasures.ts)
+//      and waits for the inserts running again;
 //   4. deletes the user's usage_io rows, then usage_events rows and usage_rollup_minute
 //      rows (keyed by user: exact), each a mutation waited for;
 //   5. rebuilds the errors rollup for the noted keys from what usage_events holds
@@ -23,7 +23,7 @@ import { AuditUnavailableError, type AuditLog } from '@otm/shared/audit';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { ServiceError } from '@otm/shared/errors';
-import type { ErasureStore } from '@otm/shared/erasures';
+import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
 import type { Logger } from '@otm/shared/logger';
 import type { Redis } from '@otm/shared/redis';
 
@@ -47,7 +47,7 @@ export interface ErasureOptions {
   mutationTimeoutMs: number;
 }
 
-type ErrorKey = { minute: string; provider: string; model_id: string; error_code: string; error_message: string };
+type ErrorKey = { minute: string; minute_ms: string; provider: string; model_id: string; error_code: string; error_message: string };
 
 const JOB_TTL_SECONDS = 30 * 86_400;
 
@@ -98,7 +98,7 @@ export class ErasureJobs {
   private async run(job: ErasureJob, actor: string, requestId: string): Promise<void> {
     const { environment, userId } = job;
     const user = `environment = ${sqlString(environment)} AND user_id = ${sqlString(userId)}`;
-    let minutes: string[] = [];
+    let fence: FenceInterval[] = [];
     const step = async (name: string) => {
       job.step = name;
       await this.save(job);
@@ -110,17 +110,21 @@ export class ErasureJobs {
 
       await step('noting and fencing the error-rollup keys');
       const errorKeys = await this.rows<ErrorKey>(
-        `SELECT toString(toStartOfMinute(event_time)) AS minute, provider, model_id, ifNull(error_code, '') AS error_code,
-                substring(ifNull(error_message, ''), 1, 200) AS error_message
+        `SELECT toString(m) AS minute, toString(toUInt64(m) * 1000) AS minute_ms, provider, model_id, error_code, error_message
          FROM usage_events WHERE ${user} AND status = 'error'
-         GROUP BY minute, provider, model_id, error_code, error_message`,
+         GROUP BY toStartOfMinute(event_time) AS m, provider, model_id, ifNull(error_code, '') AS error_code,
+                  substring(ifNull(error_message, ''), 1, 200) AS error_message`,
       );
-      minutes = [...new Set(errorKeys.map((key) => key.minute))];
+      fence = [...new Set(errorKeys.map((key) => Number(key.minute_ms)))].map((ms) => ({
+        kind: 'errors' as const,
+        fromMs: ms,
+        toMs: ms + 60_000,
+      }));
       const [counts] = await this.rows<{ events: string; io: string }>(
         `SELECT (SELECT count() FROM usage_events WHERE ${user}) AS events,
                 (SELECT count() FROM usage_io WHERE event_key IN (SELECT event_key FROM usage_events WHERE ${user})) AS io`,
       );
-      await this.erasures.fence(minutes);
+      await this.erasures.fence(fence);
       await this.erasures.waitForInsertsInFlight();
 
       await step('deleting usage_io');
@@ -149,7 +153,7 @@ export class ErasureJobs {
                   GROUP BY minute, environment, provider, model_id, error_code, error_message`,
         });
       }
-      await this.erasures.liftFence(minutes);
+      await this.erasures.liftFence(fence);
 
       job.removed = { events: Number(counts!.events), io: Number(counts!.io), errorRollupKeys: errorKeys.length };
       job.state = 'done';
@@ -169,7 +173,7 @@ export class ErasureJobs {
         );
       this.logger.info({ jobId: job.id, environment, removed: job.removed }, 'user data erased');
     } catch (error) {
-      await this.erasures.liftFence(minutes).catch(() => undefined);
+      await this.erasures.liftFence(fence).catch(() => undefined);
       job.state = 'failed';
       job.error = (error as Error).message;
       job.finishedAt = new Date().toISOString();

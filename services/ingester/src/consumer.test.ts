@@ -17,7 +17,7 @@ import { createIngesterMetrics } from './metrics.js';
 import { deadLetter, ok } from './outcome.js';
 import { PriceTable } from './prices.js';
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './seams.js';
-import { subjectKey, type Subject } from '@otm/shared/erasures';
+import { subjectKey, type FenceInterval, type Subject } from '@otm/shared/erasures';
 
 const TOPIC = 'usage';
 const validate = compileValidators(buildQueuedRecordSchema(), { maxLengths: false }).queuedRecord;
@@ -86,7 +86,7 @@ class MemoryEventStore implements EventStore {
 /** The erasure protocol in memory: tombstones, the fence and the leases in flight. */
 class MemoryErasures implements Erasures {
   readonly tombstones = new Map<string, number>();
-  readonly fence = new Set<string>();
+  readonly fence: FenceInterval[] = [];
   readonly leases = new Set<string>();
   private next = 0;
   async beginInsert(subjects: readonly Subject[]) {
@@ -97,7 +97,7 @@ class MemoryErasures implements Erasures {
       const at = this.tombstones.get(subjectKey(subject));
       if (at !== undefined) erasedAt.set(subjectKey(subject), at);
     }
-    return { lease, erasedAt, fenced: new Set(this.fence) };
+    return { lease, erasedAt, fenced: [...this.fence] };
   }
   async endInsert(lease: string) {
     this.leases.delete(lease);
@@ -285,13 +285,14 @@ describe('UsageConsumer on in-memory stages', () => {
     const failed = records[1]!.record;
     failed.request.status = 'error';
     failed.error = { code: 'rate_limited', message: 'slow down' };
-    const minute = `${new Date(Date.parse(failed.timing?.startTime ?? records[1]!.meta.receivedAt)).toISOString().slice(0, 16).replace('T', ' ')}:00`;
-    erasures.fence.add(minute);
+    const eventMs = Date.parse(failed.timing?.startTime ?? records[1]!.meta.receivedAt);
+    const minuteMs = Math.floor(eventMs / 60_000) * 60_000;
+    erasures.fence.push({ kind: 'errors', fromMs: minuteMs, toMs: minuteMs + 60_000 });
     await consumer.deliver(0, messages(records));
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(store.inserts.size).toBe(0);
     expect(consumer.committed.get(0)).toBeUndefined();
-    erasures.fence.clear();
+    erasures.fence.length = 0;
     await until(() => consumer.committed.get(0) === 3n);
     expect(store.inserts.size).toBe(3);
   });

@@ -18,7 +18,7 @@
 // unit is loaded and marked, in order within its partition (follow()). A chunk fetched
 // before the latest rebalance is never inserted: its partition may belong to another
 // member by now.
-import { subjectKey } from '@otm/shared/erasures';
+import { isFenced, subjectKey } from '@otm/shared/erasures';
 import type { Consumer, EachBatchPayload, KafkaMessage } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
@@ -73,10 +73,10 @@ const FULL_HINT =
 /** Thrown inside a retry loop when the batch must be given up (shutdown, rebalance). */
 class Abandoned extends Error {}
 
-/** A unit holding an error row of a minute whose errors rollup an erasure is rebuilding waits. */
+/** A unit holding a row of an interval whose rollup rows are being rebuilt (an erasure, a re-costing) waits. */
 class Fenced extends Error {
   constructor() {
-    super('an erasure is rebuilding the errors rollup of a minute in this unit; waiting');
+    super('the rollup rows of a time in this unit are being rebuilt (an erasure or a re-costing); waiting');
   }
 }
 
@@ -340,7 +340,7 @@ export class UsageConsumer {
         let result: IsolatedLoad<Item>;
         let kept: Item[];
         try {
-          if (check.fenced.size > 0 && live.some((item) => item.row.errorMinute !== null && check.fenced.has(item.row.errorMinute))) {
+          if (check.fenced.length > 0 && live.some((item) => isFenced(check.fenced, item.row.eventMs, item.row.isError))) {
             throw new Fenced();
           }
           kept =

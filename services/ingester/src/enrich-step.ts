@@ -86,8 +86,9 @@ export interface RowText {
   environment: string;
   userId: string;
   receivedAtMs: number;
-  /** An error record's minute (`YYYY-MM-DD hh:mm:00`): the errors rollup counts it there. */
-  errorMinute: string | null;
+  /** The event time the rollups bucket the record by (epoch ms; ClickHouse runs in UTC). */
+  eventMs: number;
+  isError: boolean;
   /** The usage_events row, one JSON line without its newline. */
   event: string;
   /** The usage_io row, or null when the record carries no prompt or response. */
@@ -101,7 +102,8 @@ export function rowText(record: EnrichedRecord): RowText {
     environment: record.event.environment,
     userId: record.event.user_id,
     receivedAtMs: record.event.received_at_ms,
-    errorMinute: record.event.status === 'error' ? `${record.event.event_time.slice(0, 16)}:00` : null,
+    eventMs: Date.parse(`${record.event.event_time.replace(' ', 'T')}Z`),
+    isError: record.event.status === 'error',
     event: JSON.stringify(record.event),
     io: record.io ? JSON.stringify(record.io) : null,
   };

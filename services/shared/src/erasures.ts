@@ -4,15 +4,17 @@
 //   <prefix>erasure:<environment>:<user id>  string: when the user was erased (epoch ms),
 //                                             kept ERASURE_TOMBSTONE_DAYS (longer than
 //                                             the topic's retention)
-//   <prefix>erasure-fence                     set of minutes (`YYYY-MM-DD hh:mm:00`) whose
-//                                             error rollup is being rebuilt
+//   <prefix>erasure-fence                     set of fenced intervals (`<kind>:<from ms>:<to ms>`)
+//                                             of rollup rows being rebuilt: `errors` (the
+//                                             errors rollup, by an erasure) or `all` (every
+//                                             rollup, by a re-costing)
 //   <prefix>ingest-lease:<id>                 one per insert attempt of an ingester, while
 //                                             it runs (expires after LEASE_MS)
 //
 // An ingester takes a lease, then reads the tombstones and the fence, in one pipeline
 // (Redis runs them in that order), and releases the lease after its insert. Records of
 // an erased user received before the erasure are dropped, never loaded; a unit holding
-// an error row of a fenced minute waits. The erasure job writes the tombstone and the
+// a row of a fenced interval (an error row, for an `errors` interval) waits. The erasure job writes the tombstone and the
 // fence, then waits until every lease that existed at that moment is gone: after that,
 // no insert can be running that read the tombstones before they existed, so the rows
 // it deletes stay deleted and the rows it recounts are not counted twice.
@@ -27,12 +29,32 @@ export interface Subject {
   userId: string;
 }
 
+/** Rollup rows being rebuilt: of error records only (`errors`) or of every record (`all`), by event time. */
+export interface FenceInterval {
+  kind: 'errors' | 'all';
+  fromMs: number;
+  toMs: number;
+}
+
+const fenceEntry = (interval: FenceInterval) => `${interval.kind}:${interval.fromMs}:${interval.toMs}`;
+
+function parseFence(entry: string): FenceInterval | undefined {
+  const [kind, from, to] = entry.split(':');
+  if ((kind !== 'errors' && kind !== 'all') || !from || !to) return undefined;
+  return { kind, fromMs: Number(from), toMs: Number(to) };
+}
+
+/** Whether a row (its event time, whether it is an error) falls in a fenced interval. */
+export function isFenced(fence: readonly FenceInterval[], eventMs: number, isError: boolean): boolean {
+  return fence.some((interval) => (interval.kind === 'all' || isError) && eventMs >= interval.fromMs && eventMs < interval.toMs);
+}
+
 export interface InsertCheck {
   lease: string;
   /** When each erased subject of the unit was erased (`environment\0userId` to epoch ms). */
   erasedAt: Map<string, number>;
-  /** Minutes whose error rollup is being rebuilt. */
-  fenced: Set<string>;
+  /** Intervals whose rollup rows are being rebuilt. */
+  fenced: FenceInterval[];
 }
 
 export const subjectKey = (subject: Subject) => `${subject.environment}\u0000${subject.userId}`;
@@ -67,7 +89,8 @@ export class ErasureStore {
         if (values[index] !== null && values[index] !== undefined) erasedAt.set(subjectKey(subject), Number(values[index]));
       });
     }
-    return { lease, erasedAt, fenced: new Set(results.at(-1)![1] as string[]) };
+    const fenced = (results.at(-1)![1] as string[]).map(parseFence).filter((interval) => interval !== undefined);
+    return { lease, erasedAt, fenced };
   }
 
   async endInsert(lease: string): Promise<void> {
@@ -79,20 +102,21 @@ export class ErasureStore {
     await this.redis.set(this.tombstoneKey(subject), String(atMs), 'EX', tombstoneSeconds);
   }
 
-  /** Fences minutes whose errors rollup is about to be rebuilt (for 15 minutes at most, should the job die). */
-  async fence(minutes: readonly string[]): Promise<void> {
-    if (minutes.length === 0) return;
+  /** Fences intervals whose rollup rows are about to be rebuilt (for 15 minutes at most, should the job die). */
+  async fence(intervals: readonly FenceInterval[]): Promise<void> {
+    if (intervals.length === 0) return;
+    const entries = intervals.map(fenceEntry);
     const results =
       (await this.redis
         .multi()
-        .sadd(this.fenceKey, ...minutes)
+        .sadd(this.fenceKey, ...entries)
         .pexpire(this.fenceKey, 15 * 60_000)
         .exec()) ?? [];
     for (const [error] of results) if (error) throw error;
   }
 
-  async liftFence(minutes: readonly string[]): Promise<void> {
-    if (minutes.length > 0) await this.redis.srem(this.fenceKey, ...minutes);
+  async liftFence(intervals: readonly FenceInterval[]): Promise<void> {
+    if (intervals.length > 0) await this.redis.srem(this.fenceKey, ...intervals.map(fenceEntry));
   }
 
   /** Waits until every insert lease that exists now has ended (or expired). */
