@@ -26,6 +26,7 @@ import { ServiceError } from '@otm/shared/errors';
 import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
 import type { Logger } from '@otm/shared/logger';
 import type { Redis } from '@otm/shared/redis';
+import { mutate } from '@otm/shared/mutations';
 
 export interface ErasureJob {
   id: string;
@@ -195,18 +196,8 @@ export class ErasureJobs {
     return (await this.clickhouse.query({ query, format: 'JSONEachRow' })).json<T>();
   }
 
-  /** An ALTER … DELETE, waited for (18.16 has no synchronous mutations). */
-  private async mutate(table: string, where: string): Promise<void> {
-    await this.clickhouse.command({ query: `ALTER TABLE ${table} DELETE WHERE ${where}` });
-    const deadline = Date.now() + this.options.mutationTimeoutMs;
-    for (;;) {
-      const [pending] = await this.rows<{ n: string }>(
-        `SELECT count() AS n FROM system.mutations WHERE database = currentDatabase() AND table = ${sqlString(table)} AND is_done = 0`,
-      );
-      if (Number(pending!.n) === 0) return;
-      if (Date.now() > deadline) throw new Error(`the deletion from ${table} did not finish within ${this.options.mutationTimeoutMs} ms`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+  private mutate(table: string, where: string): Promise<void> {
+    return mutate(this.clickhouse, table, `DELETE WHERE ${where}`, this.options.mutationTimeoutMs);
   }
 }
 

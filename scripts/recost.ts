@@ -1,0 +1,68 @@
+// Re-costs stored rows with the current price table (services/ingester/src/recost.ts):
+//   npm run recost -- --from 2026-10-01T00:00:00Z --to 2026-11-01T00:00:00Z [--provider openai] [--model gpt-4o] [--dry-run]
+// The table is the shipped one plus PRICE_TABLE_FILE, as the ingester reads it. The
+// change is written to the audit log first (no entry, no change).
+import os from 'node:os';
+import { Command } from 'commander';
+import { parseTimestamp } from '@otm/schemas';
+import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
+import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { infrastructureSpec, parseConfig, str } from '@otm/shared/config';
+import { ErasureStore } from '@otm/shared/erasures';
+import { createRedis } from '@otm/shared/redis';
+import { PriceTable } from '../services/ingester/src/prices.js';
+import { recost } from '../services/ingester/src/recost.js';
+
+const options = new Command('recost')
+  .description('recompute cost_usd of stored rows with the current price table and rebuild the rollups of the range')
+  .requiredOption('--from <time>', 'RFC 3339 start of the range (by event time; widened to whole minutes)')
+  .requiredOption('--to <time>', 'RFC 3339 end of the range, exclusive')
+  .option('--provider <provider>', 'only this provider')
+  .option('--model <model>', 'only this model id (as stored)')
+  .option('--dry-run', 'show the rows and prices, change nothing')
+  .parse(process.argv)
+  .opts<{ from: string; to: string; provider?: string; model?: string; dryRun?: boolean }>();
+
+const config = parseConfig(process.env, { ...infrastructureSpec, PRICE_TABLE_FILE: str({ default: '', desc: 'price overrides' }) });
+const fromMs = parseTimestamp(options.from);
+const toMs = parseTimestamp(options.to);
+if (fromMs === null || toMs === null || fromMs >= toMs) {
+  console.error('--from and --to: RFC 3339 date-times with a time zone, --from before --to');
+  process.exit(2);
+}
+const prices = PriceTable.load(config.PRICE_TABLE_FILE || undefined);
+const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
+const redis = createRedis(config.REDIS_URL, { name: 'recost-cli' });
+await redis.connect();
+const scope = { fromMs, toMs, provider: options.provider, model: options.model };
+try {
+  const run = () => recost(clickhouse, new ErasureStore(redis, config.REDIS_KEY_PREFIX), prices, scope, { dryRun: options.dryRun });
+  const outcome = options.dryRun
+    ? await run()
+    : await new AuditLog(clickhouse).around(
+        {
+          actor: `cli:${os.userInfo().username}@${os.hostname()}`,
+          action: 'recost',
+          target: `${new Date(fromMs).toISOString()}..${new Date(toMs).toISOString()}`,
+          details: { provider: options.provider ?? '*', model: options.model ?? '*', priceTableVersion: prices.version },
+        },
+        run,
+      );
+  console.log(
+    `price table ${outcome.priceTableVersion}; ${new Date(outcome.fromMs).toISOString()} .. ${new Date(outcome.toMs).toISOString()}`,
+  );
+  for (const pair of outcome.pairs) {
+    const price = pair.price ? `${pair.price.input} / ${pair.price.output} USD per 1M tokens` : 'no price (cost stays empty)';
+    console.log(`  ${pair.provider} ${pair.model}: ${pair.rows} rows, ${price}`);
+  }
+  console.log(
+    options.dryRun ? `${outcome.rows} rows would be re-costed` : `${outcome.rows} rows re-costed; the rollups of the range rebuilt`,
+  );
+} catch (error) {
+  if (!(error instanceof AuditUnavailableError)) throw error;
+  console.error(`the audit log is unavailable (${error.message}); nothing was changed`);
+  process.exitCode = 1;
+} finally {
+  redis.disconnect();
+  await clickhouse.close();
+}

@@ -1,0 +1,21 @@
+// ClickHouse mutations (ALTER … UPDATE / DELETE), waited for: 18.16 has no
+// synchronous mutations (mutations_sync came later), so the end is read from
+// system.mutations. Used by the erasure job and by re-costing.
+import type { ClickHouseClient } from './clickhouse.js';
+import { sqlString } from './clickhouse-values.js';
+
+/** An ALTER (UPDATE or DELETE), waited for: 18.16 has no synchronous mutations. */
+export async function mutate(clickhouse: ClickHouseClient, table: string, mutation: string, timeoutMs = 300_000): Promise<void> {
+  await clickhouse.command({ query: `ALTER TABLE ${table} ${mutation}` });
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const result = await clickhouse.query({
+      query: `SELECT count() AS n FROM system.mutations WHERE database = currentDatabase() AND table = ${sqlString(table)} AND is_done = 0`,
+      format: 'JSONEachRow',
+    });
+    const [pending] = await result.json<{ n: string }>();
+    if (Number(pending!.n) === 0) return;
+    if (Date.now() > deadline) throw new Error(`the mutation of ${table} did not finish within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
