@@ -1,4 +1,4 @@
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 
 export type { ClickHouseClient };
 
@@ -34,6 +34,10 @@ export function createClickHouse(settings: ClickHouseSettings, database: string 
     // 18.16 predates several settings the client would otherwise send.
     clickhouse_settings: {},
     compression: { request: false, response: false },
+    // Every failed request is thrown to its caller, which logs it at the level it
+    // deserves (a migration runner racing another on "already exists" is not an error);
+    // the client's own ERROR lines on stderr would say it twice, or wrongly.
+    log: { level: ClickHouseLogLevel.OFF },
   });
 }
 
