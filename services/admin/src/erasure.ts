@@ -27,6 +27,7 @@ import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
 import type { Logger } from '@otm/shared/logger';
 import type { Redis } from '@otm/shared/redis';
 import { mutate } from '@otm/shared/mutations';
+import { rebuildRollupSql } from '@otm/shared/rollup-views';
 
 export interface ErasureJob {
   id: string;
@@ -143,15 +144,12 @@ export class ErasureJobs {
           )
           .join(', ');
         await this.mutate('usage_errors_minute', `(minute, environment, provider, model_id, error_code, error_message) IN (${tuples})`);
-        // The same SELECT as usage_errors_minute_mv (migration 0002), over what remains.
+        // The view's own SELECT (migration 0002) over those keys, on what remains.
         await this.clickhouse.command({
-          query: `INSERT INTO usage_errors_minute
-                  SELECT toStartOfMinute(event_time) AS minute, environment, provider, model_id, ifNull(error_code, '') AS error_code,
-                         substring(ifNull(error_message, ''), 1, 200) AS error_message, countState() AS errors
-                  FROM usage_events
-                  WHERE status = 'error' AND (toStartOfMinute(event_time), environment, provider, model_id, ifNull(error_code, ''),
-                        substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})
-                  GROUP BY minute, environment, provider, model_id, error_code, error_message`,
+          query: rebuildRollupSql(
+            'usage_errors_minute_mv',
+            `(toStartOfMinute(event_time), environment, provider, model_id, ifNull(error_code, ''), substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})`,
+          ),
         });
       }
       await this.erasures.liftFence(fence);

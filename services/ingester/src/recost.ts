@@ -11,6 +11,7 @@ import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { formatDateTime, sqlString } from '@otm/shared/clickhouse-values';
 import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
 import { mutate } from '@otm/shared/mutations';
+import { rebuildRollupSql } from '@otm/shared/rollup-views';
 import type { PriceTable } from './prices.js';
 
 export interface RecostScope {
@@ -91,26 +92,8 @@ export async function recost(
     );
     const rollupWhere = where.replaceAll('event_time', 'minute');
     await mutate(clickhouse, 'usage_rollup_minute', `DELETE WHERE ${rollupWhere}`, options.mutationTimeoutMs);
-    // The same SELECT as usage_rollup_minute_mv (migration 0002), over the range.
-    await clickhouse.command({
-      query: `INSERT INTO usage_rollup_minute
-        SELECT
-            toStartOfMinute(event_time) AS minute, environment, provider, model_id, user_type, user_id, api_key_id,
-            countState() AS requests,
-            countIfState(status = 'success') AS successes,
-            countIfState(status = 'error') AS errors,
-            sumState(ifNull(input_tokens, toUInt64(0))) AS input_tokens,
-            sumState(ifNull(output_tokens, toUInt64(0))) AS output_tokens,
-            sumState(total_tokens) AS total_tokens,
-            sumState(ifNull(cost_usd, toFloat64(0))) AS cost_usd,
-            countIfState(price_known = 0) AS unpriced,
-            quantilesIfState(0.5, 0.9, 0.99)(ifNull(latency_ms, toUInt64(0)), isNotNull(latency_ms)) AS latency_ms,
-            quantilesIfState(0.5, 0.9, 0.99)(ifNull(ttft_ms, toUInt64(0)), isNotNull(ttft_ms)) AS ttft_ms,
-            avgIfState(ifNull(output_tokens_per_sec, toFloat64(0)), isNotNull(output_tokens_per_sec)) AS tokens_per_sec
-        FROM usage_events
-        WHERE ${where}
-        GROUP BY minute, environment, provider, model_id, user_type, user_id, api_key_id`,
-    });
+    // The view's own SELECT (migration 0002) over the range: it counts as the view does.
+    await clickhouse.command({ query: rebuildRollupSql('usage_rollup_minute_mv', where) });
   } finally {
     await fence.liftFence([interval]);
   }
