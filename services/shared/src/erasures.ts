@@ -8,8 +8,9 @@
 //                                             of rollup rows being rebuilt: `errors` (the
 //                                             errors rollup, by an erasure) or `all` (every
 //                                             rollup, by a re-costing)
-//   <prefix>ingest-lease:<id>                 one per insert attempt of an ingester, while
-//                                             it runs (expires after LEASE_MS)
+//   <prefix>ingest-leases                     sorted set: one member per insert attempt of an
+//                                             ingester while it runs, scored by when it
+//                                             expires (LEASE_MS: a crashed one's ends too)
 //
 // An ingester takes a lease, then reads the tombstones and the fence, in one pipeline
 // (Redis runs them in that order), and releases the lease after its insert. Records of
@@ -69,15 +70,19 @@ export class ErasureStore {
     return `${this.prefix}erasure:${subject.environment}:${subject.userId}`;
   }
 
+  private get leasesKey(): string {
+    return `${this.prefix}ingest-leases`;
+  }
+
   private get fenceKey(): string {
     return `${this.prefix}erasure-fence`;
   }
 
   /** Before an insert attempt: takes a lease and reads the tombstones of the unit's subjects and the fence. */
   async beginInsert(subjects: readonly Subject[]): Promise<InsertCheck> {
-    const lease = `${this.prefix}ingest-lease:${randomUUID()}`;
+    const lease = randomUUID();
     const distinct = [...new Map(subjects.map((subject) => [subjectKey(subject), subject])).values()];
-    const pipeline = this.redis.multi().set(lease, '1', 'PX', LEASE_MS);
+    const pipeline = this.redis.multi().zadd(this.leasesKey, Date.now() + LEASE_MS, lease);
     if (distinct.length > 0) pipeline.mget(distinct.map((subject) => this.tombstoneKey(subject)));
     pipeline.smembers(this.fenceKey);
     const results = (await pipeline.exec()) ?? [];
@@ -94,7 +99,7 @@ export class ErasureStore {
   }
 
   async endInsert(lease: string): Promise<void> {
-    await this.redis.del(lease);
+    await this.redis.zrem(this.leasesKey, lease);
   }
 
   /** The tombstone of one user in one environment. */
@@ -121,17 +126,15 @@ export class ErasureStore {
 
   /** Waits until every insert lease that exists now has ended (or expired). */
   async waitForInsertsInFlight(pollMs = 50): Promise<void> {
-    const present: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, keys] = await this.redis.scan(cursor, 'MATCH', `${this.prefix}ingest-lease:*`, 'COUNT', 1000);
-      present.push(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-    let remaining = present;
+    // Leases of ingesters that died are dropped once their time is past.
+    await this.redis.zremrangebyscore(this.leasesKey, '-inf', Date.now());
+    const present = await this.redis.zrange(this.leasesKey, 0, -1, 'WITHSCORES');
+    let remaining: { lease: string; expiresAt: number }[] = [];
+    for (let i = 0; i < present.length; i += 2) remaining.push({ lease: present[i]!, expiresAt: Number(present[i + 1]) });
     while (remaining.length > 0) {
-      const exists = await Promise.all(remaining.map((key) => this.redis.exists(key)));
-      remaining = remaining.filter((_, index) => exists[index] === 1);
+      const scores = await this.redis.zmscore(this.leasesKey, ...remaining.map((entry) => entry.lease));
+      const now = Date.now();
+      remaining = remaining.filter((entry, index) => scores[index] !== null && entry.expiresAt > now);
       if (remaining.length > 0) await new Promise((resolve) => setTimeout(resolve, pollMs));
     }
   }
