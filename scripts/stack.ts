@@ -3,6 +3,8 @@
 // missing. `up` is idempotent, `down` stops only what `up` started (by pid file).
 //
 //   npm run stack -- [--kafka-brokers 3] up|down|status|logs [service]|env
+//   npm run stack -- kafka <console-consumer|console-producer|topics|consumer-groups|get-offsets> [tool options]
+import { spawnSync } from 'node:child_process';
 import { Command, Option } from 'commander';
 import { loadStackConfig, type StackConfig } from './stack/config.js';
 import { kafkaServices, stackServices, stackEnvLines, stackUp } from './stack/services.js';
@@ -65,6 +67,34 @@ program
   .description('the stack addresses as shell-sourceable NAME=value lines')
   .action(() => {
     console.log(stackEnvLines(config).join('\n'));
+  });
+
+// Kafka's own command-line tools, from the jars the stack already fetched, pointed at
+// the stack's brokers unless told otherwise.
+const KAFKA_TOOLS: Record<string, string> = {
+  'console-consumer': 'org.apache.kafka.tools.consumer.ConsoleConsumer',
+  'console-producer': 'org.apache.kafka.tools.ConsoleProducer',
+  topics: 'org.apache.kafka.tools.TopicCommand',
+  'consumer-groups': 'org.apache.kafka.tools.consumer.group.ConsumerGroupCommand',
+  'get-offsets': 'org.apache.kafka.tools.GetOffsetShell',
+};
+
+program
+  .command('kafka')
+  .description(
+    `run a Kafka tool against the stack: ${Object.keys(KAFKA_TOOLS).join(', ')} (then the tool's own options; --bootstrap-server is added)`,
+  )
+  .argument('<tool>', 'which tool')
+  .argument('[options...]', "the tool's options, e.g. --topic telemetry.usage.v1 --from-beginning --max-messages 5")
+  .allowUnknownOption()
+  .helpOption(false)
+  .action((tool: string, options: string[]) => {
+    const mainClass = KAFKA_TOOLS[tool];
+    if (!mainClass) program.error(`unknown tool "${tool}"; one of ${Object.keys(KAFKA_TOOLS).join(', ')}`);
+    const [broker] = kafkaServices(config);
+    const args = options.includes('--bootstrap-server') ? options : ['--bootstrap-server', broker!.address, ...options];
+    const result = spawnSync('java', ['-cp', `${broker!.libs()}/*`, mainClass!, ...args], { stdio: 'inherit' });
+    process.exitCode = result.status ?? 1;
   });
 
 async function printStatus(): Promise<boolean> {

@@ -4,7 +4,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createKafka, createDurableProducer, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry, decodeWire, encodeWire, fetchJsonSchema, registerJsonSchema } from '@otm/shared/registry';
 import { createClickHouse } from '@otm/shared/clickhouse';
-import { queryRows, readTopic, testStack, uniqueName, withRedis } from './helpers/stack.js';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { projectRoot, queryRows, readTopic, testStack, uniqueName, withRedis } from './helpers/stack.js';
 
 describe('local stack', () => {
   const stack = testStack();
@@ -27,6 +29,22 @@ describe('local stack', () => {
     expect(records[0]!.schemaId).toBe(7);
     expect(records[0]!.value).toEqual({ meta: { n: 1 }, record: { hello: 'kafka' } });
   });
+
+  it("Kafka's own tools through npm run stack -- kafka: create a topic, list it, produce a line, consume it", async () => {
+    const topic = uniqueName('stack-tools');
+    const bootstrap = ['--bootstrap-server', stack.KAFKA_BROKERS.split(',')[0]!];
+    const tool = (args: string[], input?: string) =>
+      spawnSync(process.execPath, ['--import', 'tsx', path.join(projectRoot, 'scripts/stack.ts'), 'kafka', ...args, ...bootstrap], {
+        input,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+    expect(tool(['topics', '--create', '--topic', topic, '--partitions', '2']).status).toBe(0);
+    expect(tool(['topics', '--list']).stdout.split('\n')).toContain(topic);
+    expect(tool(['console-producer', '--topic', topic], 'hello from the console producer\n').status).toBe(0);
+    const consumed = tool(['console-consumer', '--topic', topic, '--from-beginning', '--max-messages', '1', '--timeout-ms', '30000']);
+    expect(consumed.stdout.trim()).toBe('hello from the console producer');
+  }, 120_000);
 
   it('Apicurio: registers a JSON schema through the Confluent API and returns it by id', async () => {
     const registry = createRegistry(stack.SCHEMA_REGISTRY_URL);

@@ -1,6 +1,7 @@
 // The four services of the local stack. Each knows how to install itself when
 // missing, start as a detached process that writes a pid file, tell whether it is
 // healthy, and stop only the process it started.
+import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -200,15 +201,19 @@ export class KafkaService extends ProcessService {
   }
 
   /** The jars, fetched once per stack folder and shared by every broker. */
-  private libs(): string {
+  libs(): string {
     const version = pomProperty(this.config, 'kafka.version');
     const libs = path.join(this.config.dir, 'kafka', 'libs');
     const marker = path.join(libs, '.version');
-    if (!fs.existsSync(marker) || fs.readFileSync(marker, 'utf8') !== version) {
+    // The pom's digest beside the version: a dependency added to it fetches the jars again.
+    const fetched = `${version} ${createHash('sha256')
+      .update(fs.readFileSync(path.join(this.config.root, 'deploy/maven/pom.xml')))
+      .digest('hex')}`;
+    if (!fs.existsSync(marker) || fs.readFileSync(marker, 'utf8') !== fetched) {
       console.log(`fetching Kafka ${version} jars (mvn dependency:copy-dependencies) ...`);
       fs.rmSync(libs, { recursive: true, force: true });
       mvn(this.config, ['dependency:copy-dependencies', `-DoutputDirectory=${libs}`, '-DincludeScope=runtime']);
-      fs.writeFileSync(marker, version);
+      fs.writeFileSync(marker, fetched);
     }
     return libs;
   }
