@@ -128,16 +128,18 @@ describe('an answer sent before the body has all arrived', () => {
    * Sends `Content-Length: total` and `first` bytes, reads the answer, then sends the
    * rest; tells whether the server kept the connection until the whole body was sent.
    */
-  async function earlyAnswer(port: number, total: number, first: number) {
-    const socket = net.connect(port, '127.0.0.1');
+  async function earlyAnswer(port: number, total: number, first: number, connection = '') {
+    // A client that asked for Connection: close keeps sending after the server's FIN
+    // (half-open, as TCP allows); only a reset or a close stops it.
+    const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: connection !== '' });
     await once(socket, 'connect');
     let received = '';
     let closed = false;
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
     socket.on('error', () => (closed = true));
-    socket.on('end', () => (closed = true));
+    if (connection === '') socket.on('end', () => (closed = true));
     socket.on('close', () => (closed = true));
-    socket.write(`POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${total}\r\n\r\n`);
+    socket.write(`POST /echo HTTP/1.1\r\nHost: x\r\n${connection}Content-Type: application/json\r\nContent-Length: ${total}\r\n\r\n`);
     socket.write(Buffer.alloc(first, 0x20));
     const deadline = Date.now() + 5_000;
     while (!received.includes('}') && Date.now() < deadline) await sleep(10);
@@ -165,6 +167,19 @@ describe('an answer sent before the body has all arrived', () => {
       expect(outcome.answer).toMatch(/^HTTP\/1\.1 413 /);
       expect(outcome.answer).toContain('"errorType":"PayloadTooLarge"');
       expect(outcome).toMatchObject({ sentAll: true, keptOpen: true });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('does the same for a client that asked for Connection: close, and closes once the body is read', async () => {
+    const app = await edgeApp();
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const port = (app.server.address() as net.AddressInfo).port;
+      const outcome = await earlyAnswer(port, 8 * 1024 * 1024, 1024 * 1024, 'Connection: close\r\n');
+      expect(outcome.answer).toMatch(/^HTTP\/1\.1 413 /);
+      expect(outcome.sentAll).toBe(true);
     } finally {
       await app.close();
     }

@@ -81,7 +81,7 @@ export const earlyAnswerDiscard = { bytes: 64 * 1024 * 1024, ms: 5_000 };
  * the 413). Bounded, like a web server's lingering close: past `earlyAnswerDiscard`
  * bytes or milliseconds the connection is closed.
  */
-function discardRestOfBody(raw: IncomingMessage): void {
+function discardRestOfBody(raw: IncomingMessage, closing: boolean): void {
   raw.unpipe();
   raw.removeAllListeners('data');
   const close = () => raw.socket?.destroy();
@@ -93,6 +93,18 @@ function discardRestOfBody(raw: IncomingMessage): void {
     if (discarded > earlyAnswerDiscard.bytes) close();
   });
   raw.once('close', () => clearTimeout(timer));
+  const socket = raw.socket;
+  if (closing && socket) {
+    // The answer closes the connection (the client sent Connection: close). Node does
+    // that with destroySoon() once the answer is written, which resets a connection
+    // still receiving: here it only half-closes (FIN after the answer) and reads on;
+    // the connection ends when the client has sent its body and closed (or at the bound).
+    socket.destroySoon = function halfClose(this: Socket) {
+      this.end();
+    };
+    // Once the body has all arrived (and the answer is out: end() flushes first).
+    raw.once('end', () => socket.end());
+  }
   raw.resume();
 }
 
@@ -236,11 +248,13 @@ export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
   const answered = options.metrics && requestMetrics(options.metrics.registry, options.metrics.prefix);
   app.addHook('onSend', async (request, reply, payload) => {
     reply.header('x-request-id', request.id);
-    if (request.raw.complete === false) {
+    // A request with a body (a bodiless GET can be answered before Node marks it complete).
+    const hasBody = request.headers['transfer-encoding'] !== undefined || Number(request.headers['content-length'] ?? 0) > 0;
+    if (hasBody && request.raw.complete === false) {
       // Answered before the body has all arrived (413, or 401 before the body): the
       // connection stays open while the rest is thrown away (see discardRestOfBody).
       reply.removeHeader('connection');
-      discardRestOfBody(request.raw);
+      discardRestOfBody(request.raw, !reply.raw.shouldKeepAlive);
     }
     return payload;
   });

@@ -5,7 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { buildQueuedRecordSchema } from '@otm/schemas';
 import { testStack, uniqueName } from '../../../test/helpers/stack.js';
-import { createRegistry, registerJsonSchema } from './registry.js';
+import { SchemaType } from '@kafkajs/confluent-schema-registry';
+import { createRegistry, registerJsonSchema, SUBJECT_COMPATIBILITY } from './registry.js';
 
 describe('registerJsonSchema', () => {
   it('eight clients registering on a new subject at once, 20 subjects: each gets the same id', async () => {
@@ -19,5 +20,31 @@ describe('registerJsonSchema', () => {
       expect(new Set(ids).size).toBe(1);
       expect(ids[0]).toBeGreaterThan(0);
     }
+  });
+
+  it('sets the subject to BACKWARD_TRANSITIVE (also on a subject made with the old default) and the registry refuses a breaking version', async () => {
+    const { SCHEMA_REGISTRY_URL } = testStack();
+    const registry = createRegistry(SCHEMA_REGISTRY_URL);
+    const subject = `${uniqueName('compat')}-value`;
+    const schema = buildQueuedRecordSchema() as {
+      definitions: { queuedRecordMeta: { properties: Record<string, unknown>; required: string[] } };
+    };
+    // As an older version left it: registered with the client's default, BACKWARD.
+    await registry.register({ type: SchemaType.JSON, schema: JSON.stringify(schema) }, { subject });
+    const config = async () =>
+      ((await (await fetch(`${SCHEMA_REGISTRY_URL}/config/${subject}`)).json()) as { compatibilityLevel: string }).compatibilityLevel;
+    expect(await config()).toBe('BACKWARD');
+    const id = await registerJsonSchema(registry, subject, schema);
+    expect(id).toBeGreaterThan(0);
+    expect(await config()).toBe(SUBJECT_COMPATIBILITY);
+
+    // A compatible change (a new optional member of meta) is a new version.
+    const added = structuredClone(schema);
+    added.definitions.queuedRecordMeta.properties.note = { type: 'string' };
+    expect(await registerJsonSchema(registry, subject, added)).toBeGreaterThan(id);
+    // A breaking one (the request id becomes a number) is refused.
+    const broken = structuredClone(schema);
+    broken.definitions.queuedRecordMeta.properties.requestId = { type: 'integer' };
+    await expect(registerJsonSchema(registry, subject, broken)).rejects.toThrow();
   });
 });

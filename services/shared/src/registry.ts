@@ -2,7 +2,7 @@
 // its wire format: magic byte 0, the schema id as a big-endian uint32, then the
 // JSON document. Framing is done here rather than by the registry client so the
 // hot path serialises once and validates once.
-import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { COMPATIBILITY, SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import { createAjv } from '@otm/schemas';
 
 export const MAGIC_BYTE = 0;
@@ -20,19 +20,38 @@ export function createRegistry(url: string): SchemaRegistry {
 }
 
 /**
- * Registers the schema under subject (idempotent: same content, same id). On a new
- * subject the client also sets its compatibility, after registering; processes
- * starting together (the gateway's workers) race on that: the registry answers a
- * second setter 409, and a client that looks between another's registration and its
- * setting sees the registry's default ("BACKWARD != NONE"). The schema is registered
- * either way and the setting lands a moment later: both are tried again, a few times.
+ * The compatibility of the topic's subject, set by the project, not left to a client
+ * default: a new version must read every earlier version's messages (a consumer
+ * holding the newest schema can replay the whole topic). docs/architecture.md.
+ */
+export const SUBJECT_COMPATIBILITY = COMPATIBILITY.BACKWARD_TRANSITIVE;
+
+/**
+ * Registers the schema under subject (idempotent: same content, same id), the
+ * subject's compatibility set to SUBJECT_COMPATIBILITY first (a subject made by an
+ * older version has the client's default, BACKWARD). On a new subject the client also
+ * sets it, after registering; processes starting together (the gateway's workers)
+ * race on that: the registry answers a second setter 409, and a client that looks
+ * between another's registration and its setting sees the registry's default. The
+ * schema is registered either way and the setting lands a moment later: both are
+ * tried again, a few times. A schema the registry finds incompatible is refused.
  */
 export async function registerJsonSchema(registry: SchemaRegistry, subject: string, schema: object): Promise<number> {
-  const register = () => registry.register({ type: SchemaType.JSON, schema: JSON.stringify(schema) }, { subject });
+  type ConfigApi = { api: { Subject: { updateConfig(args: { subject: string; body: { compatibility: string } }): Promise<unknown> } } };
+  await (registry as unknown as ConfigApi).api.Subject.updateConfig({ subject, body: { compatibility: SUBJECT_COMPATIBILITY } }).catch(
+    (error: { status?: number; message?: string }) => {
+      // A subject that does not exist yet gets its setting with its first version (404);
+      // another process setting it at the same moment ("already exists") sets the same value.
+      if (error.status !== 404 && error.status !== 409 && !/already exists/i.test(error.message ?? '')) throw error;
+    },
+  );
+  const register = () =>
+    registry.register({ type: SchemaType.JSON, schema: JSON.stringify(schema) }, { subject, compatibility: SUBJECT_COMPATIBILITY });
   for (let attempt = 1; ; attempt++) {
     try {
       return (await register()).id;
     } catch (error) {
+      // The race answers 409 like an incompatible schema does: a few tries tell them apart.
       const racing = (error as { status?: number }).status === 409 || (error as Error).name === 'ConfluentSchemaRegistryCompatibilityError';
       if (!racing || attempt >= 5) throw error;
       await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
