@@ -30,7 +30,8 @@ const migrationServer = createClickHouse(clickhouseSettingsFrom(config), null);
 const migrated = (async () => {
   for (;;) {
     try {
-      await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.info(line));
+      // The ingesters report the migrations they apply; here they are only debug lines.
+      await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.debug(line));
       return;
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'migrations failed; trying again in 5 s');
