@@ -1,5 +1,5 @@
-// Generates the TypeScript types of the wire contract from the JSON Schemas, so
-// no second hand-written copy can drift. `--check` fails when they are stale.
+// Generates the TypeScript types of the wire contract from the JSON Schemas, and the
+// envelope schema file of the topic, so no second hand-written copy can drift. `--check` fails when they are stale.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,9 @@ const outputs: Record<string, string> = {
   'schemas/src/generated/queued-usage-record.ts': await compile(shapeOnly(buildQueuedRecordSchema()), 'QueuedUsageRecord', options),
   // The client SDK ships the record's type without depending on the schemas package.
   'clients/typescript/src/generated/usage-record.ts': usageRecordTypes,
+  // The envelope the topic carries, as a file for consumers and direct producers:
+  // exactly what every gateway registers under the topic's subject.
+  'schemas/queued-record.schema.json': `${JSON.stringify(buildQueuedRecordSchema(), null, 2)}\n`,
 };
 
 const check = process.argv.includes('--check');
