@@ -91,8 +91,10 @@ export function prepareRecord(
   normaliseStack(record);
   // A replay is compared by the record as sent, not by what the policy left of it
   // (two records differing only in a redacted e-mail address are different records).
-  const digestOf = (json: string) => (idempotencyKey && context.replay ? hash('sha256', json, 'base64url') : '');
-  const sentDigest = context.capture === 'full' ? undefined : digestOf(JSON.stringify(record));
+  const needsDigest = Boolean(idempotencyKey && context.replay);
+  const digestOf = (json: string) => (needsDigest ? hash('sha256', json, 'base64url') : '');
+  // Serialised a second time only when a policy will change the record and a replay needs comparing.
+  const sentDigest = context.capture === 'full' || !needsDigest ? undefined : digestOf(JSON.stringify(record));
   const capture = applyCapture(record, context.capture, context.redactor);
   // The record is serialised once: for the replay digest and inside the queued value.
   const recordJson = JSON.stringify(record);

@@ -102,7 +102,8 @@ export function rowText(record: EnrichedRecord): RowText {
     environment: record.event.environment,
     userId: record.event.user_id,
     receivedAtMs: record.event.received_at_ms,
-    eventMs: Date.parse(`${record.event.event_time.replace(' ', 'T')}Z`),
+    // event_time is this instant (start, else receipt) formatted to the second: the same minute.
+    eventMs: record.event.start_time_ms ?? record.event.received_at_ms,
     isError: record.event.status === 'error',
     event: JSON.stringify(record.event),
     io: record.io ? JSON.stringify(record.io) : null,
