@@ -13,14 +13,26 @@ const options = { bannerComment: banner, additionalProperties: false, format: tr
 // The conditional rules (allOf of if/then, the `not` on stack/stacktrace) change
 // which members are required together, not their shapes; the generator cannot
 // express them and would widen the type to an index signature.
+// The levels of `context` allow any JSON value (their keywords only bound each
+// kind); the generator would read them as arrays only, so they are typed as JSON.
 function shapeOnly(schema: unknown): JSONSchema {
-  return JSON.parse(JSON.stringify(schema, (key, value) => (key === 'allOf' || key === 'not' ? undefined : value)));
+  return JSON.parse(
+    JSON.stringify(schema, (key, value) => {
+      if (key === 'allOf' || key === 'not') return undefined;
+      if (/^contextLevel\d+$/.test(key)) return { tsType: 'JsonValue' };
+      return value;
+    }),
+  );
 }
+const jsonValue = `export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };`;
+const withJsonValue = (types: string) => types.replace(`${banner}\n`, `${banner}\n\n${jsonValue}\n`);
 
-const usageRecordTypes = await compile(shapeOnly(usageRecordSchema), 'UsageRecord', options);
+const usageRecordTypes = withJsonValue(await compile(shapeOnly(usageRecordSchema), 'UsageRecord', options));
 const outputs: Record<string, string> = {
   'schemas/src/generated/usage-record.ts': usageRecordTypes,
-  'schemas/src/generated/queued-usage-record.ts': await compile(shapeOnly(buildQueuedRecordSchema()), 'QueuedUsageRecord', options),
+  'schemas/src/generated/queued-usage-record.ts': withJsonValue(
+    await compile(shapeOnly(buildQueuedRecordSchema()), 'QueuedUsageRecord', options),
+  ),
   // The client SDK ships the record's type without depending on the schemas package.
   'clients/typescript/src/generated/usage-record.ts': usageRecordTypes,
   // The envelope the topic carries, as a file for consumers and direct producers:

@@ -133,6 +133,14 @@ describe('checkRecordBounds', () => {
     expect(check(record({ context: { note: 'tab\there' } }))).toEqual([]);
   });
 
+  it('refuses token detail larger than its whole: cache reads and writes are part of input, reasoning of output', () => {
+    expect(check(record({ tokens: { input: 100, output: 10, cachedInput: 60, cacheWrite: 40, reasoning: 10 } }))).toEqual([]);
+    expect(check(record({ tokens: { input: 100, output: 10, cachedInput: 60, cacheWrite: 41, reasoning: 11 } }))).toEqual([
+      { path: '/tokens/input', message: 'must include cachedInput and cacheWrite (their sum must not exceed input)' },
+      { path: '/tokens/output', message: 'must include reasoning (reasoning must not exceed output)' },
+    ]);
+  });
+
   it('bounds arrays inside context', () => {
     expect(check(record({ context: { list: Array.from({ length: 256 }, (_, i) => i) } }))).toEqual([]);
     expect(check(record({ context: { list: Array.from({ length: 257 }, (_, i) => i) } }))).toEqual([

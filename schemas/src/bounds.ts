@@ -208,6 +208,7 @@ export function checkRecordBounds(record: Record<string, unknown>, bounds: Recor
       }
     }
   }
+  errors.push(...checkTokenDetail(record.tokens as TokenCounts | undefined));
   for (const [parent, field] of IDENTIFIERS) {
     const value = (record[parent] as Record<string, unknown> | undefined)?.[field];
     if (typeof value === 'string' && value.isWellFormed() && UNSAFE_IN_IDENTIFIER.test(value)) {
@@ -215,6 +216,31 @@ export function checkRecordBounds(record: Record<string, unknown>, bounds: Recor
     }
   }
   walkStrings(record, '', false, bounds, errors);
+  return errors;
+}
+
+interface TokenCounts {
+  input?: number;
+  output?: number;
+  cachedInput?: number;
+  cacheWrite?: number;
+  reasoning?: number;
+}
+
+/**
+ * Token detail is part of the totals (docs/tokens.md): cache reads and writes are
+ * counted inside `input`, reasoning inside `output`. A record whose parts exceed
+ * their whole cannot be priced; a rule across fields, so no schema keyword says it.
+ */
+export function checkTokenDetail(tokens: TokenCounts | undefined): FieldError[] {
+  if (!tokens || typeof tokens.input !== 'number' || typeof tokens.output !== 'number') return [];
+  const errors: FieldError[] = [];
+  if ((tokens.cachedInput ?? 0) + (tokens.cacheWrite ?? 0) > tokens.input) {
+    errors.push({ path: '/tokens/input', message: 'must include cachedInput and cacheWrite (their sum must not exceed input)' });
+  }
+  if ((tokens.reasoning ?? 0) > tokens.output) {
+    errors.push({ path: '/tokens/output', message: 'must include reasoning (reasoning must not exceed output)' });
+  }
   return errors;
 }
 

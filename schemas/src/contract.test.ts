@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { buildQueuedRecordSchema, checkContextLimits, compileValidators, toFieldErrors } from './index.js';
+import { buildQueuedRecordSchema, compileValidators, toFieldErrors } from './index.js';
 
 const fixtures = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../fixtures');
 const validators = compileValidators(buildQueuedRecordSchema());
@@ -88,15 +88,41 @@ describe('validators without length limits (the ingester, after the gateway chec
   });
 });
 
-describe('context limits', () => {
-  const limits = { maxDepth: 8, maxKeys: 64, maxStringLength: 1024 };
-  it('accepts 8 levels and refuses 9', () => {
-    const nest = (levels: number): unknown => (levels === 1 ? {} : { a: nest(levels - 1) });
-    expect(checkContextLimits(nest(8), limits)).toBeUndefined();
-    expect(checkContextLimits(nest(9), limits)).toMatch(/levels/);
+describe('context limits, in standard keywords', () => {
+  const withContext = (context: unknown) => {
+    const body = JSON.parse(fs.readFileSync(path.join(fixtures, 'valid', 'success.json'), 'utf8'));
+    body.context = context;
+    const valid = validators.usageRecord(body);
+    return valid ? [] : toFieldErrors(validators.usageRecord.errors);
+  };
+  const nest = (levels: number, leaf: unknown = {}): unknown => (levels === 1 ? leaf : { a: nest(levels - 1, leaf) });
+
+  it('accepts 8 levels (the context object is level 1) and refuses 9', () => {
+    expect(withContext(nest(8))).toEqual([]);
+    expect(withContext(nest(8, []))).toEqual([]);
+    expect(withContext(nest(7, { leaf: 'x' }))).toEqual([]);
+    expect(withContext(nest(8, { leaf: 'x' }))).not.toEqual([]);
+    expect(withContext(nest(8, ['x']))).not.toEqual([]);
   });
-  it('counts keys per object and string length anywhere', () => {
-    expect(checkContextLimits({ a: { ...Object.fromEntries(Array.from({ length: 65 }, (_, i) => [i, i])) } }, limits)).toMatch(/keys/);
-    expect(checkContextLimits({ a: ['x'.repeat(1025)] }, limits)).toMatch(/strings/);
+
+  it('counts keys per object, items per array and characters of strings and keys anywhere', () => {
+    const keys = (count: number) => Object.fromEntries(Array.from({ length: count }, (_, i) => [`k${i}`, i]));
+    expect(withContext({ a: keys(64) })).toEqual([]);
+    expect(withContext({ a: keys(65) })).toEqual([{ path: '/context/a', message: 'must NOT have more than 64 properties' }]);
+    expect(withContext({ a: Array(257).fill(1) })).toEqual([{ path: '/context/a', message: 'must NOT have more than 256 items' }]);
+    expect(withContext({ a: [{ b: 'x'.repeat(1025) }] })).toEqual([
+      { path: '/context/a/0/b', message: 'must NOT have more than 1024 characters' },
+    ]);
+    expect(withContext({ ['k'.repeat(1025)]: 1 })).not.toEqual([]);
+  });
+
+  it('refuses control characters and bidirectional overrides in key names and says which key', () => {
+    expect(withContext({ 'tab\there': 1 })).toEqual([
+      { path: '/context/tab\there', message: 'key must not contain control characters or bidirectional overrides' },
+    ]);
+    expect(withContext({ deeper: { 'rtl\u202e': 1 } })).toEqual([
+      { path: '/context/deeper/rtl\u202e', message: 'key must not contain control characters or bidirectional overrides' },
+    ]);
+    expect(withContext({ 'newline in value is fine': 'a\nb' })).toEqual([]);
   });
 });

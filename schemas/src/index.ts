@@ -12,7 +12,7 @@ export type { QueuedUsageRecord, QueuedRecordMeta } from './generated/queued-usa
 const require = createRequire(import.meta.url);
 export const usageRecordSchema = require('../usage-record.schema.json') as Record<string, unknown> & { $id: string };
 
-export const QUEUED_RECORD_SCHEMA_ID = 'https://otm-telemetry.dev/schemas/queued-usage-record.v1.json';
+export const QUEUED_RECORD_SCHEMA_ID = 'https://otm-telemetry.dev/schemas/queued-usage-record.v2.json';
 export const ENVIRONMENTS = ['prod', 'qa', 'preview', 'dev'] as const;
 export type Environment = (typeof ENVIRONMENTS)[number];
 
@@ -30,14 +30,34 @@ export function stricterCapture(a: CapturePolicy, b: CapturePolicy): CapturePoli
 }
 
 /**
+ * The record as a reader of the topic may rely on it: usage-record.schema.json without
+ * the admission rules that only narrow which text is accepted (the `pattern`s of
+ * identifiers and timestamps, the per-level bounds of `context`). The gateway admits
+ * by the full file; the topic's schema states the shape, so the registry's
+ * BACKWARD_TRANSITIVE check holds from schema v1 on (docs/topic-contract.md, "Schema
+ * versions"), and a stricter admission rule never breaks a reader's old messages.
+ */
+export function recordReaderSchema(): Record<string, unknown> {
+  const loose = withoutKeyword(withoutKeyword(usageRecordSchema, 'pattern'), 'propertyNames') as {
+    properties: Record<string, Record<string, unknown>>;
+    definitions: Record<string, unknown>;
+  };
+  const { description, type, maxProperties } = loose.properties.context!;
+  loose.properties.context = { description, type, maxProperties, additionalProperties: true };
+  for (const name of Object.keys(loose.definitions)) if (name.startsWith('context')) delete loose.definitions[name];
+  return loose;
+}
+
+/**
  * The schema registered for the topic's values: what the gateway knows about the
- * request (`meta`) beside the client's record (`record`), which is embedded
- * unchanged from usage-record.schema.json under definitions.usageRecord.
+ * request (`meta`) beside the client's record (`record`), embedded as a reader sees
+ * it (recordReaderSchema) under definitions.usageRecord.
  */
 export function buildQueuedRecordSchema(): Record<string, unknown> {
-  const { $schema, $id, definitions, ...usageRecord } = usageRecordSchema as Record<string, unknown>;
+  const { $schema, $id, ...usageRecord } = recordReaderSchema();
   void $id;
-  const refs = JSON.parse(JSON.stringify(usageRecord).replaceAll('"#/definitions/', '"#/definitions/usageRecord/definitions/'));
+  // Refs inside the embedded record (its definitions refer to each other too) point into it.
+  const embedded = JSON.parse(JSON.stringify(usageRecord).replaceAll('"#/definitions/', '"#/definitions/usageRecord/definitions/'));
   return {
     $schema,
     $id: QUEUED_RECORD_SCHEMA_ID,
@@ -78,11 +98,14 @@ export function buildQueuedRecordSchema(): Record<string, unknown> {
           },
         },
       },
-      usageRecord: { ...refs, definitions },
+      usageRecord: embedded,
     },
   };
 }
 
+// Schema v1 bounded `context` with a keyword of its own, `contextLimits`; v2 says the
+// same in standard keywords. Messages queued under v1 stay on the topic (and in the
+// registry) until retention ends, so the keyword is still known when reading them.
 export interface ContextLimits {
   maxDepth: number;
   maxKeys: number;
@@ -113,7 +136,11 @@ export function checkContextLimits(value: unknown, limits: ContextLimits): strin
   return walk(value, 1);
 }
 
-/** An AJV instance that knows our date-time format and the contextLimits keyword. */
+/**
+ * An AJV instance that knows our date-time format (and v1's `contextLimits`). Every other rule of the schema is
+ * a standard keyword, so an independent validator (Python's jsonschema with format
+ * checking, test/validator-parity.integration.test.ts) accepts and refuses the same records.
+ */
 export function createAjv(): Ajv {
   const ajv = new Ajv({ allErrors: true, strict: true, strictTypes: false, strictRequired: false, allowUnionTypes: true });
   // date-time is read by the one parser the ingester uses too (bounds.ts): a leap
@@ -137,9 +164,9 @@ export function createAjv(): Ajv {
 }
 
 export interface Validators {
-  /** Validates a client body (the usage record). */
+  /** Validates a client body (the usage record) by every admission rule of usage-record.schema.json. */
   usageRecord: ValidateFunction;
-  /** Validates a whole queued record (envelope). */
+  /** Validates a whole queued record (envelope) by the schema it was written with. */
   queuedRecord: ValidateFunction;
 }
 
@@ -153,14 +180,19 @@ export interface CompileOptions {
   maxLengths?: boolean;
 }
 
-/** Compiles validators from the schema as the registry holds it. */
+/**
+ * Compiles the body validator from usage-record.schema.json (the admission rules this
+ * release enforces) and the envelope validator from the schema as the registry holds
+ * it (what a message written under that id was checked against).
+ */
 export function compileValidators(registeredQueuedSchema: Record<string, unknown>, options: CompileOptions = {}): Validators {
+  const lengths = (schema: Record<string, unknown>) => (options.maxLengths === false ? withoutKeyword(schema, 'maxLength') : schema);
   const ajv = createAjv();
-  ajv.addSchema(options.maxLengths === false ? withoutKeyword(registeredQueuedSchema, 'maxLength') : registeredQueuedSchema);
-  const id = registeredQueuedSchema.$id as string;
-  const usageRecord = ajv.getSchema(`${id}#/definitions/usageRecord`);
-  const queuedRecord = ajv.getSchema(id);
-  if (!usageRecord || !queuedRecord) throw new Error('registered schema lacks definitions.usageRecord');
+  ajv.addSchema(lengths(registeredQueuedSchema));
+  ajv.addSchema(lengths(usageRecordSchema));
+  const usageRecord = ajv.getSchema(usageRecordSchema.$id);
+  const queuedRecord = ajv.getSchema(registeredQueuedSchema.$id as string);
+  if (!usageRecord || !queuedRecord) throw new Error('schema without $id');
   return { usageRecord, queuedRecord };
 }
 
@@ -182,6 +214,18 @@ function withoutKeyword(schema: Record<string, unknown>, keyword: string): Recor
 
 const MAPS_OF_SCHEMAS = new Set(['properties', 'patternProperties', 'definitions', '$defs', 'dependentSchemas']);
 
+const definitions = (usageRecordSchema as unknown as { definitions: Record<string, { pattern?: string }> }).definitions;
+/** The schema's own patterns, said in words. */
+const PATTERN_MESSAGES = new Map([
+  [definitions.identifier!.pattern!, 'must not contain control characters or bidirectional overrides'],
+  [definitions.contextKey!.pattern!, 'key must not contain control characters or bidirectional overrides'],
+  [definitions.timestamp!.pattern!, 'must be an RFC 3339 date-time: upper-case T, offset Z or ±hh:mm'],
+]);
+
+function escapeKey(key: string): string {
+  return key.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
 /** AJV errors as the documented `errors` list: a JSON pointer and a message each. */
 export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined): FieldError[] {
   const result: FieldError[] = [];
@@ -190,6 +234,8 @@ export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined)
     // The if/then wrappers only repeat what the `required` error under them says.
     if (error.keyword === 'if') continue;
     let path = error.instancePath;
+    // An error about a key's name (under propertyNames) names the key itself.
+    if (error.propertyName !== undefined) path = `${path}/${escapeKey(error.propertyName)}`;
     let message = error.message ?? 'is invalid';
     if (error.keyword === 'required') {
       path = `${path}/${(error.params as { missingProperty: string }).missingProperty}`;
@@ -199,6 +245,10 @@ export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined)
       message = 'is not allowed';
     } else if (error.keyword === 'not' && path === '/error') {
       message = 'must not carry both stack and stacktrace';
+    } else if (error.keyword === 'pattern' && PATTERN_MESSAGES.has((error.params as { pattern: string }).pattern)) {
+      message = PATTERN_MESSAGES.get((error.params as { pattern: string }).pattern)!;
+    } else if (error.keyword === 'propertyNames') {
+      continue; // the error under it (the key's own pattern or length) names the key
     } else if (error.keyword === 'enum') {
       message = `must be one of: ${(error.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
     }

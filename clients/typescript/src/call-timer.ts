@@ -8,15 +8,23 @@ export interface CallDescription {
   provider: string;
   user: UsageRecord['user'];
   prompt?: string;
-  context?: Record<string, unknown>;
+  context?: UsageRecord['context'];
   /** Its idempotency key; a random UUID when not given. */
   idempotencyKey?: string;
 }
 
 export interface CallOutcome {
+  /** All input tokens, cache reads and cache writes included (docs/tokens.md says how each provider reports them). */
   inputTokens: number;
+  /** All output tokens, reasoning included. */
   outputTokens: number;
   totalTokens?: number;
+  /** Of inputTokens: read from the provider's prompt cache. */
+  cachedInputTokens?: number;
+  /** Of inputTokens: written to the provider's prompt cache. */
+  cacheWriteTokens?: number;
+  /** Of outputTokens: reasoning (thinking) tokens. */
+  reasoningTokens?: number;
   response?: string;
 }
 
@@ -72,6 +80,9 @@ export class CallTimer {
     if (outcome) {
       record.tokens = { input: outcome.inputTokens, output: outcome.outputTokens };
       if (outcome.totalTokens !== undefined) record.tokens.total = outcome.totalTokens;
+      if (outcome.cachedInputTokens !== undefined) record.tokens.cachedInput = outcome.cachedInputTokens;
+      if (outcome.cacheWriteTokens !== undefined) record.tokens.cacheWrite = outcome.cacheWriteTokens;
+      if (outcome.reasoningTokens !== undefined) record.tokens.reasoning = outcome.reasoningTokens;
       record.timing = {
         startTime: this.startedAt.toISOString(),
         firstTokenTime: firstTokenAt.toISOString(),

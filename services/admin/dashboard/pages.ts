@@ -25,6 +25,7 @@ export async function overview(root: HTMLElement) {
       card('Cost (USD)', money(total.costUsd)),
       card('Error rate', percent(total.errorRate)),
       card('Unpriced share', percent(total.unknownPriceShare)),
+      card('Cache hit ratio', percent(total.cacheHitRatio)),
       card('Ingest backlog', pipeline ? number(pipeline.lag) : '—'),
     ),
   );
@@ -80,6 +81,10 @@ export async function models(root: HTMLElement) {
         panel('Tokens by model', lineChart(labels, [{ label: 'total tokens', data: rows.map((row) => row.totalTokens) }], { bar: true })),
         panel('Cost by model (USD)', lineChart(labels, [{ label: 'cost', data: rows.map((row) => row.costUsd) }], { bar: true })),
         panel(
+          'Cache hit ratio by model (cache reads / input)',
+          lineChart(labels, [{ label: 'cache hit ratio', data: rows.map((row) => row.cacheHitRatio) }], { bar: true }),
+        ),
+        panel(
           'Latency percentiles (ms)',
           lineChart(
             labels,
@@ -104,6 +109,9 @@ export async function models(root: HTMLElement) {
           ['requests', 'Requests', number],
           ['totalTokens', 'Tokens', number],
           ['costUsd', 'Cost', money],
+          ['cachedInputTokens', 'Cached input', number],
+          ['cacheHitRatio', 'Cache hits', percent],
+          ['reasoningTokens', 'Reasoning', number],
           ['latencyP50Ms', 'p50', ms],
           ['latencyP99Ms', 'p99', ms],
           ['ttftP50Ms', 'TTFT p50', ms],

@@ -22,7 +22,8 @@ export const number = (value: unknown, digits = 0) =>
   Number(value ?? 0).toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 export const money = (value: unknown) =>
   `$${Number(value ?? 0).toLocaleString('en-US', { maximumFractionDigits: 4, minimumFractionDigits: 2 })}`;
-export const percent = (value: unknown) => `${(Number(value ?? 0) * 100).toFixed(2)}%`;
+/** A share as a percentage; null (not known, e.g. no record reports it) is a dash. */
+export const percent = (value: unknown) => (value === null ? '—' : `${(Number(value ?? 0) * 100).toFixed(2)}%`);
 export const ms = (value: unknown) => (value === null || value === undefined ? '–' : `${number(value)} ms`);
 export const timeLabel = (iso: string) => {
   const date = new Date(iso);

@@ -196,6 +196,10 @@ export const USAGE_SQL = `
     sumMerge(input_tokens) AS inputTokens,
     sumMerge(output_tokens) AS outputTokens,
     sumMerge(total_tokens) AS totalTokens,
+    sumMerge(cached_input_tokens) AS cachedInputTokens,
+    sumMerge(cache_write_tokens) AS cacheWriteTokens,
+    sumMerge(reasoning_tokens) AS reasoningTokens,
+    sumMerge(cache_reported_input_tokens) AS cacheReportedInputTokens,
     sumMerge(cost_usd) AS costUsd,
     countIfMerge(unpriced) AS unpricedRequests`;
 
@@ -210,8 +214,10 @@ export async function usageAnalytics(clickhouse: ClickHouseClient, query: Analyt
       order: (group) => (query.orderBy ? `${query.orderBy} DESC` : byGroupsElse('requests')(group)),
     }),
   );
-  return shape(rows).map((row) => ({
+  return shape(rows).map(({ cacheReportedInputTokens, ...row }) => ({
     ...row,
+    // Cache reads over the input of the records that report cache reads (docs/tokens.md); null when none do.
+    cacheHitRatio: Number(cacheReportedInputTokens) > 0 ? Number(row.cachedInputTokens) / Number(cacheReportedInputTokens) : null,
     errorRate: Number(row.requests) > 0 ? Number(row.errors) / Number(row.requests) : 0,
     unknownPriceShare: Number(row.requests) > 0 ? Number(row.unpricedRequests) / Number(row.requests) : 0,
   }));

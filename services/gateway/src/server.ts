@@ -25,7 +25,8 @@ const logger = createLogger('gateway', config.LOG_LEVEL);
 const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-gateway` }, logger);
 await ensureTopic(kafka, config.USAGE_TOPIC, config.USAGE_TOPIC_PARTITIONS);
 
-// The gateway validates against what the registry holds, not a local copy.
+// The topic's schema is registered (a compatible new version when it changed) and
+// read back; bodies are admitted by the full record schema this release ships.
 const registry = createRegistry(config.SCHEMA_REGISTRY_URL);
 const schemaId = await registerJsonSchema(registry, config.SCHEMA_SUBJECT, buildQueuedRecordSchema());
 const validators = compileValidators(await fetchJsonSchema(registry, schemaId));

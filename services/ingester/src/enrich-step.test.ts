@@ -131,3 +131,47 @@ describe('formatDateTime', () => {
     expect(formatDateTime(Date.parse('2026-11-22T23:59:59.999Z'))).toBe('2026-11-22 23:59:59');
   });
 });
+
+describe('cost with token detail (schema v2), by the shipped price table', () => {
+  // Hand-computed from each provider's published rules, USD per million tokens:
+  // OpenAI bills cache reads at its cached-input price, cache writes at the input
+  // price, reasoning as output; Anthropic bills cache writes 1.25x and reads 0.1x the
+  // input price; Google bills cached context at its cached price, thinking as output.
+  const shipped = PriceTable.load();
+  const costOf = (provider: string, modelId: string, tokens: UsageRecord['tokens']) =>
+    enrich(queued({ ...structuredClone(base), request: { modelId, provider, status: 'success' }, tokens }), shipped).event;
+
+  it('OpenAI gpt-4o: 10,000 input of which 6,000 cached, 2,000 output of which 500 reasoning', () => {
+    // 4,000 x 2.50 + 6,000 x 1.25 + 2,000 x 10 = 37,500 micro-dollars
+    const event = costOf('openai', 'gpt-4o-2024-08-06', { input: 10_000, output: 2_000, cachedInput: 6_000, reasoning: 500 });
+    expect(event.cost_usd).toBeCloseTo(0.0375, 12);
+    expect(event).toMatchObject({ cached_input_tokens: 6_000, cache_write_tokens: null, reasoning_tokens: 500, anomalies: [] });
+  });
+
+  it('Anthropic claude-sonnet-4: 1,000 uncached + 20,000 cache writes + 50,000 cache reads in, 800 out', () => {
+    // Anthropic reports the three apart; the record's input is their sum (71,000).
+    // 1,000 x 3 + 50,000 x 0.30 + 20,000 x 3.75 + 800 x 15 = 105,000 micro-dollars
+    const event = costOf('anthropic', 'claude-sonnet-4-20250514', { input: 71_000, output: 800, cachedInput: 50_000, cacheWrite: 20_000 });
+    expect(event.cost_usd).toBeCloseTo(0.105, 12);
+  });
+
+  it('Google gemini-2.5-pro: 100,000 prompt of which 80,000 cached, 1,000 candidates + 3,000 thoughts', () => {
+    // 20,000 x 1.25 + 80,000 x 0.31 + 4,000 x 10 = 89,800 micro-dollars
+    const event = costOf('google', 'gemini-2.5-pro', { input: 100_000, output: 4_000, cachedInput: 80_000, reasoning: 3_000 });
+    expect(event.cost_usd).toBeCloseTo(0.0898, 12);
+  });
+
+  it('a v1 record (no detail) costs input and output at their prices, as before', () => {
+    const event = costOf('anthropic', 'claude-sonnet-4', { input: 71_000, output: 800 });
+    expect(event.cost_usd).toBeCloseTo((71_000 * 3 + 800 * 15) / 1e6, 12);
+    expect(event).toMatchObject({ cached_input_tokens: null, cache_write_tokens: null, reasoning_tokens: null });
+  });
+
+  it('detail larger than its whole (a direct producer) is stored as sent, named, and capped in the cost', () => {
+    const event = costOf('openai', 'gpt-4o', { input: 100, output: 10, cachedInput: 150, reasoning: 20 });
+    expect(event.anomalies).toEqual(['tokens.cachedInput:exceeds_input', 'tokens.reasoning:exceeds_output']);
+    expect(event.cached_input_tokens).toBe(150);
+    // Capped: all 100 input tokens as cached, all 10 output as reasoning (output price).
+    expect(event.cost_usd).toBeCloseTo((100 * 1.25 + 10 * 10) / 1e6, 12);
+  });
+});

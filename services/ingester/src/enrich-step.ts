@@ -9,7 +9,7 @@
 // Unicode has its lone surrogates replaced (U+FFFD), and each such change is named in
 // `anomalies`; nothing here throws on a schema-valid record.
 import { parseTimestamp, type QueuedUsageRecord } from '@otm/schemas';
-import type { PriceTable } from './prices.js';
+import { costUsd, type PriceTable } from './prices.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
 
 export interface UsageEventRow {
@@ -32,6 +32,9 @@ export interface UsageEventRow {
   input_tokens: number | null;
   output_tokens: number | null;
   sent_total_tokens: number | null;
+  cached_input_tokens: number | null;
+  cache_write_tokens: number | null;
+  reasoning_tokens: number | null;
   start_time_ms: number | null;
   first_token_time_ms: number | null;
   last_token_time_ms: number | null;
@@ -41,6 +44,8 @@ export interface UsageEventRow {
   error_stack: string | null;
   context: string;
   total_tokens: number;
+  /** input_tokens when the record reports cache reads, else 0: the cache hit ratio's denominator. */
+  cache_reported_input_tokens: number;
   latency_ms: number | null;
   ttft_ms: number | null;
   output_tokens_per_sec: number | null;
@@ -146,6 +151,12 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
   const input = record.tokens?.input ?? null;
   const output = record.tokens?.output ?? null;
   const sentTotal = record.tokens?.total ?? null;
+  const cachedInput = record.tokens?.cachedInput ?? null;
+  const cacheWrite = record.tokens?.cacheWrite ?? null;
+  const reasoning = record.tokens?.reasoning ?? null;
+  // The gateway refuses detail larger than its whole; a direct producer's is stored as sent, named here, capped in the cost.
+  if (input !== null && (cachedInput ?? 0) + (cacheWrite ?? 0) > input) anomalies.push('tokens.cachedInput:exceeds_input');
+  if (output !== null && (reasoning ?? 0) > output) anomalies.push('tokens.reasoning:exceeds_output');
   const sentLatency = record.timing?.latencyMs ?? null;
 
   const outOfOrder = start !== null && first !== null && last !== null && (first < start || last < first || last < start);
@@ -156,7 +167,7 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
   const tokensPerSecond = output !== null && streamSeconds !== null ? output / streamSeconds : null;
 
   const price = prices.find(record.request.provider, record.request.modelId);
-  const cost = price && input !== null && output !== null ? (input * price.input + output * price.output) / 1_000_000 : null;
+  const cost = price && input !== null && output !== null ? costUsd(price, { input, output, cachedInput, cacheWrite, reasoning }) : null;
 
   // Bucketing time: when the call started, else when the gateway received it.
   const eventMs = start ?? receivedMs;
@@ -183,6 +194,9 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
     input_tokens: input,
     output_tokens: output,
     sent_total_tokens: sentTotal,
+    cached_input_tokens: cachedInput,
+    cache_write_tokens: cacheWrite,
+    reasoning_tokens: reasoning,
     start_time_ms: start,
     first_token_time_ms: first,
     last_token_time_ms: last,
@@ -192,6 +206,7 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
     error_stack: text(record.error?.stack ?? null, 'error.stack'),
     context: record.context ? JSON.stringify(record.context) : '{}',
     total_tokens: sentTotal ?? (input ?? 0) + (output ?? 0),
+    cache_reported_input_tokens: cachedInput !== null ? (input ?? 0) : 0,
     latency_ms: latency,
     ttft_ms: ttft,
     output_tokens_per_sec: tokensPerSecond,

@@ -6,7 +6,7 @@
 // hostile records through the real gateway and sees every 202 accounted for.
 import { afterAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import type { QueuedUsageRecord, UsageRecord } from '@otm/schemas';
+import type { QueuedUsageRecord } from '@otm/schemas';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
 import { produceQueued } from '../../../test/helpers/produce.js';
@@ -35,7 +35,7 @@ afterAll(async () => {
 
 const names = (label: string) => testNames(`ingh-${label}`);
 
-function queued(eventKey: string, change: (record: UsageRecord) => void): QueuedUsageRecord {
+function queued(eventKey: string, change: (record: QueuedUsageRecord['record']) => void): QueuedUsageRecord {
   const [record] = queuedRecords(sampleUsageRecords(1, { seed: eventKey.length }), { eventKey: () => eventKey });
   record!.record.request.status = 'success';
   record!.record.tokens ??= { input: 1, output: 1 };

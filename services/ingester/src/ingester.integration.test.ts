@@ -2,7 +2,9 @@
 // value lands right, duplicates are one row, and crashes, a stopped ClickHouse and
 // poison messages lose nothing and count nothing twice.
 import { afterAll, describe, expect, it } from 'vitest';
-import { encodeWire } from '@otm/shared/registry';
+import fs from 'node:fs';
+import { buildQueuedRecordSchema } from '@otm/schemas';
+import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
 import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../scripts/lib/sample-records.js';
 import { produceQueued, registeredSchemaId } from '../../../test/helpers/produce.js';
 import { startPrivateClickHouse, startPrivateKafka, startPrivateRedis } from '../../../test/helpers/private-services.js';
@@ -18,6 +20,7 @@ import {
   startIngester,
   testClickHouse,
   testNames,
+  testStack,
 } from '../../../test/helpers/stack.js';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { createRedis } from '@otm/shared/redis';
@@ -462,6 +465,74 @@ describe('poison messages', () => {
     expect(reasonOf('poison-4')).toMatch(/does not match schema/);
     // The message itself is kept unchanged.
     expect(letters.find((letter) => letter.key === 'poison-1')!.value).toBe('{"plain":"json without the wire header"}');
+  });
+});
+
+describe('schema versions', () => {
+  it('a message written under schema v1 and one under v2 (token detail) both load; the rollup sums the detail', async () => {
+    const n = names('versions');
+    // A subject of its own: v1 first, then v2 as the registry's compatible next version.
+    const registry = createRegistry(testStack().SCHEMA_REGISTRY_URL);
+    const subject = `${n.topic}-value`;
+    const v1 = JSON.parse(fs.readFileSync(new URL('../../../schemas/history/queued-record.v1.schema.json', import.meta.url), 'utf8'));
+    const v1Id = await registerJsonSchema(registry, subject, v1);
+    const v2Id = await registerJsonSchema(registry, subject, buildQueuedRecordSchema());
+    expect(v2Id).not.toBe(v1Id);
+    const [old, detailed] = queuedRecords(sampleUsageRecords(2, { seed: 11 }), { eventKey: (index) => `versions-${index}` });
+    for (const queued of [old!, detailed!]) {
+      queued.record.request = { modelId: 'gpt-4o', provider: 'openai', status: 'success' };
+      queued.record.tokens = { input: 10_000, output: 2_000 };
+      queued.record.timing = {
+        startTime: '2026-11-22T10:00:00Z',
+        firstTokenTime: '2026-11-22T10:00:01Z',
+        lastTokenTime: '2026-11-22T10:00:02Z',
+      };
+      queued.record.io = {};
+      delete queued.record.error;
+    }
+    old!.record.context = { v1: { nested: 'kept' } };
+    detailed!.record.tokens = { input: 10_000, output: 2_000, cachedInput: 6_000, reasoning: 500 };
+    await produceQueued(n.topic, [], {
+      partitions: 1,
+      raw: [
+        { key: old!.meta.eventKey, value: encodeWire(v1Id, JSON.stringify(old)) },
+        { key: detailed!.meta.eventKey, value: encodeWire(v2Id, JSON.stringify(detailed)) },
+      ],
+    });
+    const ingester = await startIngester(n);
+    cleanups.push(() => ingester.stop());
+    const clickhouse = testClickHouse(n.database);
+    cleanups.push(() => clickhouse.close());
+    await eventually(async () => (await distinctCount(clickhouse)) === 2, 30_000);
+    const rows = await queryRows<Record<string, any>>(
+      clickhouse,
+      'SELECT event_key, cached_input_tokens, cache_write_tokens, reasoning_tokens, cost_usd, context FROM usage_events ORDER BY event_key',
+    );
+    expect(rows.map((row) => ({ ...row, cost_usd: Number(row.cost_usd).toFixed(6) }))).toEqual([
+      {
+        event_key: 'versions-0',
+        cached_input_tokens: null,
+        cache_write_tokens: null,
+        reasoning_tokens: null,
+        cost_usd: '0.045000',
+        context: '{"v1":{"nested":"kept"}}',
+      },
+      // 4,000 x 2.50 + 6,000 x 1.25 + 2,000 x 10 = 37,500 micro-dollars
+      {
+        event_key: 'versions-1',
+        cached_input_tokens: '6000',
+        cache_write_tokens: null,
+        reasoning_tokens: '500',
+        cost_usd: '0.037500',
+        context: expect.any(String),
+      },
+    ]);
+    const [rollup] = await queryRows<Record<string, string>>(
+      clickhouse,
+      `SELECT sumMerge(input_tokens) AS input, sumMerge(cached_input_tokens) AS cached, sumMerge(reasoning_tokens) AS reasoning,
+              sumMerge(cache_reported_input_tokens) AS reported FROM usage_rollup_minute`,
+    );
+    expect(rollup).toEqual({ input: '20000', cached: '6000', reasoning: '500', reported: '10000' });
   });
 });
 

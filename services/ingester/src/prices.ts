@@ -1,12 +1,48 @@
-// Model price table: USD per million input and output tokens, per provider. The
+// Model price table: USD per million tokens of each kind (input, cache reads, cache
+// writes, output, reasoning), per provider. The
 // versioned file in data/ is the default; PRICE_TABLE_FILE adds or overrides entries.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export interface Price {
+  /** Input tokens not read from or written to a prompt cache. */
   input: number;
   output: number;
+  /** Input tokens read from the provider's prompt cache; the input price when absent. */
+  cachedInput?: number;
+  /** Input tokens written to the provider's prompt cache; the input price when absent. */
+  cacheWrite?: number;
+  /** Reasoning tokens; the output price when absent (every listed provider bills them as output). */
+  reasoning?: number;
+}
+
+/** The token counts of a record as stored: the detail is part of input and output (docs/tokens.md). */
+export interface TokenCounts {
+  input: number;
+  output: number;
+  cachedInput: number | null;
+  cacheWrite: number | null;
+  reasoning: number | null;
+}
+
+/**
+ * USD for one call: each part of input and output at its own price. Detail larger
+ * than its whole (only a direct producer can send it; the gateway refuses it) is
+ * capped at the whole, so a call never costs more than all its tokens at the
+ * dearest of its prices.
+ */
+export function costUsd(price: Price, tokens: TokenCounts): number {
+  const cached = Math.min(tokens.cachedInput ?? 0, tokens.input);
+  const written = Math.min(tokens.cacheWrite ?? 0, tokens.input - cached);
+  const reasoning = Math.min(tokens.reasoning ?? 0, tokens.output);
+  const micro =
+    (tokens.input - cached - written) * price.input +
+    cached * (price.cachedInput ?? price.input) +
+    written * (price.cacheWrite ?? price.input) +
+    (tokens.output - reasoning) * price.output +
+    reasoning * (price.reasoning ?? price.output);
+  return micro / 1_000_000;
 }
 
 export interface PriceTableFile {

@@ -12,7 +12,7 @@ import { formatDateTime, sqlString } from '@otm/shared/clickhouse-values';
 import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
 import { mutate } from '@otm/shared/mutations';
 import { rebuildRollupSql } from '@otm/shared/rollup-views';
-import type { PriceTable } from './prices.js';
+import type { Price, PriceTable } from './prices.js';
 
 export interface RecostScope {
   fromMs: number;
@@ -26,7 +26,7 @@ export interface RecostPair {
   model: string;
   rows: number;
   /** USD per million tokens under the table used, or null when the table has no price. */
-  price: { input: number; output: number } | null;
+  price: Price | null;
 }
 
 export interface RecostOutcome {
@@ -69,11 +69,25 @@ export async function recost(
   const outcome = { fromMs, toMs, priceTableVersion: prices.version, pairs, rows: pairs.reduce((sum, pair) => sum + pair.rows, 0) };
   if (options.dryRun || pairs.length === 0) return outcome;
 
-  // The cost as enrich-step.ts computes it, pair by pair: (input * in + output * out) / 1e6.
+  // The cost as costUsd() in prices.ts computes it, pair by pair, in the same order of operations.
   const priced = pairs.filter((pair) => pair.price !== null);
   const isPair = (pair: RecostPair) => `(provider = ${sqlString(pair.provider)} AND model_id = ${sqlString(pair.model)})`;
-  const costOf = (pair: RecostPair) =>
-    `if(isNull(input_tokens) OR isNull(output_tokens), NULL, (toFloat64(assumeNotNull(input_tokens)) * ${pair.price!.input} + toFloat64(assumeNotNull(output_tokens)) * ${pair.price!.output}) / 1000000)`;
+  const input = 'toFloat64(assumeNotNull(input_tokens))';
+  const output = 'toFloat64(assumeNotNull(output_tokens))';
+  const cached = `least(toFloat64(ifNull(cached_input_tokens, 0)), ${input})`;
+  const written = `least(toFloat64(ifNull(cache_write_tokens, 0)), ${input} - ${cached})`;
+  const reasoning = `least(toFloat64(ifNull(reasoning_tokens, 0)), ${output})`;
+  const costOf = ({ price }: RecostPair) => {
+    const p = price!;
+    const micro = [
+      `(${input} - ${cached} - ${written}) * ${p.input}`,
+      `${cached} * ${p.cachedInput ?? p.input}`,
+      `${written} * ${p.cacheWrite ?? p.input}`,
+      `(${output} - ${reasoning}) * ${p.output}`,
+      `${reasoning} * ${p.reasoning ?? p.output}`,
+    ].join(' + ');
+    return `if(isNull(input_tokens) OR isNull(output_tokens), NULL, (${micro}) / 1000000)`;
+  };
   const cost =
     priced.length === 0
       ? 'CAST(NULL AS Nullable(Float64))'

@@ -2,6 +2,7 @@
 // and each registers the schema: on a new subject they used to race on the
 // subject's compatibility setting (both see none, both set it, the registry answers
 // the second with 409) and the losing worker exited.
+import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { buildQueuedRecordSchema } from '@otm/schemas';
 import { testStack, uniqueName } from '../../../test/helpers/stack.js';
@@ -46,5 +47,17 @@ describe('registerJsonSchema', () => {
     const broken = structuredClone(schema);
     broken.definitions.queuedRecordMeta.properties.requestId = { type: 'integer' };
     await expect(registerJsonSchema(registry, subject, broken)).rejects.toThrow();
+  });
+
+  it('takes schema v2 (token detail, context rules in standard keywords) as a compatible new version after v1', async () => {
+    const { SCHEMA_REGISTRY_URL } = testStack();
+    const registry = createRegistry(SCHEMA_REGISTRY_URL);
+    const subject = `${uniqueName('v1v2')}-value`;
+    const v1 = JSON.parse(fs.readFileSync(new URL('../../../schemas/history/queued-record.v1.schema.json', import.meta.url), 'utf8'));
+    const v1Id = await registerJsonSchema(registry, subject, v1);
+    const v2Id = await registerJsonSchema(registry, subject, buildQueuedRecordSchema());
+    expect(v2Id).toBeGreaterThan(v1Id);
+    const versions = (await (await fetch(`${SCHEMA_REGISTRY_URL}/subjects/${subject}/versions`)).json()) as number[];
+    expect(versions).toHaveLength(2);
   });
 });
