@@ -215,10 +215,10 @@ function withoutKeyword(schema: Record<string, unknown>, keyword: string): Recor
 const MAPS_OF_SCHEMAS = new Set(['properties', 'patternProperties', 'definitions', '$defs', 'dependentSchemas']);
 
 const definitions = (usageRecordSchema as unknown as { definitions: Record<string, { pattern?: string }> }).definitions;
-/** The schema's own patterns, said in words. */
+/** The schema's own patterns, said in words (a key's name: the same words after `key `). */
 const PATTERN_MESSAGES = new Map([
   [definitions.identifier!.pattern!, 'must not contain control characters or bidirectional overrides'],
-  [definitions.contextKey!.pattern!, 'key must not contain control characters or bidirectional overrides'],
+  [definitions.contextKey!.pattern!, 'must not contain control characters or bidirectional overrides'],
   [definitions.timestamp!.pattern!, 'must be an RFC 3339 date-time: upper-case T, offset Z or ±hh:mm'],
 ]);
 
@@ -247,6 +247,9 @@ export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined)
       message = 'must not carry both stack and stacktrace';
     } else if (error.keyword === 'pattern' && PATTERN_MESSAGES.has((error.params as { pattern: string }).pattern)) {
       message = PATTERN_MESSAGES.get((error.params as { pattern: string }).pattern)!;
+      if (error.propertyName !== undefined) message = `key ${message}`;
+    } else if (error.keyword === 'format' && (error.params as { format: string }).format === 'date-time') {
+      message = 'must be a real instant (no leap second, a real calendar day)';
     } else if (error.keyword === 'propertyNames') {
       continue; // the error under it (the key's own pattern or length) names the key
     } else if (error.keyword === 'enum') {
