@@ -13,6 +13,8 @@ const require = createRequire(import.meta.url);
 export const usageRecordSchema = require('../usage-record.schema.json') as Record<string, unknown> & { $id: string };
 
 export const QUEUED_RECORD_SCHEMA_ID = 'https://otm-telemetry.dev/schemas/queued-usage-record.v2.json';
+/** The `content-type` header of messages on the usage topic: JSON behind the registry's 5-byte frame (magic byte 0, schema id). */
+export const QUEUED_CONTENT_TYPE = 'application/json; framing=schema-registry';
 export const ENVIRONMENTS = ['prod', 'qa', 'preview', 'dev'] as const;
 export type Environment = (typeof ENVIRONMENTS)[number];
 

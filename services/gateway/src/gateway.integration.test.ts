@@ -166,6 +166,9 @@ describe('the queued record on the topic', () => {
       expect(record.value.meta.gatewayId).toEqual(expect.any(String));
       // The request id travels as a header too, for the ingester's logs and dead letters.
       expect(record.headers?.['x-request-id']?.toString()).toBe(requestId);
+      // What the value is and which schema wrote it, readable without decoding the value.
+      expect(record.headers?.['content-type']?.toString()).toBe('application/json; framing=schema-registry');
+      expect(record.headers?.['x-schema-id']?.toString()).toBe(String(record.schemaId));
     }
   });
 
@@ -306,7 +309,8 @@ describe('400 validation errors', () => {
       node.next = child;
       node = child;
     }
-    await expectInvalid(deep, '/context');
+    // The object at level 8 (the context object is level 1) may not hold anything.
+    await expectInvalid(deep, `/context${'/next'.repeat(7)}`);
     const fine = success();
     fine.io.prompt = 'p'.repeat(256 * 1024);
     await expectAccepted(fine);

@@ -30,6 +30,8 @@ export interface ProduceBatcherOptions {
   /** Bytes of record values waiting for a producer at most (the queue's memory); a record that would pass it gets 503 unless the queue is empty. */
   maxQueuedBytes?: number;
   sendTimeoutMs: number;
+  /** Headers every message carries (the content type, the schema id); `x-request-id` is added per message. */
+  headers?: Record<string, string>;
 }
 
 export interface ProduceBatcherEvents {
@@ -137,7 +139,7 @@ export class ProduceBatcher {
             messages: batch.map(({ key, value, requestId }) => ({
               key,
               value,
-              headers: requestId ? { 'x-request-id': requestId } : undefined,
+              headers: requestId ? { ...this.options.headers, 'x-request-id': requestId } : this.options.headers,
             })),
           }),
         ),

@@ -3,7 +3,7 @@
 // flush the producer and close clients in reverse order.
 import fs from 'node:fs';
 import { LRUCache } from 'lru-cache';
-import { buildQueuedRecordSchema, compileValidators, parseTimestamp } from '@otm/schemas';
+import { buildQueuedRecordSchema, compileValidators, parseTimestamp, QUEUED_CONTENT_TYPE } from '@otm/schemas';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createLogger } from '@otm/shared/logger';
 import { createKafka, ensureTopic } from '@otm/shared/kafka';
@@ -59,6 +59,8 @@ const batcher = new ProduceBatcher(
     maxBatchRecords: config.PRODUCE_MAX_BATCH,
     maxBatchBytes: config.PRODUCE_MAX_BATCH_BYTES,
     maxQueuedRecords: config.PRODUCE_MAX_QUEUE,
+    // docs/topic-contract.md, "Headers": what the value is and which schema wrote it, readable without decoding it.
+    headers: { 'content-type': QUEUED_CONTENT_TYPE, 'x-schema-id': String(schemaId) },
     maxQueuedBytes: config.PRODUCE_MAX_QUEUE_BYTES,
     sendTimeoutMs: config.PRODUCE_TIMEOUT_MS,
   },

@@ -11,6 +11,7 @@ import { encodeWire, decodeWire } from '@otm/shared/registry';
 import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
 import { UsageConsumer } from './consumer.js';
 import type { DeadLetter } from './dead-letter.js';
+import type { SeenMark } from './dedupe-step.js';
 import type { RowText } from './enrich-step.js';
 import type { IsolatedLoad } from './load-step.js';
 import { createIngesterMetrics } from './metrics.js';
@@ -38,18 +39,32 @@ const decoder: RecordDecoder = {
 };
 
 class MemoryDeduplicator implements Deduplicator {
-  readonly seen = new Set<string>();
+  /** Event key -> digest of the record loaded under it. */
+  readonly seen = new Map<string, string>();
   /** While set, markSeen never finishes (a process about to crash). */
   hang = false;
-  async filterSeen<T>(items: readonly T[], keyOf: (item: T) => string) {
+  async filterSeen<T>(items: readonly T[], keyOf: (item: T) => string, digestOf: (item: T) => string) {
     const unique = new Map<string, T>();
-    for (const item of items) if (!unique.has(keyOf(item))) unique.set(keyOf(item), item);
-    const fresh = [...unique.values()].filter((item) => !this.seen.has(keyOf(item)));
-    return { fresh, duplicates: items.length - fresh.length };
+    const collisions: T[] = [];
+    let duplicates = 0;
+    for (const item of items) {
+      const known = unique.get(keyOf(item));
+      if (known === undefined) unique.set(keyOf(item), item);
+      else if (digestOf(known) === digestOf(item)) duplicates++;
+      else collisions.push(item);
+    }
+    const fresh: T[] = [];
+    for (const item of unique.values()) {
+      const mark = this.seen.get(keyOf(item));
+      if (mark === undefined) fresh.push(item);
+      else if (mark === digestOf(item)) duplicates++;
+      else collisions.push(item);
+    }
+    return { fresh, duplicates, collisions };
   }
-  async markSeen(eventKeys: readonly string[]) {
+  async markSeen(marks: readonly SeenMark[]) {
     if (this.hang) await new Promise(() => undefined);
-    for (const key of eventKeys) this.seen.add(key);
+    for (const mark of marks) this.seen.set(mark.eventKey, mark.digest);
   }
 }
 
@@ -220,6 +235,26 @@ describe('UsageConsumer on in-memory stages', () => {
     expect(store.inserts.size).toBe(25);
     expect(store.twice()).toEqual([]);
     expect(dedupe.seen.size).toBe(25);
+  });
+
+  it('an event key loaded with another record (a direct producer reusing keys) is dead-lettered as a collision, in the batch and later', async () => {
+    const { consumer, store, deadLetters, usage } = pipeline();
+    await usage.start();
+    const [first, second, third] = sample(3, 'k');
+    const clash = (record: QueuedUsageRecord, eventKey: string) => ({
+      ...record,
+      meta: { ...record.meta, eventKey, idempotencyKey: eventKey },
+    });
+    // In one batch: k-0, then another record under k-0; later another record under k-1.
+    await consumer.deliver(0, messages([first!, clash(second!, 'k-0'), third!]));
+    await until(() => consumer.committed.get(0) === 3n);
+    await consumer.deliver(0, messages([clash(second!, 'k-2'), first!], 3));
+    await until(() => consumer.committed.get(0) === 5n);
+    expect([...store.inserts.keys()].sort()).toEqual(['k-0', 'k-2']);
+    expect(deadLetters.letters.map((letter) => [letter.offset, letter.reason])).toEqual([
+      ['1', 'event key collision: k-0 was loaded with a different record'],
+      ['3', 'event key collision: k-2 was loaded with a different record'],
+    ]);
   });
 
   it('a crash between the insert and the commit: the next consumer finds the rows stored and counts none twice', async () => {

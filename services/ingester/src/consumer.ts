@@ -317,7 +317,19 @@ export class UsageConsumer {
     const outcomes = new Map<Part, 'loaded' | 'abandoned'>(parts.map((part) => [part, 'loaded']));
     try {
       const items = parts.flatMap((part) => part.items);
-      const { fresh, duplicates } = await retry('redis (dedupe check)', () => dedupe.filterSeen(items, (item) => item.row.eventKey));
+      const { fresh, duplicates, collisions } = await retry('redis (dedupe check)', () =>
+        dedupe.filterSeen(
+          items,
+          (item) => item.row.eventKey,
+          (item) => item.row.digest,
+        ),
+      );
+      // The key was loaded with another record: never silently dropped as a duplicate.
+      for (const item of collisions) {
+        letter(item.part, item.message, `event key collision: ${item.row.eventKey} was loaded with a different record`, {
+          'x-dlq-event-key': item.row.eventKey,
+        });
+      }
 
       const checked = performance.now();
       let alreadyLoaded = 0;
@@ -378,12 +390,15 @@ export class UsageConsumer {
           'dead-lettered',
         );
       }
-      await retry('redis (mark seen)', () => dedupe.markSeen(loaded.map((item) => item.row.eventKey)));
+      await retry('redis (mark seen)', () =>
+        dedupe.markSeen(loaded.map((item) => ({ eventKey: item.row.eventKey, digest: item.row.digest }))),
+      );
 
       metrics.rowsLoaded.inc(loaded.length);
       metrics.erasedDropped.inc(erased);
       metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
       metrics.deadLetters.inc(letters.length);
+      metrics.keyCollisions.inc(collisions.length);
       metrics.unknownPrice.inc(loaded.filter((item) => !item.row.priceKnown).length);
       const done = performance.now();
       metrics.batchSeconds.observe((done - started) / 1000);

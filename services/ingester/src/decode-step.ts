@@ -45,5 +45,19 @@ export async function decodeStep(value: Buffer | null, schemas: SchemaCache): Pr
     const first = validate.errors?.[0];
     return deadLetter(`does not match schema ${wire.schemaId}: ${first?.instancePath || '/'} ${first?.message ?? ''}`.trim());
   }
-  return ok(document as QueuedUsageRecord);
+  const queued = document as QueuedUsageRecord;
+  const scope = scopeProblem(queued.meta);
+  return scope ? deadLetter(scope) : ok(queued);
+}
+
+/**
+ * An event key that claims another API key's scope (`<apiKeyId>:<idempotencyKey>` is
+ * how gateways form keys) could shadow that key's records in dedupe; only a direct
+ * producer can write one. Keys without a colon (a direct producer's own, a request id)
+ * are never a gateway's scoped key.
+ */
+export function scopeProblem(meta: QueuedUsageRecord['meta']): string | undefined {
+  const colon = meta.eventKey.indexOf(':');
+  if (colon === -1 || meta.eventKey.slice(0, colon) === meta.apiKeyId) return undefined;
+  return `meta.eventKey ${JSON.stringify(meta.eventKey.slice(0, 80))} is scoped by another API key than meta.apiKeyId`;
 }

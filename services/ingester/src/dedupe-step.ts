@@ -1,16 +1,35 @@
 // Dedupe on the scoped idempotency key (the record's event key) with Redis.
 // `filterSeen` runs before the load; `markSeen` only after the rows are safely in
 // ClickHouse: marking first would drop the record if we crashed before loading it
-// and the batch were redelivered.
+// and the batch were redelivered. The mark holds a digest of the record: the same key
+// again with the same record is a duplicate (a retry), with another record a
+// collision (docs/topic-contract.md, "Direct producers"), which is dead-lettered.
 import type { Redis } from '@otm/shared/redis';
 
 const MGET_KEYS = 1000;
 const MARK_KEYS = 1000;
 
-/** SET key 1 EX ttl for every key given: one command for a thousand keys instead of a thousand commands. */
-const MARK_SEEN_SCRIPT = `for i = 1, #KEYS do redis.call('SET', KEYS[i], '1', 'EX', ARGV[1]) end return #KEYS`;
+/** SET key digest EX ttl for every key given: one command for a thousand keys instead of a thousand commands. */
+const MARK_SEEN_SCRIPT = `for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 1], 'EX', ARGV[1]) end return #KEYS`;
 
-type MarkingRedis = Redis & { otmMarkSeen(keyCount: number, ...keysThenTtl: (string | number)[]): Promise<number> };
+/** What marks written before digests were kept hold: such a key is a duplicate, whatever the record. */
+const DIGESTLESS_MARK = '1';
+
+export interface SeenCheck<T> {
+  /** Not loaded before: the first of each key in the batch. */
+  fresh: T[];
+  /** Loaded before with the same record, or repeated in the batch with the same record. */
+  duplicates: number;
+  /** The key was loaded (or comes earlier in the batch) with a different record. */
+  collisions: T[];
+}
+
+export interface SeenMark {
+  eventKey: string;
+  digest: string;
+}
+
+type MarkingRedis = Redis & { otmMarkSeen(keyCount: number, ...keysThenArgs: (string | number)[]): Promise<number> };
 
 export class DedupeStep {
   constructor(
@@ -27,11 +46,18 @@ export class DedupeStep {
     return `${this.prefix}seen:${eventKey}`;
   }
 
-  /** Items whose key was not loaded before, first occurrence within the batch only. */
-  async filterSeen<T>(items: readonly T[], keyOf: (item: T) => string): Promise<{ fresh: T[]; duplicates: number }> {
+  /** Items whose key was not loaded before, first occurrence within the batch only; and those whose key was, with another record. */
+  async filterSeen<T>(items: readonly T[], keyOf: (item: T) => string, digestOf: (item: T) => string): Promise<SeenCheck<T>> {
     const unique = new Map<string, T>();
-    for (const item of items) if (!unique.has(keyOf(item))) unique.set(keyOf(item), item);
-    if (unique.size === 0) return { fresh: [], duplicates: items.length };
+    const collisions: T[] = [];
+    let duplicates = 0;
+    for (const item of items) {
+      const first = unique.get(keyOf(item));
+      if (first === undefined) unique.set(keyOf(item), item);
+      else if (digestOf(first) === digestOf(item)) duplicates++;
+      else collisions.push(item);
+    }
+    if (unique.size === 0) return { fresh: [], duplicates, collisions };
     // One MGET per 1,000 keys: a command per key cost the ingester more CPU than Redis.
     const keys = [...unique.keys()].map((eventKey) => this.key(eventKey));
     const pipeline = this.redis.pipeline();
@@ -44,18 +70,24 @@ export class DedupeStep {
     if (values.length !== keys.length) throw new Error(`redis answered ${values.length} of ${keys.length} keys`);
     const fresh: T[] = [];
     let index = 0;
-    for (const item of unique.values()) if (values[index++] === null) fresh.push(item);
-    return { fresh, duplicates: items.length - fresh.length };
+    for (const item of unique.values()) {
+      const mark = values[index++];
+      if (mark === null) fresh.push(item);
+      else if (mark === DIGESTLESS_MARK || mark === digestOf(item)) duplicates++;
+      else collisions.push(item);
+    }
+    return { fresh, duplicates, collisions };
   }
 
-  async markSeen(eventKeys: readonly string[]): Promise<void> {
+  async markSeen(marks: readonly SeenMark[]): Promise<void> {
     // A pipeline of one SET per key cost the ingester about a fifth of its time per unit
     // (a command object each): a script marks a thousand keys per call.
     const redis = this.redis as MarkingRedis;
     const calls: Promise<number>[] = [];
-    for (let start = 0; start < eventKeys.length; start += MARK_KEYS) {
-      const keys = eventKeys.slice(start, start + MARK_KEYS).map((eventKey) => this.key(eventKey));
-      calls.push(redis.otmMarkSeen(keys.length, ...keys, this.ttlSeconds));
+    for (let start = 0; start < marks.length; start += MARK_KEYS) {
+      const slice = marks.slice(start, start + MARK_KEYS);
+      const keys = slice.map((mark) => this.key(mark.eventKey));
+      calls.push(redis.otmMarkSeen(keys.length, ...keys, this.ttlSeconds, ...slice.map((mark) => mark.digest)));
     }
     await Promise.all(calls);
   }

@@ -8,6 +8,7 @@
 // ClickHouse's DateTime can hold becomes null, a string that is not well-formed
 // Unicode has its lone surrogates replaced (U+FFFD), and each such change is named in
 // `anomalies`; nothing here throws on a schema-valid record.
+import { hash } from 'node:crypto';
 import { parseTimestamp, type QueuedUsageRecord } from '@otm/schemas';
 import { costUsd, type PriceTable } from './prices.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
@@ -76,6 +77,8 @@ export interface UsageIoRow {
 export interface EnrichedRecord {
   event: UsageEventRow;
   io: UsageIoRow | null;
+  /** SHA-1 of the record as queued (JSON.stringify of `record`): the same event key with another digest is a collision. */
+  digest: string;
 }
 
 /**
@@ -94,6 +97,8 @@ export interface RowText {
   /** The event time the rollups bucket the record by (epoch ms; ClickHouse runs in UTC). */
   eventMs: number;
   isError: boolean;
+  /** EnrichedRecord.digest */
+  digest: string;
   /** The usage_events row, one JSON line without its newline. */
   event: string;
   /** The usage_io row, or null when the record carries no prompt or response. */
@@ -102,6 +107,7 @@ export interface RowText {
 
 export function rowText(record: EnrichedRecord): RowText {
   return {
+    digest: record.digest,
     eventKey: record.event.event_key,
     priceKnown: record.event.price_known === 1,
     environment: record.event.environment,
@@ -234,5 +240,5 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
           ingested_at: ingestedAt,
         }
       : null;
-  return { event, io };
+  return { event, io, digest: hash('sha1', JSON.stringify(record), 'base64url') };
 }

@@ -41,6 +41,11 @@ export function createIngesterMetrics(sources?: LagSources) {
   return {
     registry,
     rowsLoaded: new Counter({ name: 'otm_ingester_rows_loaded_total', help: 'Rows inserted into ClickHouse', registers: [registry] }),
+    keyCollisions: new Counter({
+      name: 'otm_ingester_event_key_collisions_total',
+      help: 'Records dead-lettered because their event key was loaded with a different record',
+      registers: [registry],
+    }),
     duplicatesDropped: new Counter({
       name: 'otm_ingester_duplicates_dropped_total',
       help: 'Records dropped as already loaded',

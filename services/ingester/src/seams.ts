@@ -6,6 +6,7 @@ import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Producer } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import { decodeStep, type SchemaCache } from './decode-step.js';
+import type { SeenCheck, SeenMark } from './dedupe-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
 import type { RowText } from './enrich-step.js';
 import { insertLines, loadIsolatingBadRows, type IsolatedLoad } from './load-step.js';
@@ -16,10 +17,10 @@ export interface RecordDecoder {
   decode(value: Buffer | null): Promise<StepOutcome<QueuedUsageRecord>>;
 }
 
-/** Which event keys were loaded before (checked before a load, marked after it). */
+/** Which event keys were loaded before, and with which record (checked before a load, marked after it). */
 export interface Deduplicator {
-  filterSeen<T>(items: readonly T[], keyOf: (item: T) => string): Promise<{ fresh: T[]; duplicates: number }>;
-  markSeen(eventKeys: readonly string[]): Promise<void>;
+  filterSeen<T>(items: readonly T[], keyOf: (item: T) => string, digestOf: (item: T) => string): Promise<SeenCheck<T>>;
+  markSeen(marks: readonly SeenMark[]): Promise<void>;
 }
 
 /** Where rows are loaded. `load` stores each event key once, returns the rows refused for their data; throws to be retried. */
