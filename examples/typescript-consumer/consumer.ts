@@ -1,0 +1,83 @@
+// Reads the usage topic through the schema registry and prints token sums per model:
+// the way a data engineer reads the topic from Node (docs/topic-contract.md). A
+// consumer group of its own; each value decoded by the schema id it carries (the
+// registry's wire format) and validated against that schema.
+//
+//   npx tsx consumer.ts --brokers 127.0.0.1:19092 \
+//     --registry http://127.0.0.1:18081/apis/ccompat/v7 \
+//     --topic telemetry.usage.v1 --group my-analysis --idle-seconds 5
+//
+// Stops after --idle-seconds without a new message (or at --max-messages) and prints
+// one JSON object: {"<provider>/<model>": {"records", "input", "output", "cachedInput", "reasoning"}}.
+import { parseArgs } from 'node:util';
+import { Kafka, logLevel } from 'kafkajs';
+import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { Ajv } from 'ajv';
+import addFormatsPlugin from 'ajv-formats';
+
+interface QueuedRecord {
+  meta: { eventKey: string; apiKeyId: string; environment: string };
+  record: {
+    request: { provider: string; modelId: string; status: string };
+    tokens?: { input: number; output: number; cachedInput?: number; reasoning?: number };
+  };
+}
+
+const { values: options } = parseArgs({
+  options: {
+    brokers: { type: 'string', default: '127.0.0.1:19092' },
+    registry: { type: 'string', default: 'http://127.0.0.1:18081/apis/ccompat/v7' },
+    topic: { type: 'string', default: 'telemetry.usage.v1' },
+    group: { type: 'string', default: 'typescript-consumer-example' },
+    'idle-seconds': { type: 'string', default: '5' },
+    'max-messages': { type: 'string', default: '0' },
+  },
+});
+
+const idleMs = Number(options['idle-seconds']) * 1000;
+const maxMessages = Number(options['max-messages']);
+// The client validates each value with the schema it was written with. The schemas use
+// `format: date-time` (ajv-formats) and schema v1 has a keyword of its own, which a
+// reader may ignore (strict: false): every rule it stood for is checked at the gateway.
+const addFormats = addFormatsPlugin as unknown as (ajv: Ajv) => Ajv;
+const jsonOptions = {
+  get ajvInstance() {
+    return addFormats(new Ajv({ strict: false, allErrors: true }));
+  },
+};
+const registry = new SchemaRegistry({ host: options.registry }, { [SchemaType.JSON]: jsonOptions } as never);
+const kafka = new Kafka({ clientId: 'typescript-consumer-example', brokers: options.brokers.split(','), logLevel: logLevel.WARN });
+const consumer = kafka.consumer({ groupId: options.group });
+
+const sums = new Map<string, { records: number; input: number; output: number; cachedInput: number; reasoning: number }>();
+let read = 0;
+let lastMessage = Date.now();
+let stop: () => void = () => undefined;
+const stopped = new Promise<void>((resolve) => (stop = resolve));
+
+await consumer.connect();
+await consumer.subscribe({ topic: options.topic, fromBeginning: true });
+await consumer.run({
+  eachMessage: async ({ message }) => {
+    lastMessage = Date.now();
+    // decode() reads the schema id from the value, fetches that schema once and validates with it.
+    const { record } = (await registry.decode(message.value!)) as QueuedRecord;
+    const model = `${record.request.provider}/${record.request.modelId}`;
+    const entry = sums.get(model) ?? { records: 0, input: 0, output: 0, cachedInput: 0, reasoning: 0 };
+    entry.records += 1;
+    entry.input += record.tokens?.input ?? 0;
+    entry.output += record.tokens?.output ?? 0;
+    entry.cachedInput += record.tokens?.cachedInput ?? 0;
+    entry.reasoning += record.tokens?.reasoning ?? 0;
+    sums.set(model, entry);
+    if (maxMessages > 0 && ++read >= maxMessages) stop();
+  },
+});
+
+const idle = setInterval(() => {
+  if (Date.now() - lastMessage >= idleMs) stop();
+}, 200);
+await stopped;
+clearInterval(idle);
+await consumer.disconnect();
+console.log(JSON.stringify(Object.fromEntries([...sums.entries()].sort(([a], [b]) => a.localeCompare(b)))));
