@@ -15,6 +15,13 @@ export const usageRecordSchema = require('../usage-record.schema.json') as Recor
 export const QUEUED_RECORD_SCHEMA_ID = 'https://otm-telemetry.dev/schemas/queued-usage-record.v2.json';
 /** The `content-type` header of messages on the usage topic: JSON behind the registry's 5-byte frame (magic byte 0, schema id). */
 export const QUEUED_CONTENT_TYPE = 'application/json; framing=schema-registry';
+
+/** The headers a gateway sets on every message of the usage topic, and what each holds (docs/topic-contract.md is generated from this). */
+export const QUEUED_MESSAGE_HEADERS = {
+  'content-type': `\`${QUEUED_CONTENT_TYPE}\`: the value's format, readable without decoding it`,
+  'x-schema-id': 'the registry id of the schema the value was written with (the same id the value carries)',
+  'x-request-id': "the gateway's request id (UUIDv7), the one in its answer and its logs",
+} as const;
 export const ENVIRONMENTS = ['prod', 'qa', 'preview', 'dev'] as const;
 export type Environment = (typeof ENVIRONMENTS)[number];
 
@@ -82,17 +89,20 @@ export function buildQueuedRecordSchema(): Record<string, unknown> {
           requestId: { type: 'string', description: 'UUIDv7 assigned by the gateway' },
           eventKey: { type: 'string', description: 'Scoped idempotency key: Kafka message key and dedupe key' },
           receivedAt: { type: 'string', format: 'date-time', description: 'Gateway receive time, RFC 3339 with ms' },
-          apiKeyId: { type: 'string' },
-          environment: { type: 'string', enum: [...ENVIRONMENTS] },
-          idempotencyKey: { type: ['string', 'null'] },
-          gatewayId: { type: 'string' },
+          apiKeyId: {
+            type: 'string',
+            description: 'Id of the API key that sent the record (never the key); a direct producer names itself',
+          },
+          environment: { type: 'string', enum: [...ENVIRONMENTS], description: "The API key's environment" },
+          idempotencyKey: { type: ['string', 'null'], description: "The client's Idempotency-Key (or a batch item's), null without one" },
+          gatewayId: { type: 'string', description: 'The gateway instance (GATEWAY_INSTANCE_ID); `direct:<name>` for a direct producer' },
           capture: {
             type: 'object',
             additionalProperties: false,
             required: ['policy'],
             description: 'The capture policy applied at the gateway; absent on records queued before policies existed (full)',
             properties: {
-              policy: { type: 'string', enum: [...CAPTURE_POLICIES] },
+              policy: { type: 'string', enum: [...CAPTURE_POLICIES], description: 'What of the free text was kept (docs/privacy.md)' },
               promptChars: { type: 'integer', minimum: 0, description: 'metadata-only: length of the dropped prompt (UTF-16 units)' },
               responseChars: { type: 'integer', minimum: 0, description: 'metadata-only: length of the dropped response (UTF-16 units)' },
               redactions: { type: 'integer', minimum: 0, description: 'spans replaced by placeholders' },

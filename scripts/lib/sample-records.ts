@@ -24,6 +24,7 @@ const MODELS: [provider: string, model: string][] = [
   ['mistral', 'mistral-large'],
   ['acme', 'in-house-7b'], // no price: cost stays null
 ];
+const CACHING = new Set(['openai', 'anthropic', 'google']);
 const ERRORS = [
   ['rate_limit_exceeded', 'Too many requests'],
   ['timeout', 'Upstream timed out'],
@@ -72,10 +73,17 @@ export function sampleUsageRecords(count: number, options: SampleOptions = {}): 
     const output = 10 + Math.floor(random() * 1000);
     const ttft = 100 + Math.floor(random() * 900);
     const stream = 200 + Math.floor(random() * 5000);
+    // Token detail (schema v2) on some records, derived without drawing from the seeded
+    // sequence (the records of a seed stay the same): cache reads on every third record
+    // of a caching provider, a cache write on Anthropic's, reasoning on Google's.
+    const tokens: NonNullable<UsageRecord['tokens']> = { input, output, total: input + output };
+    if (i % 3 === 0 && CACHING.has(provider)) tokens.cachedInput = Math.floor(input * 0.6);
+    if (i % 3 === 0 && provider === 'anthropic') tokens.cacheWrite = Math.floor(input * 0.2);
+    if (provider === 'google') tokens.reasoning = Math.floor(output / 3);
     records.push({
       request: { modelId, status: 'success', provider },
       user,
-      tokens: { input, output, total: input + output },
+      tokens,
       timing: {
         startTime: new Date(start).toISOString(),
         firstTokenTime: new Date(start + ttft).toISOString(),

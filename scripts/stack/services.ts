@@ -9,6 +9,9 @@ import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { type StackConfig, kafkaNodePorts, stackAddresses } from './config.js';
 
+/** How long the local brokers keep messages (docs/topic-contract.md states it). */
+export const BROKER_RETENTION_HOURS = 48;
+
 export interface StackService {
   readonly name: string;
   readonly address: string;
@@ -273,7 +276,7 @@ export class KafkaService extends ProcessService {
         'broker.heartbeat.interval.ms=1500',
         'group.initial.rebalance.delay.ms=0',
         'auto.create.topics.enable=false',
-        'log.retention.hours=48',
+        `log.retention.hours=${BROKER_RETENTION_HOURS}`,
         // Topics are created with max.message.bytes=16 MiB (see services/shared/src/kafka.ts).
         'message.max.bytes=16777216',
         'replica.fetch.max.bytes=16777216',

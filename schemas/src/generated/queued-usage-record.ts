@@ -22,14 +22,29 @@ export interface QueuedRecordMeta {
    * Gateway receive time, RFC 3339 with ms
    */
   receivedAt: string;
+  /**
+   * Id of the API key that sent the record (never the key); a direct producer names itself
+   */
   apiKeyId: string;
+  /**
+   * The API key's environment
+   */
   environment: "prod" | "qa" | "preview" | "dev";
+  /**
+   * The client's Idempotency-Key (or a batch item's), null without one
+   */
   idempotencyKey: string | null;
+  /**
+   * The gateway instance (GATEWAY_INSTANCE_ID); `direct:<name>` for a direct producer
+   */
   gatewayId: string;
   /**
    * The capture policy applied at the gateway; absent on records queued before policies existed (full)
    */
   capture?: {
+    /**
+     * What of the free text was kept (docs/privacy.md)
+     */
     policy: "full" | "redact" | "metadata-only";
     /**
      * metadata-only: length of the dropped prompt (UTF-16 units)

@@ -83,11 +83,15 @@ async function rawByModel() {
     `SELECT provider, model_id AS model, count() AS requests, countIf(status = 'success') AS successes, countIf(status = 'error') AS errors,
             sum(ifNull(input_tokens, 0)) AS inputTokens, sum(ifNull(output_tokens, 0)) AS outputTokens, sum(total_tokens) AS totalTokens,
             sum(ifNull(cost_usd, 0)) AS costUsd, countIf(price_known = 0) AS unpricedRequests,
+            sum(ifNull(cached_input_tokens, 0)) AS cachedInputTokens, sum(ifNull(cache_write_tokens, 0)) AS cacheWriteTokens,
+            sum(ifNull(reasoning_tokens, 0)) AS reasoningTokens,
+            sumIf(ifNull(input_tokens, 0), isNotNull(cached_input_tokens)) AS cacheReportedInput,
             quantilesIf(0.5, 0.9, 0.99)(ifNull(latency_ms, 0), isNotNull(latency_ms)) AS latency,
             quantilesIf(0.5, 0.9, 0.99)(ifNull(ttft_ms, 0), isNotNull(ttft_ms)) AS ttft
      FROM (SELECT event_key, any(provider) AS provider, any(model_id) AS model_id, any(status) AS status, any(input_tokens) AS input_tokens,
                   any(output_tokens) AS output_tokens, any(total_tokens) AS total_tokens, any(cost_usd) AS cost_usd, any(price_known) AS price_known,
-                  any(latency_ms) AS latency_ms, any(ttft_ms) AS ttft_ms
+                  any(latency_ms) AS latency_ms, any(ttft_ms) AS ttft_ms, any(cached_input_tokens) AS cached_input_tokens,
+                  any(cache_write_tokens) AS cache_write_tokens, any(reasoning_tokens) AS reasoning_tokens
            FROM usage_events GROUP BY event_key)
      GROUP BY provider, model ORDER BY provider, model`,
   );
@@ -119,9 +123,13 @@ describe('rollups', () => {
     expect(api.map((row) => `${row.provider}/${row.model}`)).toEqual(raw.map((row) => `${row.provider}/${row.model}`));
     raw.forEach((expected, index) => {
       const got = api[index]!;
-      for (const field of ['requests', 'successes', 'errors', 'inputTokens', 'outputTokens', 'totalTokens', 'unpricedRequests']) {
+      const fields = ['requests', 'successes', 'errors', 'inputTokens', 'outputTokens', 'totalTokens', 'unpricedRequests'];
+      for (const field of [...fields, 'cachedInputTokens', 'cacheWriteTokens', 'reasoningTokens']) {
         expect(Number(got[field]), `${expected.model} ${field}`).toBe(Number(expected[field]));
       }
+      const reported = Number(expected.cacheReportedInput);
+      if (reported === 0) expect(got.cacheHitRatio, expected.model).toBeNull();
+      else expect(got.cacheHitRatio, expected.model).toBeCloseTo(Number(expected.cachedInputTokens) / reported, 12);
       expect(got.costUsd).toBeCloseTo(Number(expected.costUsd), 9);
       const l = apiLatency[index]!;
       expect([l.latencyP50Ms, l.latencyP90Ms, l.latencyP99Ms]).toEqual(

@@ -146,8 +146,11 @@ describe('dashboard', () => {
 
   it('Models, Errors and Users show their tables and charts', async () => {
     await openPage('models');
-    expect(await page.locator('#page-models canvas').count()).toBe(3);
+    // Tokens, cost, cache hit ratio and latency per model.
+    expect(await page.locator('#page-models canvas').count()).toBe(4);
     expect(await page.textContent('#page-models table')).toContain('openai/gpt-4o');
+    expect(await page.textContent('#page-models table')).toContain('Cache hits');
+    expect(await page.textContent('#page-models table')).toMatch(/\d+\.\d\d%/);
     await openPage('errors');
     expect(await page.textContent('#page-errors')).toMatch(/rate_limit_exceeded|timeout|context_length_exceeded/);
     await openPage('users');

@@ -485,7 +485,7 @@ export function requestIdOf(message: KafkaMessage): string | undefined {
   return value === undefined ? undefined : value.toString();
 }
 
-function letter(part: Part, message: KafkaMessage, reason: string, headers?: Record<string, string>): void {
+function letter(part: Part, message: KafkaMessage, reason: string, headers?: DeadLetter['headers']): void {
   const requestId = requestIdOf(message);
   part.letters.push({
     headers: requestId === undefined ? headers : { 'x-request-id': requestId, ...headers },
