@@ -7,7 +7,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['services/**/*.test.ts', 'schemas/**/*.test.ts', 'scripts/**/*.test.ts', 'clients/**/*.test.ts', 'test/**/*.test.ts'],
-          exclude: ['**/*.integration.test.ts', '**/node_modules/**'],
+          exclude: ['**/*.integration.test.ts', '**/*.containers.test.ts', '**/node_modules/**'],
         },
       },
       {

