@@ -240,6 +240,8 @@ const program = new Command('images')
       if (!IMAGES[name]) throw new Error(`no image ${name}; one of ${Object.keys(IMAGES).join(', ')}`);
       buildImage(name);
     }
+    // Images these builds replaced (untagged now), and only ours: they carry the base's label.
+    run('docker', ['image', 'prune', '--force', '--filter', 'label=otm.inputs']);
   });
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await program.parseAsync();
