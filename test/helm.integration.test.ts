@@ -1,0 +1,87 @@
+// The Helm chart (deploy/helm/otm-telemetry): rendered with `helm template` for the
+// default and the highly available values, and every manifest validated against the
+// Kubernetes API schemas (kubernetes-validate, strict: unknown fields are errors).
+// helm comes from the Go module proxy (go install) when it is not on the PATH.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { pythonWith } from './helpers/python.js';
+import { projectRoot } from './helpers/stack.js';
+
+const run = promisify(execFile);
+const HELM_VERSION = 'v3.19.0';
+const KUBERNETES_VERSION = '1.33.0';
+const chart = path.join(projectRoot, 'deploy/helm/otm-telemetry');
+const rendered = path.join(projectRoot, '.stack', 'helm');
+
+async function helm(): Promise<string> {
+  try {
+    await run('helm', ['version', '--short']);
+    return 'helm';
+  } catch {
+    const bin = path.join(projectRoot, '.stack', 'tools');
+    const binary = path.join(bin, 'helm');
+    if (!fs.existsSync(binary)) {
+      await run('go', ['install', `helm.sh/helm/v3/cmd/helm@${HELM_VERSION}`], {
+        env: { ...process.env, GOBIN: bin, GOFLAGS: '-mod=mod' },
+        timeout: 900_000,
+        maxBuffer: 64 * 1024 * 1024,
+      });
+    }
+    return binary;
+  }
+}
+
+async function template(name: string, args: string[]): Promise<{ file: string; kinds: string[]; text: string }> {
+  const { stdout } = await run(await helm(), ['template', 'otm', chart, ...args], { maxBuffer: 16 * 1024 * 1024 });
+  fs.mkdirSync(rendered, { recursive: true });
+  const file = path.join(rendered, `${name}.yaml`);
+  fs.writeFileSync(file, stdout);
+  const kinds = [...stdout.matchAll(/^kind: (\w+)$/gm)].map((match) => match[1]!);
+  return { file, kinds, text: stdout };
+}
+
+async function validate(file: string): Promise<{ ok: boolean; output: string }> {
+  const python = await pythonWith(['deploy/helm/requirements.txt']);
+  if (!python) throw new Error('python3 is not on the PATH');
+  const validator = path.join(path.dirname(python), 'kubernetes-validate');
+  try {
+    const { stdout, stderr } = await run(validator, ['--strict', '-k', KUBERNETES_VERSION, file]);
+    return { ok: true, output: stdout + stderr };
+  } catch (error) {
+    const failed = error as { stdout?: string; stderr?: string };
+    return { ok: false, output: `${failed.stdout ?? ''}${failed.stderr ?? ''}` };
+  }
+}
+
+describe('helm chart', () => {
+  it('default values: a gateway, an ingester, an admin service; valid Kubernetes objects', { timeout: 1_200_000 }, async () => {
+    const { file, kinds } = await template('default', []);
+    expect(kinds.sort()).toEqual(['Deployment', 'Deployment', 'Deployment', 'Service', 'Service']);
+    const result = await validate(file);
+    expect(result.ok, result.output).toBe(true);
+  });
+
+  it('HA values: HPA on CPU, disruption budgets, one ingester per partition; valid Kubernetes objects', { timeout: 600_000 }, async () => {
+    const { file, kinds, text } = await template('ha', ['-f', path.join(chart, 'values-ha.yaml')]);
+    expect(kinds.filter((kind) => kind === 'HorizontalPodAutoscaler')).toHaveLength(1);
+    expect(kinds.filter((kind) => kind === 'PodDisruptionBudget')).toHaveLength(2);
+    expect(text).toMatch(/name: otm-ingester[\s\S]*?replicas: 6/);
+    expect(text).toContain('path: /readyz');
+    const result = await validate(file);
+    expect(result.ok, result.output).toBe(true);
+  });
+
+  it('the validation can fail: a replica count that is not a number is refused', { timeout: 600_000 }, async () => {
+    const { file } = await template('broken', ['--set-string', 'admin.replicas=two']);
+    const result = await validate(file);
+    expect(result.ok).toBe(false);
+    expect(result.output).toMatch(/replicas/);
+  });
+
+  it('more ingesters than partitions is refused at render time', { timeout: 600_000 }, async () => {
+    await expect(template('too-many', ['--set', 'ingester.replicas=7'])).rejects.toThrow(/above kafka.partitions/);
+  });
+});
