@@ -20,8 +20,8 @@ import { dockerHost, dockerPaths } from './lib/docker-engine.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const work = path.join(dockerPaths().home, 'images');
-/** Node.js in the services' base image: the current LTS line, from the npm registry. */
-export const NODE_VERSION = '24.9.0';
+/** Node.js in the services' base image: the current LTS line, from the npm registry (the one npm test falls back to). */
+export const NODE_VERSION = (JSON.parse(fs.readFileSync(path.join(root, 'scripts/node-version.json'), 'utf8')) as { version: string }).version;
 export const IMAGE_TAG = 'local';
 
 interface Base {
