@@ -413,10 +413,13 @@ describe('Redis full', () => {
     const [, limit] = (await redis.config('GET', 'maxmemory')) as [string, string];
     await redis.config('SET', 'maxmemory', '1');
     await produceQueued(n.topic, load.messages.slice(half));
+    // 60 s: under a loaded machine (the whole suite, two cores) the first refused mark came late once.
     await eventually(
       async () => ingester.logs.some((line) => line.includes('dependency failed; retrying') && line.includes('"reason":"full"')),
-      30_000,
-    );
+      60_000,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; ingester log tail:\n${ingester.logs.slice(-30).join('\n')}`);
+    });
     expect(ingester.child.exitCode).toBeNull();
     await redis.config('SET', 'maxmemory', limit);
     await expectExactContent(clickhouse, load, 90_000);

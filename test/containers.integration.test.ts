@@ -1,0 +1,27 @@
+// The container path in the default test run (docs/containers.md), as a representative
+// subset of `npm run test:containers`: the project's Docker engine comes up (installed
+// from Debian when missing), every image is built without an image registry, and the
+// user module's test runs through testcontainers on them: records sent with the SDK
+// to the gateway image, read back from the topic and from ClickHouse.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { projectRoot } from './helpers/stack.js';
+
+const run = promisify(execFile);
+const npm = (args: string[], timeoutMs: number) =>
+  run('npm', args, { cwd: projectRoot, timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, env: { ...process.env, FORCE_COLOR: '0' } });
+
+describe('containers', () => {
+  it('engine up, images built from packages, the pipeline in containers carries records end to end', { timeout: 1_800_000 }, async () => {
+    await npm(['run', 'docker', '--', 'up'], 300_000);
+    const images = await npm(['run', 'images'], 1_200_000);
+    const sizes = [...images.stdout.matchAll(/^(otm-telemetry\/\S+): (\d+) MB/gm)].map((match) => `${match[1]} ${match[2]} MB`);
+    console.log(`[containers] ${sizes.join(', ')}`);
+    // The gateway runs from the services image: small enough to pull fast on every scale-out.
+    const services = /^otm-telemetry\/services:local: (\d+) MB/m.exec(images.stdout);
+    expect(Number(services?.[1]), images.stdout).toBeLessThan(250);
+    const { stdout } = await npm(['run', 'test:containers', '--', 'clients/testcontainers'], 600_000);
+    expect(stdout).toMatch(/1 passed/);
+  });
+});
