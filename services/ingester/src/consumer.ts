@@ -348,7 +348,11 @@ export class UsageConsumer {
         // The insert attempt holds a lease while it checks the erasures and inserts
         // (erasures.ts): an erased user's records received before the erasure are
         // dropped, never loaded nor dead-lettered.
-        const check = await erasures.beginInsert(live.map((item) => ({ environment: item.row.environment, userId: item.row.userId })));
+        const check = await erasures
+          .beginInsert(live.map((item) => ({ environment: item.row.environment, userId: item.row.userId })))
+          .catch((error: unknown) => {
+            throw Object.assign(error as Error, { dependency: 'redis (erasure lease)' });
+          });
         let result: IsolatedLoad<Item>;
         let kept: Item[];
         try {
@@ -427,10 +431,12 @@ export class UsageConsumer {
       } catch (error) {
         if (error instanceof Abandoned) throw error;
         const reason = failureReason(error);
-        this.deps.metrics.retries.inc({ dependency: what, reason });
+        // A step of the work may name its own dependency (the erasure lease is Redis inside the insert's retry).
+        const dependency = (error as { dependency?: string }).dependency ?? what;
+        this.deps.metrics.retries.inc({ dependency, reason });
         if (attempt === 1 || attempt % 10 === 0) {
           this.deps.logger.warn(
-            { dependency: what, reason, attempt, err: (error as Error).message, ...(reason === 'full' ? { hint: FULL_HINT } : {}) },
+            { dependency, reason, attempt, err: (error as Error).message, ...(reason === 'full' ? { hint: FULL_HINT } : {}) },
             'dependency failed; retrying',
           );
         }

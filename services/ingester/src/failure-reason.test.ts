@@ -9,6 +9,13 @@ describe('failureReason', () => {
     expect(failureReason(new ReplyError("OOM command not allowed when used memory > 'maxmemory'."))).toBe('full');
   });
 
+  it('a MULTI refused by a full Redis (the erasure lease) is full too: ioredis reports EXECABORT with the OOM inside', () => {
+    const execAbort = Object.assign(new ReplyError('EXECABORT Transaction discarded because of previous errors.'), {
+      previousErrors: [new ReplyError("OOM command not allowed when used memory > 'maxmemory'.")],
+    });
+    expect(failureReason(execAbort)).toBe('full');
+  });
+
   it('ClickHouse out of memory or with too many parts is overloaded', () => {
     expect(failureReason(withCode('Memory limit (for query) exceeded', '241'))).toBe('overloaded');
     expect(failureReason(withCode('Too many parts (600). Merges are processing significantly slower than inserts', '252'))).toBe(

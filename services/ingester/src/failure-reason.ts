@@ -9,9 +9,21 @@ const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTF
 const CLICKHOUSE_OVERLOADED = new Set(['241', '252']);
 
 export function failureReason(error: unknown): FailureReason {
-  const { message = '', code, name } = (error ?? {}) as { message?: string; code?: unknown; name?: string };
-  // Redis answers writes with "OOM command not allowed when used memory > 'maxmemory'".
+  const {
+    message = '',
+    code,
+    name,
+    previousErrors,
+  } = (error ?? {}) as {
+    message?: string;
+    code?: unknown;
+    name?: string;
+    previousErrors?: { message?: string }[];
+  };
+  // Redis answers writes with "OOM command not allowed when used memory > 'maxmemory'";
+  // in a MULTI (the erasure lease) the exec fails with EXECABORT and the OOM inside.
   if (message.startsWith('OOM ')) return 'full';
+  if (previousErrors?.some((previous) => previous.message?.startsWith('OOM '))) return 'full';
   if (code !== undefined && CLICKHOUSE_OVERLOADED.has(String(code))) return 'overloaded';
   if ((typeof code === 'string' && UNREACHABLE_CODES.has(code)) || name === 'MaxRetriesPerRequestError') return 'unreachable';
   if (/stream isn't writeable|connection is closed|socket hang up|ECONNREFUSED|ECONNRESET/i.test(message)) return 'unreachable';
