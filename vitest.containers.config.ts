@@ -2,7 +2,7 @@
 // the registry, Redis and ClickHouse in containers that testcontainers starts from the
 // images `npm run images` builds, plus the user module's own test. Left out: the tests
 // of the local stack itself (its scripts, its three-broker profile, the chaos suite,
-// which stops and starts the stack's processes).
+// which stops and starts the stack's processes), and npm test's container test.
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
@@ -18,6 +18,8 @@ export default defineConfig({
       'test/stack.integration.test.ts',
       'test/kafka-replicated.integration.test.ts',
       'test/chaos.integration.test.ts',
+      // npm test's part of this very suite (it runs the module test with a container stack of its own).
+      'test/containers.integration.test.ts',
       '**/node_modules/**',
     ],
     globalSetup: ['test/global-setup.ts'],
