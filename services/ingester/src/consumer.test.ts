@@ -11,7 +11,7 @@ import { encodeWire, decodeWire } from '@otm/shared/registry';
 import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
 import { UsageConsumer } from './consumer.js';
 import type { DeadLetter } from './dead-letter.js';
-import type { SeenMark } from './dedupe-step.js';
+import { checkSeen, type SeenMark } from './dedupe-step.js';
 import type { RowText } from './enrich-step.js';
 import type { IsolatedLoad } from './load-step.js';
 import { createIngesterMetrics } from './metrics.js';
@@ -43,24 +43,8 @@ class MemoryDeduplicator implements Deduplicator {
   readonly seen = new Map<string, string>();
   /** While set, markSeen never finishes (a process about to crash). */
   hang = false;
-  async filterSeen<T>(items: readonly T[], keyOf: (item: T) => string, digestOf: (item: T) => string) {
-    const unique = new Map<string, T>();
-    const collisions: T[] = [];
-    let duplicates = 0;
-    for (const item of items) {
-      const known = unique.get(keyOf(item));
-      if (known === undefined) unique.set(keyOf(item), item);
-      else if (digestOf(known) === digestOf(item)) duplicates++;
-      else collisions.push(item);
-    }
-    const fresh: T[] = [];
-    for (const item of unique.values()) {
-      const mark = this.seen.get(keyOf(item));
-      if (mark === undefined) fresh.push(item);
-      else if (mark === digestOf(item)) duplicates++;
-      else collisions.push(item);
-    }
-    return { fresh, duplicates, collisions };
+  filterSeen<T>(items: readonly T[], keyOf: (item: T) => string, digestOf: (item: T) => string) {
+    return checkSeen(items, keyOf, digestOf, async (eventKeys) => eventKeys.map((eventKey) => this.seen.get(eventKey) ?? null));
   }
   async markSeen(marks: readonly SeenMark[]) {
     if (this.hang) await new Promise(() => undefined);

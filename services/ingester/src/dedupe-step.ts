@@ -47,19 +47,14 @@ export class DedupeStep {
   }
 
   /** Items whose key was not loaded before, first occurrence within the batch only; and those whose key was, with another record. */
-  async filterSeen<T>(items: readonly T[], keyOf: (item: T) => string, digestOf: (item: T) => string): Promise<SeenCheck<T>> {
-    const unique = new Map<string, T>();
-    const collisions: T[] = [];
-    let duplicates = 0;
-    for (const item of items) {
-      const first = unique.get(keyOf(item));
-      if (first === undefined) unique.set(keyOf(item), item);
-      else if (digestOf(first) === digestOf(item)) duplicates++;
-      else collisions.push(item);
-    }
-    if (unique.size === 0) return { fresh: [], duplicates, collisions };
+  filterSeen<T>(items: readonly T[], keyOf: (item: T) => string, digestOf: (item: T) => string): Promise<SeenCheck<T>> {
+    return checkSeen(items, keyOf, digestOf, (eventKeys) => this.marks(eventKeys));
+  }
+
+  /** The mark of each event key (its record's digest), null where there is none. */
+  private async marks(eventKeys: readonly string[]): Promise<unknown[]> {
     // One MGET per 1,000 keys: a command per key cost the ingester more CPU than Redis.
-    const keys = [...unique.keys()].map((eventKey) => this.key(eventKey));
+    const keys = eventKeys.map((eventKey) => this.key(eventKey));
     const pipeline = this.redis.pipeline();
     for (let start = 0; start < keys.length; start += MGET_KEYS) pipeline.mget(keys.slice(start, start + MGET_KEYS));
     const values: unknown[] = [];
@@ -68,15 +63,7 @@ export class DedupeStep {
       values.push(...(chunk as unknown[]));
     }
     if (values.length !== keys.length) throw new Error(`redis answered ${values.length} of ${keys.length} keys`);
-    const fresh: T[] = [];
-    let index = 0;
-    for (const item of unique.values()) {
-      const mark = values[index++];
-      if (mark === null) fresh.push(item);
-      else if (mark === DIGESTLESS_MARK || mark === digestOf(item)) duplicates++;
-      else collisions.push(item);
-    }
-    return { fresh, duplicates, collisions };
+    return values;
   }
 
   async markSeen(marks: readonly SeenMark[]): Promise<void> {
@@ -91,4 +78,38 @@ export class DedupeStep {
     }
     await Promise.all(calls);
   }
+}
+
+/**
+ * Sorts a batch by what is known of its keys: the first record of each key not marked
+ * is fresh; a repeat with the same digest (in the batch, or as marked) is a duplicate;
+ * with another digest, a collision. `marksOf` answers the mark of each key once,
+ * null when unmarked (Redis here, a map in the consumer's unit tests).
+ */
+export async function checkSeen<T>(
+  items: readonly T[],
+  keyOf: (item: T) => string,
+  digestOf: (item: T) => string,
+  marksOf: (eventKeys: readonly string[]) => Promise<readonly unknown[]>,
+): Promise<SeenCheck<T>> {
+  const unique = new Map<string, T>();
+  const collisions: T[] = [];
+  let duplicates = 0;
+  for (const item of items) {
+    const first = unique.get(keyOf(item));
+    if (first === undefined) unique.set(keyOf(item), item);
+    else if (digestOf(first) === digestOf(item)) duplicates++;
+    else collisions.push(item);
+  }
+  if (unique.size === 0) return { fresh: [], duplicates, collisions };
+  const marks = await marksOf([...unique.keys()]);
+  const fresh: T[] = [];
+  let index = 0;
+  for (const item of unique.values()) {
+    const mark = marks[index++];
+    if (mark === null || mark === undefined) fresh.push(item);
+    else if (mark === DIGESTLESS_MARK || mark === digestOf(item)) duplicates++;
+    else collisions.push(item);
+  }
+  return { fresh, duplicates, collisions };
 }
