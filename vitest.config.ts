@@ -1,9 +1,18 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Tests run the workspaces' TypeScript sources, never a stale dist/: the packages export
+ * their sources under the `otm-source` condition (the rest is Vite's server default).
+ */
+export const sourceConditions = ['otm-source', 'module', 'node', 'development|production'];
+
 export default defineConfig({
+  resolve: { conditions: sourceConditions },
+  ssr: { resolve: { conditions: sourceConditions, externalConditions: ['otm-source'] } },
   test: {
     projects: [
       {
+        extends: true,
         test: {
           name: 'unit',
           include: ['services/**/*.test.ts', 'schemas/**/*.test.ts', 'scripts/**/*.test.ts', 'clients/**/*.test.ts', 'test/**/*.test.ts'],
@@ -11,6 +20,7 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
         test: {
           name: 'integration',
           include: ['services/**/*.integration.test.ts', 'clients/**/*.integration.test.ts', 'test/**/*.integration.test.ts'],

@@ -4,8 +4,11 @@
 // of the local stack itself (its scripts, its three-broker profile, the chaos suite,
 // which stops and starts the stack's processes), and npm test's container test.
 import { defineConfig } from 'vitest/config';
+import { sourceConditions } from './vitest.config.js';
 
 export default defineConfig({
+  resolve: { conditions: sourceConditions },
+  ssr: { resolve: { conditions: sourceConditions, externalConditions: ['otm-source'] } },
   test: {
     name: 'containers',
     include: [

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { loadStackConfig } from './stack/config.js';
+import { stageProductionTree } from './lib/production-tree.js';
 import { ensureDebianPackage, KafkaService, RegistryService } from './stack/services.js';
 import { dockerHost, dockerPaths } from './lib/docker-engine.js';
 
@@ -39,7 +40,8 @@ const BASES: Record<string, Base> = {
   jre: { name: 'otm-base/jre', packages: ['openjdk-17-jre-headless'] },
   redis: { name: 'otm-base/redis', packages: ['redis-server'] },
   clickhouse: { name: 'otm-base/clickhouse', packages: ['clickhouse-server'] },
-  node: { name: 'otm-base/node', packages: ['ca-certificates'], node: true },
+  // tini: PID 1 of the services' containers (signals forwarded, children reaped).
+  node: { name: 'otm-base/node', packages: ['ca-certificates', 'tini'], node: true },
 };
 
 interface Image {
@@ -98,17 +100,10 @@ export const IMAGES: Record<string, Image> = {
     dockerfile: 'services.Dockerfile',
     base: 'node',
     stage(context) {
-      // The sources the services run from, and production dependencies installed here
-      // (the build itself has no network).
-      const files = ['package.json', 'package-lock.json', 'tsconfig.json'];
-      for (const file of files) fs.copyFileSync(path.join(root, file), path.join(context, file));
-      for (const folder of ['schemas', 'services', 'clients/typescript']) {
-        copyTree(path.join(root, folder), path.join(context, folder), (name) => !/(^node_modules$|\.test\.ts$|^dist$)/.test(name));
-      }
-      copyTree(path.join(root, 'scripts/lib'), path.join(context, 'scripts/lib'), (name) => !name.endsWith('.test.ts'));
-      run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: context });
-      // Type declarations are for the compiler; nothing reads them at run time.
-      fs.rmSync(path.join(context, 'node_modules/@types'), { recursive: true, force: true });
+      // The built services and their production dependencies, made here (the image
+      // build itself has no network): npm run build, then the production tree.
+      run('npm', ['run', 'build']);
+      stageProductionTree(root, context);
     },
   },
 };

@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { Command, Option } from 'commander';
 import { loadStackConfig, type StackConfig } from './stack/config.js';
 import { kafkaServices, stackServices, stackEnvLines, stackUp } from './stack/services.js';
+import { CLUSTER_NAME, clusterDown, clusterServices, clusterUp } from './stack/clickhouse-cluster.js';
 
 const program = new Command('stack')
   .description('Run the local otm-telemetry stack without Docker')
@@ -34,12 +35,34 @@ program
 
 program
   .command('down')
-  .description('stop the services this stack started (never a process it did not start), the brokers of both Kafka profiles')
+  .description(
+    'stop the services this stack started (never a process it did not start), the brokers of both Kafka profiles and the ClickHouse cluster profile',
+  )
   .action(async () => {
+    await clusterDown(config);
     const other = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: config.kafkaBrokers === 1 ? '3' : '1' });
     for (const service of [...kafkaServices(other), ...stackServices(config)].reverse()) {
       await service.down();
     }
+  });
+
+program
+  .command('cluster')
+  .description(
+    `the ClickHouse cluster profile: ZooKeeper and two ClickHouse servers, replicas of one shard of cluster "${CLUSTER_NAME}" (docs/clickhouse-cluster.md)`,
+  )
+  .argument('<action>', 'up, down or status')
+  .action(async (action: string) => {
+    if (action === 'up') await clusterUp(config);
+    else if (action === 'down') await clusterDown(config);
+    else if (action !== 'status') program.error(`unknown action "${action}"; one of up, down, status`);
+    let all = true;
+    for (const service of clusterServices(config)) {
+      const healthy = await service.healthy();
+      all &&= healthy;
+      console.log(`${service.name.padEnd(14)} ${service.address.padEnd(36)} ${healthy ? 'healthy' : 'down'}`);
+    }
+    if (action !== 'down') process.exitCode = all ? 0 : 1;
   });
 
 program

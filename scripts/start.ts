@@ -12,7 +12,7 @@ import { Command, Option } from 'commander';
 import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
 import { ensureLocalCertificate } from './local-tls.js';
-import { withMemoryFlags } from './lib/service-process.js';
+import { withMemoryFlags, SOURCE_FLAGS } from './lib/service-process.js';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { hashKey } from '@otm/shared/keys/key-format';
@@ -71,7 +71,7 @@ async function canaryKey(file: string, redisUrl: string, prefix: string): Promis
   }
 }
 
-const migrate = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, 'scripts/migrate.ts')], { env, stdio: 'inherit' });
+const migrate = spawn(process.execPath, [...SOURCE_FLAGS, path.join(stack.root, 'scripts/migrate.ts')], { env, stdio: 'inherit' });
 const migrated = await new Promise<number | null>((resolve) => migrate.on('exit', resolve));
 if (migrated !== 0) throw new Error('migrations failed');
 
@@ -107,7 +107,7 @@ function show(name: keyof typeof services, line: string): void {
 }
 function run(name: keyof typeof services, backoffMs = 1000): void {
   const startedAt = Date.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(stack.root, services[name])], {
+  const child = spawn(process.execPath, [...SOURCE_FLAGS, path.join(stack.root, services[name])], {
     env: withMemoryFlags(name, env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });

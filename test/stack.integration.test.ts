@@ -7,6 +7,7 @@ import { createClickHouse } from '@otm/shared/clickhouse';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { projectRoot, queryRows, readTopic, testStack, uniqueName, withRedis } from './helpers/stack.js';
+import { SOURCE_FLAGS } from '../scripts/lib/service-process.js';
 
 describe('local stack', () => {
   const stack = testStack();
@@ -34,7 +35,7 @@ describe('local stack', () => {
     const topic = uniqueName('stack-tools');
     const bootstrap = ['--bootstrap-server', stack.KAFKA_BROKERS.split(',')[0]!];
     const tool = (args: string[], input?: string) =>
-      spawnSync(process.execPath, ['--import', 'tsx', path.join(projectRoot, 'scripts/stack.ts'), 'kafka', ...args, ...bootstrap], {
+      spawnSync(process.execPath, [...SOURCE_FLAGS, path.join(projectRoot, 'scripts/stack.ts'), 'kafka', ...args, ...bootstrap], {
         input,
         encoding: 'utf8',
         timeout: 60_000,

@@ -63,7 +63,13 @@ export function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: RegExp
 }
 
 /**
- * Runs a TypeScript script of the project (`args[0]`, then its arguments) as a child
+ * Node flags that run the project's TypeScript sources: tsx, and the `otm-source` export
+ * condition under which the workspaces export their sources (production resolves dist/).
+ */
+export const SOURCE_FLAGS = ['--conditions=otm-source', '--import', 'tsx'];
+
+/**
+ * Runs a script of the project (`args[0]`, then its arguments; TypeScript unless told otherwise) as a child
  * process, like a service: it is killed when this process exits, and the returned
  * promise rejects if it exits before logging `ready`.
  */
@@ -73,6 +79,8 @@ export async function startProcess(
   env: NodeJS.ProcessEnv,
   ready: RegExp,
   timeoutMs = 60_000,
+  /** How Node runs `args[0]`: the TypeScript sources by default; `[]` for a built (`dist/`) script. */
+  runtimeFlags: string[] = SOURCE_FLAGS,
 ): Promise<ServiceProcess> {
   const child = spawn(
     process.execPath,
@@ -80,8 +88,7 @@ export async function startProcess(
       // Extra node flags for a run (e.g. --cpu-prof, which NODE_OPTIONS refuses), from the
       // service environment or this process's.
       ...(env.SERVICE_NODE_FLAGS ?? process.env.SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean),
-      '--import',
-      'tsx',
+      ...runtimeFlags,
       ...args,
     ],
     { env, stdio: ['ignore', 'pipe', 'pipe'] },

@@ -27,7 +27,7 @@ export interface StackService {
   signal(signal: NodeJS.Signals): boolean;
 }
 
-function run(command: string, args: string[], options: { cwd?: string } = {}): void {
+export function run(command: string, args: string[], options: { cwd?: string } = {}): void {
   const result = spawnSync(command, args, { stdio: ['ignore', 'inherit', 'inherit'], cwd: options.cwd });
   if (result.status !== 0) {
     throw new Error(`"${command} ${args.join(' ')}" failed with exit code ${result.status ?? result.signal}`);
@@ -94,7 +94,7 @@ function isOurs(pid: number, stackDir: string): boolean {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-abstract class ProcessService implements StackService {
+export abstract class ProcessService implements StackService {
   abstract readonly name: string;
   abstract readonly address: string;
   abstract readonly startTimeoutMs: number;
@@ -452,29 +452,43 @@ export class RedisService extends ProcessService {
 }
 
 export class ClickHouseService extends ProcessService {
-  readonly name = 'clickhouse';
+  readonly name: string = 'clickhouse';
   readonly startTimeoutMs = 60_000;
   protected get home() {
     return path.join(this.config.dir, 'clickhouse');
   }
   get address() {
-    return stackAddresses(this.config).CLICKHOUSE_URL;
+    return `http://${this.config.host}:${this.httpPort}`;
+  }
+  protected get httpPort(): number {
+    return this.config.clickhouseHttpPort;
+  }
+  protected get tcpPort(): number {
+    return this.config.clickhouseTcpPort;
+  }
+  /** Configuration beside config.xml (config.d/, which ClickHouse merges into it); none for the single server. */
+  protected extraConfig(): string | undefined {
+    return undefined;
   }
 
   protected prepare() {
     ensureDebianPackage('clickhouse-server', 'clickhouse-server');
-    for (const folder of ['log', 'data', 'tmp', 'user_files', 'format_schemas']) {
+    for (const folder of ['log', 'data', 'tmp', 'user_files', 'format_schemas', 'config.d']) {
       fs.mkdirSync(path.join(this.home, folder), { recursive: true });
     }
     const template = fs.readFileSync(path.join(this.config.root, 'deploy/clickhouse/config.xml.template'), 'utf8');
     const values: Record<string, string> = {
       dir: this.home,
       listenHost: '127.0.0.1',
-      httpPort: String(this.config.clickhouseHttpPort),
-      tcpPort: String(this.config.clickhouseTcpPort),
+      httpPort: String(this.httpPort),
+      tcpPort: String(this.tcpPort),
     };
     const configXml = template.replace(/\$\{(\w+)\}/g, (_, key: string) => values[key] ?? '');
     fs.writeFileSync(path.join(this.home, 'config.xml'), configXml);
+    const extra = this.extraConfig();
+    const extraFile = path.join(this.home, 'config.d', 'otm.xml');
+    if (extra) fs.writeFileSync(extraFile, extra);
+    else fs.rmSync(extraFile, { force: true });
     fs.copyFileSync(path.join(this.config.root, 'deploy/clickhouse/users.xml'), path.join(this.home, 'users.xml'));
     const binary = onPath('clickhouse-server') ? 'clickhouse-server' : '/usr/sbin/clickhouse-server';
     return { command: binary, args: [`--config-file=${path.join(this.home, 'config.xml')}`] };

@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../scripts/lib/sample-records.js';
 import { produceQueued } from '../../../test/helpers/produce.js';
+import { SOURCE_FLAGS } from '../../../scripts/lib/service-process.js';
 import {
   createTestKey,
   eventually,
@@ -256,7 +257,7 @@ describe('report CLI', () => {
     const output = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
       const child = spawn(
         process.execPath,
-        ['--import', 'tsx', path.join(projectRoot, 'scripts/report.ts'), '--since', '24h', '--by', 'model', '--admin-url', admin.url],
+        [...SOURCE_FLAGS, path.join(projectRoot, 'scripts/report.ts'), '--since', '24h', '--by', 'model', '--admin-url', admin.url],
         {
           env: { ...stackEnv(), ADMIN_TOKEN: adminToken },
         },

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { SOURCE_FLAGS } from '../../../scripts/lib/service-process.js';
 import {
   createTestKey,
   eventually,
@@ -25,7 +26,7 @@ const adminToken = `admin-${uniqueName('token')}-0123456789abcdef`;
 
 function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(projectRoot, 'scripts/keys.ts'), ...args], {
+    const child = spawn(process.execPath, [...SOURCE_FLAGS, path.join(projectRoot, 'scripts/keys.ts'), ...args], {
       env: stackEnv({ REDIS_KEY_PREFIX: keyPrefix }),
     });
     let stdout = '';

@@ -31,7 +31,7 @@ const migrated = (async () => {
   for (;;) {
     try {
       // The ingesters report the migrations they apply; here they are only debug lines.
-      await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.debug(line));
+      await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.debug(line), config.CLICKHOUSE_CLUSTER);
       return;
     } catch (error) {
       logger.warn({ err: (error as Error).message }, 'migrations failed; trying again in 5 s');

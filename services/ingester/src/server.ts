@@ -29,7 +29,7 @@ const logger = createLogger('ingester', config.LOG_LEVEL);
 const clickhouseSettings = clickhouseSettingsFrom(config);
 const server = createClickHouse(clickhouseSettings, null);
 const clickhouse = createClickHouse(clickhouseSettings);
-await migrate(server, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.info(line));
+await migrate(server, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.info(line), clickhouseSettings.cluster);
 await server.close();
 
 const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-ingester` }, logger);

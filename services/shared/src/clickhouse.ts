@@ -7,6 +7,8 @@ export interface ClickHouseSettings {
   database: string;
   username: string;
   password: string;
+  /** Cluster mode (docs/clickhouse-cluster.md): the cluster's name; '' or absent for one server. */
+  cluster?: string;
 }
 
 /** The connection settings from a parsed configuration (CLICKHOUSE_* variables). */
@@ -15,12 +17,14 @@ export function clickhouseSettingsFrom(config: {
   CLICKHOUSE_DATABASE: string;
   CLICKHOUSE_USER: string;
   CLICKHOUSE_PASSWORD: string;
+  CLICKHOUSE_CLUSTER?: string;
 }): ClickHouseSettings {
   return {
     url: config.CLICKHOUSE_URL,
     database: config.CLICKHOUSE_DATABASE,
     username: config.CLICKHOUSE_USER,
     password: config.CLICKHOUSE_PASSWORD,
+    cluster: config.CLICKHOUSE_CLUSTER ?? '',
   };
 }
 
@@ -31,8 +35,11 @@ export function createClickHouse(settings: ClickHouseSettings, database: string 
     password: settings.password,
     ...(database ? { database } : {}),
     request_timeout: 30_000,
-    // 18.16 predates several settings the client would otherwise send.
-    clickhouse_settings: {},
+    // 18.16 predates several settings the client would otherwise send. In cluster mode an
+    // insert into a Distributed table returns once the shard's replica has the rows
+    // (not once they are queued on this server to be sent later): the ingester commits
+    // its Kafka offsets after that.
+    clickhouse_settings: settings.cluster ? { insert_distributed_sync: 1 } : {},
     compression: { request: false, response: false },
     // Every failed request is thrown to its caller, which logs it at the level it
     // deserves (a migration runner racing another on "already exists" is not an error);

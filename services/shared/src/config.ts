@@ -49,6 +49,10 @@ export const infrastructureSpec = {
   CLICKHOUSE_DATABASE: str({ default: 'otm', desc: 'Database of the usage tables and rollups (created by the migrations)' }),
   CLICKHOUSE_USER: str({ default: 'default', desc: 'ClickHouse user' }),
   CLICKHOUSE_PASSWORD: str({ default: '', desc: 'ClickHouse password' }),
+  CLICKHOUSE_CLUSTER: str({
+    default: '',
+    desc: 'Cluster mode: the cluster (remote_servers) whose replicated local tables and Distributed tables the migrations make and the services use (docs/clickhouse-cluster.md); empty for one server',
+  }),
   LOG_LEVEL: str({ default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }),
 };
 

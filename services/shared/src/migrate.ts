@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { ClickHouseClient } from './clickhouse.js';
 import { formatDateTime } from './clickhouse-values.js';
 import { clickhouseErrorCode } from './clickhouse-errors.js';
+import { alteredTable, clusterStatements, recreateDistributed } from './cluster-ddl.js';
 
 export const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../migrations');
 
@@ -23,17 +24,26 @@ export function splitStatements(sql: string): string[] {
 /**
  * @param server a client without a default database (the database may not exist yet)
  * @param inDatabase a client whose default database is `database`
+ * @param cluster in cluster mode, the cluster's name (remote_servers): every statement
+ *   runs ON CLUSTER, tables become replicated local tables behind Distributed ones
+ *   (cluster-ddl.ts), and the list of applied migrations is itself replicated
  */
 export async function migrate(
   server: ClickHouseClient,
   inDatabase: ClickHouseClient,
   database: string,
   log: (line: string) => void = () => {},
+  cluster = '',
 ): Promise<string[]> {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`CLICKHOUSE_DATABASE: not a plain identifier: ${database}`);
-  await server.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}` });
+  if (cluster && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(cluster)) throw new Error(`CLICKHOUSE_CLUSTER: not a plain identifier: ${cluster}`);
+  const on = cluster ? ` ON CLUSTER ${cluster}` : '';
+  await server.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}${on}` });
+  const ledgerEngine = cluster
+    ? `ReplicatedMergeTree('/clickhouse/tables/{shard}/${database}/schema_migrations', '{replica}')`
+    : 'MergeTree';
   await server.command({
-    query: `CREATE TABLE IF NOT EXISTS ${database}.schema_migrations (name String, applied_at DateTime) ENGINE = MergeTree ORDER BY name`,
+    query: `CREATE TABLE IF NOT EXISTS ${database}.schema_migrations${on} (name String, applied_at DateTime) ENGINE = ${ledgerEngine} ORDER BY name`,
   });
   const result = await server.query({ query: `SELECT name FROM ${database}.schema_migrations`, format: 'JSONEachRow' });
   const applied = new Set((await result.json<{ name: string }>()).map((row) => row.name));
@@ -44,15 +54,16 @@ export async function migrate(
   const appliedNow: string[] = [];
   for (const file of files) {
     if (applied.has(file)) continue;
-    for (const statement of splitStatements(fs.readFileSync(path.join(migrationsDir, file), 'utf8'))) {
-      try {
-        await inDatabase.command({ query: statement });
-      } catch (error) {
-        // Two ingesters starting together (replicas, a scale-out) run the same
-        // migration at once; 18.16 has no ADD COLUMN IF NOT EXISTS, so the second
-        // ALTER finds the column there. What it wanted exists: go on.
-        if (!alreadyThere(error)) throw error;
-        log(`${file}: already applied by another runner (${(error as Error).message.slice(0, 80)})`);
+    const written = splitStatements(fs.readFileSync(path.join(migrationsDir, file), 'utf8'));
+    const statements = cluster ? written.flatMap((statement) => clusterStatements(statement, { cluster, database })) : written;
+    for (const statement of statements) await apply(inDatabase, file, statement, log);
+    // Cluster mode: a Distributed table over a local table that gained columns is made
+    // again, so that it reads and writes them (cluster-ddl.ts).
+    const altered = cluster ? new Set(written.map(alteredTable).filter((table) => table !== undefined)) : new Set<string>();
+    for (const table of altered) {
+      const shown = await inDatabase.query({ query: `SHOW CREATE TABLE ${database}.${table}`, format: 'TabSeparatedRaw' });
+      for (const statement of recreateDistributed(table, await shown.text(), { cluster, database })) {
+        await apply(inDatabase, file, statement, log);
       }
     }
     await server.insert({
@@ -66,12 +77,29 @@ export async function migrate(
   return appliedNow;
 }
 
-/** ClickHouse's "column already exists" (44) or "table already exists" (57). */
+async function apply(inDatabase: ClickHouseClient, file: string, statement: string, log: (line: string) => void): Promise<void> {
+  try {
+    await inDatabase.command({ query: statement });
+  } catch (error) {
+    // Two ingesters starting together (replicas, a scale-out) run the same
+    // migration at once; 18.16 has no ADD COLUMN IF NOT EXISTS, so the second
+    // ALTER finds the column there. What it wanted exists: go on.
+    if (!alreadyThere(error)) throw error;
+    log(`${file}: already applied by another runner (${(error as Error).message.slice(0, 80)})`);
+  }
+}
+
+/**
+ * ClickHouse's "column already exists" (44) or "table already exists" (57), also as an
+ * ON CLUSTER query reports it from a host ("There was an error on [host:port]: Code: 44").
+ */
 function alreadyThere(error: unknown): boolean {
   // The client wraps the server's error: look at the cause too.
   for (let at: unknown = error; at; at = (at as { cause?: unknown }).cause) {
     const code = clickhouseErrorCode(at);
-    if ((code === 44 || code === 57) && /already exists/i.test(String((at as Error).message))) return true;
+    const message = String((at as Error).message);
+    if ((code === 44 || code === 57) && /already exists/i.test(message)) return true;
+    if (/There was an error on \[[^\]]*\]: Code: (44|57)\b[^]*already exists/.test(message)) return true;
   }
   return false;
 }
