@@ -4,7 +4,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.stack/', 'dist/', 'screenshots/', 'scratch/', 'schemas/src/generated/', 'clients/*/src/generated/'] },
+  { ignores: ['node_modules/', '.stack/', '**/dist/', 'screenshots/', 'scratch/', 'schemas/src/generated/', 'clients/*/src/generated/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

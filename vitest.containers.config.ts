@@ -21,6 +21,8 @@ export default defineConfig({
       'test/stack.integration.test.ts',
       'test/kafka-replicated.integration.test.ts',
       'test/chaos.integration.test.ts',
+      // The local stack's ClickHouse cluster profile (ZooKeeper and two servers on this machine).
+      'test/clickhouse-cluster.integration.test.ts',
       // npm test's part of this very suite (it runs the module test with a container stack of its own).
       'test/containers.integration.test.ts',
       '**/node_modules/**',

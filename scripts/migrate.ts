@@ -1,7 +1,19 @@
 // npm run migrate: applies the ClickHouse migrations (idempotent).
+//
+//   npm run migrate                    # one server
+//   npm run migrate -- --cluster otm   # cluster mode: replicated local tables ON CLUSTER,
+//                                      # Distributed tables under the usual names
+//                                      # (docs/clickhouse-cluster.md)
+import { Command, Option } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
-import { migrate } from '../services/shared/src/migrate.js';
+import { migrate } from '@otm/shared/migrate';
+
+const options = new Command('migrate')
+  .description('Apply the ClickHouse migrations (CLICKHOUSE_* variables say where)')
+  .addOption(new Option('--cluster <name>', 'cluster mode: the cluster (remote_servers) to create the tables on').env('CLICKHOUSE_CLUSTER'))
+  .parse(process.argv)
+  .opts<{ cluster?: string }>();
 
 const config = parseConfig(process.env, {
   CLICKHOUSE_URL: infrastructureSpec.CLICKHOUSE_URL,
@@ -9,12 +21,13 @@ const config = parseConfig(process.env, {
   CLICKHOUSE_USER: infrastructureSpec.CLICKHOUSE_USER,
   CLICKHOUSE_PASSWORD: infrastructureSpec.CLICKHOUSE_PASSWORD,
 });
-const settings = clickhouseSettingsFrom(config);
+const settings = clickhouseSettingsFrom({ ...config, CLICKHOUSE_CLUSTER: options.cluster ?? '' });
 const server = createClickHouse(settings, null);
 const inDatabase = createClickHouse(settings);
 try {
-  const applied = await migrate(server, inDatabase, settings.database, console.log);
-  console.log(applied.length ? `migrated ${settings.database}: ${applied.length} applied` : `${settings.database} is up to date`);
+  const applied = await migrate(server, inDatabase, settings.database, console.log, settings.cluster);
+  const where = settings.cluster ? `${settings.database} on cluster ${settings.cluster}` : settings.database;
+  console.log(applied.length ? `migrated ${where}: ${applied.length} applied` : `${where} is up to date`);
 } finally {
   await Promise.all([server.close(), inDatabase.close()]);
 }

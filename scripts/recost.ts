@@ -36,7 +36,11 @@ const redis = createRedis(config.REDIS_URL, { name: 'recost-cli' });
 await redis.connect();
 const scope = { fromMs, toMs, provider: options.provider, model: options.model };
 try {
-  const run = () => recost(clickhouse, new ErasureStore(redis, config.REDIS_KEY_PREFIX), prices, scope, { dryRun: options.dryRun });
+  const run = () =>
+    recost(clickhouse, new ErasureStore(redis, config.REDIS_KEY_PREFIX), prices, scope, {
+      dryRun: options.dryRun,
+      cluster: config.CLICKHOUSE_CLUSTER,
+    });
   const outcome = options.dryRun
     ? await run()
     : await new AuditLog(clickhouse).around(

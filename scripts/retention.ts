@@ -26,7 +26,7 @@ console.log(
 );
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
 try {
-  const outcome = await applyRetention(clickhouse, policy, now, options.dryRun);
+  const outcome = await applyRetention(clickhouse, policy, now, options.dryRun, config.CLICKHOUSE_CLUSTER);
   for (const { table, partition } of outcome.dropped) console.log(`${options.dryRun ? 'would drop' : 'dropped'} ${table} ${partition}`);
   if (outcome.dropped.length === 0) console.log('nothing has expired');
   if (outcome.canaryCutoff)

@@ -55,7 +55,7 @@ export class ZooKeeperService extends ProcessService {
         `clientPort=${clusterPorts(1).zookeeper}`,
         `clientPortAddress=${this.config.host}`,
         'admin.enableServer=false',
-        '4lw.commands.whitelist=ruok',
+        '4lw.commands.whitelist=srvr',
         // ClickHouse's sessions; its default 30 s timeout is within these bounds.
         'maxSessionTimeout=60000',
       ].join('\n') + '\n',
@@ -66,15 +66,19 @@ export class ZooKeeperService extends ProcessService {
     };
   }
 
-  /** `ruok` answered `imok` (the server is serving, not only listening). */
+  /**
+   * `srvr` answers with the server's version once it serves requests (`ruok` says `imok`
+   * while it still loads its data, and ClickHouse 18.16 will not start its replicated
+   * tables against a ZooKeeper that is not serving).
+   */
   healthy(): Promise<boolean> {
     return new Promise((resolve) => {
       const socket = net.connect({ host: this.config.host, port: clusterPorts(1).zookeeper });
       let answer = '';
       socket.setTimeout(2000, () => socket.destroy());
-      socket.on('connect', () => socket.write('ruok'));
+      socket.on('connect', () => socket.write('srvr'));
       socket.on('data', (data) => (answer += data.toString()));
-      socket.on('close', () => resolve(answer === 'imok'));
+      socket.on('close', () => resolve(answer.startsWith('Zookeeper version')));
       socket.on('error', () => resolve(false));
     });
   }

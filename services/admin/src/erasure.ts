@@ -47,6 +47,8 @@ export interface ErasureOptions {
   tombstoneSeconds: number;
   /** How long a mutation may take before the job fails (it can be asked again). */
   mutationTimeoutMs: number;
+  /** Cluster mode: the cluster's name ('' or absent for one server). */
+  cluster?: string;
 }
 
 type ErrorKey = { minute: string; minute_ms: string; provider: string; model_id: string; error_code: string; error_message: string };
@@ -195,7 +197,7 @@ export class ErasureJobs {
   }
 
   private mutate(table: string, where: string): Promise<void> {
-    return mutate(this.clickhouse, table, `DELETE WHERE ${where}`, this.options.mutationTimeoutMs);
+    return mutate(this.clickhouse, table, `DELETE WHERE ${where}`, this.options.mutationTimeoutMs, this.options.cluster);
   }
 }
 

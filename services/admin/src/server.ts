@@ -70,6 +70,7 @@ const erasureJobs = new ErasureJobs(
   {
     tombstoneSeconds: config.ERASURE_TOMBSTONE_DAYS * 86_400,
     mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
+    cluster: config.CLICKHOUSE_CLUSTER,
   },
 );
 

@@ -44,7 +44,7 @@ export async function recost(
   fence: Pick<ErasureStore, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>,
   prices: PriceTable,
   scope: RecostScope,
-  options: { dryRun?: boolean; mutationTimeoutMs?: number } = {},
+  options: { dryRun?: boolean; mutationTimeoutMs?: number; cluster?: string } = {},
 ): Promise<RecostOutcome> {
   const fromMs = Math.floor(scope.fromMs / MINUTE_MS) * MINUTE_MS;
   const toMs = Math.ceil(scope.toMs / MINUTE_MS) * MINUTE_MS;
@@ -103,9 +103,10 @@ export async function recost(
       'usage_events',
       `UPDATE cost_usd = ${cost}, price_known = ${known}, price_table_version = ${sqlString(prices.version)} WHERE ${where}`,
       options.mutationTimeoutMs,
+      options.cluster,
     );
     const rollupWhere = where.replaceAll('event_time', 'minute');
-    await mutate(clickhouse, 'usage_rollup_minute', `DELETE WHERE ${rollupWhere}`, options.mutationTimeoutMs);
+    await mutate(clickhouse, 'usage_rollup_minute', `DELETE WHERE ${rollupWhere}`, options.mutationTimeoutMs, options.cluster);
     // The view's own SELECT (migration 0002) over the range: it counts as the view does.
     await clickhouse.command({ query: rebuildRollupSql('usage_rollup_minute_mv', where) });
   } finally {

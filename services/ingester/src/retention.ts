@@ -6,6 +6,8 @@
 // nothing: every ingester may run this on its schedule.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
+import { localTable } from '@otm/shared/cluster-ddl';
+import { mutate } from '@otm/shared/mutations';
 import { positiveInt, nonNegativeInt } from '@otm/shared/config';
 
 /** Days each table keeps its rows; 0 keeps them for ever. */
@@ -94,26 +96,33 @@ export interface RetentionOutcome {
   canaryCutoff: string | null;
 }
 
-/** Drops every expired partition of the current database (or lists them with `dryRun`). */
+/**
+ * Drops every expired partition of the current database (or lists them with `dryRun`).
+ * In cluster mode (`cluster`: its name) the partitions are those of the replicated local
+ * tables, dropped ON CLUSTER; the outcome names the tables as the services do.
+ */
 export async function applyRetention(
   clickhouse: ClickHouseClient,
   policy: RetentionPolicy,
   now = Date.now(),
   dryRun = false,
+  cluster = '',
 ): Promise<RetentionOutcome> {
+  const byLocal = new Map(Object.keys(MONTHLY_TABLES).map((table) => [localTable(table, cluster), table]));
   const result = await clickhouse.query({
     query: `SELECT DISTINCT table, partition_id AS partition FROM system.parts
-            WHERE database = currentDatabase() AND active AND table IN (${Object.keys(MONTHLY_TABLES)
-              .map((table) => `'${table}'`)
-              .join(', ')})
+            WHERE database = currentDatabase() AND active AND table IN (${[...byLocal.keys()].map((table) => `'${table}'`).join(', ')})
             ORDER BY table, partition`,
     // 18.16 has no query parameters; the table names are ours.
     format: 'JSONEachRow',
   });
-  const expired = expiredPartitions(await result.json<Partition>(), policy, now);
+  const found = (await result.json<Partition>()).map((part) => ({ ...part, table: byLocal.get(part.table) ?? part.table }));
+  const expired = expiredPartitions(found, policy, now);
   if (!dryRun) {
     for (const { table, partition } of expired) {
-      await clickhouse.command({ query: `ALTER TABLE ${table} DROP PARTITION ID '${partition}'` });
+      await clickhouse.command({
+        query: `ALTER TABLE ${localTable(table, cluster)}${cluster ? ` ON CLUSTER ${cluster}` : ''} DROP PARTITION ID '${partition}'`,
+      });
     }
   }
   let canaryCutoff: string | null = null;
@@ -122,7 +131,7 @@ export async function applyRetention(
     if (!dryRun) {
       const exists = await clickhouse.query({ query: 'EXISTS TABLE canary_probes', format: 'TabSeparated' });
       if ((await exists.text()).trim() === '1') {
-        await clickhouse.command({ query: `ALTER TABLE canary_probes DELETE WHERE loaded_at < toDateTime('${canaryCutoff}')` });
+        await mutate(clickhouse, 'canary_probes', `DELETE WHERE loaded_at < toDateTime('${canaryCutoff}')`, undefined, cluster);
       }
     }
   }

@@ -161,7 +161,7 @@ canary?.start();
 const retentionPolicy = retentionPolicyFrom(config);
 const retentionRun = async () => {
   try {
-    const outcome = await applyRetention(clickhouse, retentionPolicy);
+    const outcome = await applyRetention(clickhouse, retentionPolicy, Date.now(), false, clickhouseSettings.cluster);
     if (outcome.dropped.length > 0) logger.info({ dropped: outcome.dropped }, 'retention dropped expired partitions');
   } catch (error) {
     logger.warn({ err: (error as Error).message }, 'retention failed; tried again at the next interval');

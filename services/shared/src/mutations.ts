@@ -1,12 +1,25 @@
 // ClickHouse mutations (ALTER … UPDATE / DELETE), waited for: 18.16 has no
 // synchronous mutations (mutations_sync came later), so the end is read from
-// system.mutations. Used by the erasure job and by re-costing.
+// system.mutations. Used by the erasure job, re-costing and retention. In cluster mode
+// the mutation is made on the replicated local tables, ON CLUSTER (a Distributed table
+// holds no rows to change), and waited for on the server this client talks to.
 import type { ClickHouseClient } from './clickhouse.js';
 import { sqlString } from './clickhouse-values.js';
+import { localTable } from './cluster-ddl.js';
 
-/** An ALTER (UPDATE or DELETE), waited for: 18.16 has no synchronous mutations. */
-export async function mutate(clickhouse: ClickHouseClient, table: string, mutation: string, timeoutMs = 300_000): Promise<void> {
-  await clickhouse.command({ query: `ALTER TABLE ${table} ${mutation}` });
+/**
+ * An ALTER (UPDATE or DELETE), waited for: 18.16 has no synchronous mutations.
+ * @param cluster cluster mode: the cluster's name ('' for one server)
+ */
+export async function mutate(
+  clickhouse: ClickHouseClient,
+  logicalTable: string,
+  mutation: string,
+  timeoutMs = 300_000,
+  cluster = '',
+): Promise<void> {
+  const table = localTable(logicalTable, cluster);
+  await clickhouse.command({ query: `ALTER TABLE ${table}${cluster ? ` ON CLUSTER ${cluster}` : ''} ${mutation}` });
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const result = await clickhouse.query({

@@ -34,6 +34,8 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.clickhouse.url | quote }}
 - name: CLICKHOUSE_DATABASE
   value: {{ .Values.clickhouse.database | quote }}
+- name: CLICKHOUSE_CLUSTER
+  value: {{ .Values.clickhouse.cluster | default "" | quote }}
 - name: METRICS_HOST
   value: "0.0.0.0"
 {{- range $name, $value := .Values.env }}
