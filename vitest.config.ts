@@ -2,9 +2,10 @@ import { defineConfig } from 'vitest/config';
 
 /**
  * Tests run the workspaces' TypeScript sources, never a stale dist/: the packages export
- * their sources under the `otm-source` condition (the rest is Vite's server default).
+ * their sources under the `otm-source` condition. Not `module`: it would pick bundler-only
+ * builds (@opentelemetry/api's ESM build, which prom-client loads, has extensionless imports).
  */
-export const sourceConditions = ['otm-source', 'module', 'node', 'development|production'];
+export const sourceConditions = ['otm-source', 'node', 'development|production'];
 
 export default defineConfig({
   resolve: { conditions: sourceConditions },

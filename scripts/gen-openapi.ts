@@ -41,6 +41,12 @@ function usageRecordComponents(): Record<string, Json> {
       },
     },
     ErrorBody: errorBodySchema as unknown as Json,
+    OtlpStatus: {
+      type: 'object',
+      description: 'google.rpc.Status: the error body of the OTLP route, in the encoding of the request (protobuf or JSON)',
+      required: ['code', 'message'],
+      properties: { code: { type: 'integer', description: 'gRPC status code' }, message: { type: 'string' } },
+    },
   };
 }
 
@@ -60,7 +66,7 @@ const reasonOf: Record<number, string> = {
 };
 
 /** Error answers by status, each naming the errorTypes it carries. */
-function errorResponses(errors: readonly ErrorType[]): Record<string, Json> {
+function errorResponses(errors: readonly ErrorType[], body = 'ErrorBody'): Record<string, Json> {
   const byStatus = new Map<number, ErrorType[]>();
   for (const errorType of [...errors, 'InternalError' as const]) {
     const status = errorCatalog[errorType].statusCode;
@@ -75,7 +81,10 @@ function errorResponses(errors: readonly ErrorType[]): Record<string, Json> {
         {
           description: `${reasonOf[status] ?? 'Error'}: errorType ${types.map((type) => `\`${type}\``).join(', ')}`,
           ...(status === 429 || status === 503 ? { headers: retryAfter } : {}),
-          content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorBody' } } },
+          content: {
+            'application/json': { schema: { $ref: `#/components/schemas/${body}` } },
+            ...(body === 'OtlpStatus' ? { 'application/x-protobuf': { schema: { type: 'string', format: 'binary' } } } : {}),
+          },
         },
       ]),
   );
@@ -91,18 +100,32 @@ function ingestOperation(route: RouteDoc): Json {
           items: { $ref: '#/components/schemas/UsageRecordBatchItem' },
         }
       : { $ref: '#/components/schemas/UsageRecord' };
+  const otlp = route.requestBody?.body === 'otlpTraces';
   const content = Object.fromEntries(
     (route.requestBody?.mediaTypes ?? []).map((mediaType) => [
       mediaType,
       mediaType === 'application/x-ndjson'
         ? { schema: { type: 'string', description: 'One UsageRecordBatchItem per line; blank lines are skipped' } }
-        : { schema: body },
+        : mediaType === 'application/x-protobuf'
+          ? {
+              schema: { type: 'string', format: 'binary', description: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest' },
+            }
+          : otlp
+            ? {
+                schema: {
+                  type: 'object',
+                  description: 'ExportTraceServiceRequest in the OTLP/JSON mapping (trace and span ids in hex)',
+                  properties: { resourceSpans: { type: 'array', items: { type: 'object' } } },
+                },
+              }
+            : { schema: body },
     ]),
   );
+  const answerTypes = otlp ? ['application/json', 'application/x-protobuf'] : ['application/json'];
   return {
     summary: route.summary,
     description: route.description,
-    operationId: route === ingestRoutes.batch ? 'ingestUsageBatch' : 'ingestUsage',
+    operationId: route === ingestRoutes.batch ? 'ingestUsageBatch' : otlp ? 'ingestOtlpTraces' : 'ingestUsage',
     tags: ['ingest'],
     security: [{ apiKeyHeader: [] }, { apiKeyBearer: [] }],
     parameters: (route.headers ?? []).map((header) => ({
@@ -117,10 +140,18 @@ function ingestOperation(route: RouteDoc): Json {
       ...Object.fromEntries(
         Object.entries(route.responses).map(([status, answer]) => [
           status,
-          { description: answer.description, content: { 'application/json': { schema: answer.schema } } },
+          {
+            description: answer.description,
+            content: Object.fromEntries(
+              answerTypes.map((type) => [
+                type,
+                type === 'application/x-protobuf' ? { schema: { type: 'string', format: 'binary' } } : { schema: answer.schema },
+              ]),
+            ),
+          },
         ]),
       ),
-      ...errorResponses(route.errors),
+      ...errorResponses(route.errors, otlp ? 'OtlpStatus' : 'ErrorBody'),
     },
   };
 }
@@ -178,6 +209,7 @@ export function buildOpenApiDocument(): Json {
     paths: {
       [ingestRoutes.single.url]: { post: ingestOperation(ingestRoutes.single) },
       [ingestRoutes.batch.url]: { post: ingestOperation(ingestRoutes.batch) },
+      [ingestRoutes.otlpTraces.url]: { post: ingestOperation(ingestRoutes.otlpTraces) },
       ...Object.fromEntries(analyticsRoutes.map((route) => [route.url, { get: analyticsOperation(route) }])),
       [pipelineRoute.url]: {
         get: {

@@ -1,6 +1,7 @@
 // The ingest endpoints: authenticate (before the body is read) -> parse -> validate
 // against the registered schema -> build the queued record -> produce -> 202. The
-// single endpoint is here; the batch endpoint (batch-route.ts) shares the intake.
+// single endpoint is here; the batch endpoint (batch-route.ts) and the OTLP endpoint
+// (otlp-route.ts) share the intake.
 // buildApp() only assembles; server.ts connects the real dependencies and listens.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -13,6 +14,8 @@ import { edgeServerOptions, registerEdge, registerJsonParser, type ConnectionLim
 import type { Logger } from '@otm/shared/logger';
 import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { registerBatchRoute, type BatchLimits } from './batch-route.js';
+import { loadOtlpCodec } from './otlp.js';
+import { registerOtlpRoute } from './otlp-route.js';
 import { createIngestAuth } from './ingest-auth.js';
 import { ingestRoutes } from './ingest-routes.js';
 import { CAPTURE_HEADER, capturePolicyOf, headerValues } from './capture.js';
@@ -160,6 +163,17 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     idempotencyKeyOf,
     intakeContext,
     retryAfterSeconds: options.retryAfterSeconds,
+  });
+
+  registerOtlpRoute(app, {
+    codec: loadOtlpCodec(),
+    batcher: deps.batcher,
+    metrics: deps.metrics,
+    authenticate,
+    rateLimited,
+    intakeContext,
+    maxSpans: options.batch.maxRecords,
+    maxBytes: options.batch.maxBytes,
   });
 
   // The OpenAPI document (generated into schemas/ by npm run gen:openapi), served as is.

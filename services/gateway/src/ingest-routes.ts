@@ -81,13 +81,27 @@ export const errorBodySchema = {
   },
 } as const;
 
+/** ExportTraceServiceResponse in its JSON mapping (protobuf requests get the same message in protobuf). */
+export const otlpResponseSchema = {
+  type: 'object',
+  properties: {
+    partialSuccess: {
+      type: 'object',
+      properties: {
+        rejectedSpans: { type: 'integer', description: 'GenAI spans refused (each reason in errorMessage, the first five)' },
+        errorMessage: { type: 'string' },
+      },
+    },
+  },
+} as const;
+
 export interface RouteDoc {
   method: 'GET' | 'POST';
   url: string;
   summary: string;
   description: string;
   /** Request media types and what their body holds. */
-  requestBody?: { mediaTypes: string[]; body: 'usageRecord' | 'usageRecordBatch' };
+  requestBody?: { mediaTypes: string[]; body: 'usageRecord' | 'usageRecordBatch' | 'otlpTraces' };
   headers?: { name: string; required: boolean; description: string }[];
   /** Answers other than errors, by status. */
   responses: Record<number, { description: string; schema: object }>;
@@ -161,6 +175,23 @@ export const ingestRoutes = {
     responses: {
       202: { description: 'Every item durably queued', schema: batchAnsweredSchema },
       207: { description: 'Some items durably queued, the others refused or not queued: see results', schema: batchAnsweredSchema },
+    },
+    errors: ingestErrors,
+    authenticated: true,
+  },
+  otlpTraces: {
+    method: 'POST',
+    url: '/v1/otlp/v1/traces',
+    summary: 'Ingest OpenTelemetry GenAI spans (OTLP/HTTP)',
+    description:
+      "An OTLP/HTTP trace export (ExportTraceServiceRequest), protobuf or JSON, gzip or not; an exporter needs only the base URL `<gateway>/v1/otlp` and the API key as a header. Each span with `gen_ai.*` attributes becomes one usage record (mapping: docs/ingest-api.md), keyed by trace and span id so a retried export is stored once; other spans are ignored. 200 with an ExportTraceServiceResponse in the request's encoding, with `partialSuccess` (rejectedSpans, errorMessage) when GenAI spans were refused; 503 or 429 with Retry-After: retry the export. Error bodies are a google.rpc.Status ({code, message}) in the request's encoding. At most BATCH_MAX_RECORDS GenAI spans and BATCH_BODY_LIMIT_BYTES after decompression.",
+    requestBody: { mediaTypes: ['application/x-protobuf', 'application/json'], body: 'otlpTraces' },
+    headers: ingestHeaders,
+    responses: {
+      200: {
+        description: 'Exported: every GenAI span queued, or partialSuccess says how many were rejected and why',
+        schema: otlpResponseSchema,
+      },
     },
     errors: ingestErrors,
     authenticated: true,

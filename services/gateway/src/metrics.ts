@@ -8,13 +8,19 @@ export function createGatewayMetrics(depth: () => number) {
     registry,
     records: new Counter({
       name: 'otm_gateway_records_total',
-      help: 'Usage records by outcome (accepted: durably queued; refused: 400, 422 or 503), single and batch',
+      help: 'Usage records by outcome (accepted: durably queued; refused: 400, 422 or 503), single, batch and OTLP',
       labelNames: ['outcome'],
       registers: [registry],
     }),
     validationFailures: new Counter({
       name: 'otm_gateway_validation_failures_total',
       help: 'Bodies refused with 400',
+      registers: [registry],
+    }),
+    otlpSpans: new Counter({
+      name: 'otm_gateway_otlp_spans_total',
+      help: 'OTLP spans by outcome (accepted: queued as a usage record; rejected: a GenAI span refused, reported in partial_success; ignored: no gen_ai.* attribute)',
+      labelNames: ['outcome'],
       registers: [registry],
     }),
     replays: new Counter({

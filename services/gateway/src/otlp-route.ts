@@ -1,0 +1,185 @@
+// POST /v1/otlp/v1/traces: OTLP/HTTP trace exports (protobuf or JSON, gzip or not),
+// with the ingest key in X-API-Key or Authorization: Bearer. Each GenAI span becomes a
+// usage record through the same intake as the ingest endpoints (schema, bounds, capture
+// policy, replay), keyed by trace and span id so an exporter's retry stores nothing
+// twice; spans without GenAI attributes are ignored and counted. Answers follow the
+// OTLP specification: 200 with an ExportTraceServiceResponse (partial_success when
+// spans were rejected), 503/429 with Retry-After for what an exporter should retry,
+// and every error body a google.rpc.Status in the request's encoding.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { v7 as uuidv7 } from 'uuid';
+import { ServiceError } from '@otm/shared/errors';
+import { registerJsonParser } from '@otm/shared/http-edge';
+import { CAPTURE_HEADER } from './capture.js';
+import { ingestRoutes } from './ingest-routes.js';
+import type { GatewayMetrics } from './metrics.js';
+import { decodeJson, OtlpDecodeError, usageFromSpan, type OtlpCodec, type OtlpSpan } from './otlp.js';
+import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
+import { prepareRecord, previousAnswer, queuedValue, type IntakeContext } from './record-intake.js';
+
+export interface OtlpRouteDeps {
+  codec: OtlpCodec;
+  batcher: { enqueue(message: QueuedMessage): Promise<void> };
+  metrics: GatewayMetrics;
+  authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  rateLimited(request: FastifyRequest, reply: FastifyReply, records: number): Promise<void>;
+  intakeContext(request: FastifyRequest, receivedAt: Date): IntakeContext;
+  /** At most this many GenAI spans per request, and this many bytes after decompression (the batch limits). */
+  maxSpans: number;
+  maxBytes: number;
+}
+
+const PROTOBUF = 'application/x-protobuf';
+
+/** gRPC status codes for the answers' google.rpc.Status, by HTTP status. */
+const GRPC_CODE: Record<number, number> = { 400: 3, 401: 16, 408: 4, 413: 8, 415: 3, 422: 3, 429: 8, 500: 13, 503: 14 };
+
+/** OTLP/JSON nests resource, scope, span, attribute and value objects: deeper than a usage record. */
+const OTLP_JSON_MAX_DEPTH = 48;
+
+interface Decoded {
+  spans: OtlpSpan[];
+  protobuf: boolean;
+}
+
+export function registerOtlpRoute(app: FastifyInstance, deps: OtlpRouteDeps): void {
+  const route = ingestRoutes.otlpTraces;
+  void app.register(async (scope) => {
+    registerJsonParser(scope, OTLP_JSON_MAX_DEPTH);
+    scope.addContentTypeParser(PROTOBUF, { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+    const isProtobuf = (request: FastifyRequest) =>
+      (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === PROTOBUF;
+
+    // Every error answer of this route (from the shared edge, as JSON) becomes a
+    // google.rpc.Status in the encoding the exporter sent.
+    scope.addHook('onSend', async (request, reply, payload) => {
+      if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
+      let message = '';
+      try {
+        message = String((JSON.parse(payload) as { message?: unknown }).message ?? '');
+      } catch {
+        return payload;
+      }
+      const status = { code: GRPC_CODE[reply.statusCode] ?? 2, message };
+      if (isProtobuf(request)) {
+        reply.type(PROTOBUF);
+        return Buffer.from(deps.codec.encodeStatus(status));
+      }
+      reply.type('application/json');
+      return JSON.stringify(status);
+    });
+
+    scope.post(
+      route.url,
+      {
+        bodyLimit: deps.maxBytes,
+        onRequest: deps.authenticate,
+        preHandler: async (request, reply) => {
+          const decoded = decode(request, deps.codec, isProtobuf(request));
+          (request as FastifyRequest & { otlp?: Decoded }).otlp = decoded;
+          const genAi = decoded.spans.filter((span) => [...span.attributes.keys()].some((key) => key.startsWith('gen_ai.'))).length;
+          if (genAi > deps.maxSpans) {
+            throw new ServiceError('PayloadTooLarge', `An export holds at most ${deps.maxSpans} GenAI spans; this one holds ${genAi}.`);
+          }
+          await deps.rateLimited(request, reply, Math.max(1, genAi));
+        },
+      },
+      async (request, reply) => {
+        const { spans, protobuf } = (request as FastifyRequest & { otlp: Decoded }).otlp;
+        const context = deps.intakeContext(request, new Date());
+        reply.header(CAPTURE_HEADER, context.capture);
+        const outcome = await ingestSpans(spans, context, deps);
+        deps.metrics.otlpSpans.inc({ outcome: 'accepted' }, outcome.accepted);
+        deps.metrics.otlpSpans.inc({ outcome: 'rejected' }, outcome.rejected.length);
+        deps.metrics.otlpSpans.inc({ outcome: 'ignored' }, outcome.ignored);
+        deps.metrics.records.inc({ outcome: 'accepted' }, outcome.accepted);
+        deps.metrics.records.inc({ outcome: 'refused' }, outcome.rejected.length);
+        if (outcome.unavailable) {
+          // The exporter retries the whole export; what was queued is keyed by span and stored once.
+          throw new ServiceError('Unavailable', 'The queue is unavailable; the spans were not all accepted. Retry the export.');
+        }
+        const partialSuccess =
+          outcome.rejected.length > 0 ? { rejectedSpans: outcome.rejected.length, errorMessage: summary(outcome.rejected) } : undefined;
+        const body = partialSuccess ? { partialSuccess } : {};
+        if (protobuf)
+          return reply
+            .code(200)
+            .type(PROTOBUF)
+            .send(Buffer.from(deps.codec.encodeResponse(body)));
+        return reply.code(200).type('application/json').send(body);
+      },
+    );
+  });
+}
+
+function decode(request: FastifyRequest, codec: OtlpCodec, protobuf: boolean): Decoded {
+  try {
+    return { spans: protobuf ? codec.decodeProtobuf(request.body as Buffer) : decodeJson(request.body), protobuf };
+  } catch (error) {
+    if (error instanceof OtlpDecodeError) throw new ServiceError('ValidationError', error.message);
+    throw error;
+  }
+}
+
+interface SpansOutcome {
+  accepted: number;
+  ignored: number;
+  rejected: string[];
+  unavailable: boolean;
+}
+
+async function ingestSpans(
+  spans: OtlpSpan[],
+  context: IntakeContext,
+  deps: Pick<OtlpRouteDeps, 'batcher' | 'metrics'>,
+): Promise<SpansOutcome> {
+  const outcome: SpansOutcome = { accepted: 0, ignored: 0, rejected: [], unavailable: false };
+  const sends: Promise<void>[] = [];
+  const seen = new Set<string>();
+  for (const span of spans) {
+    const usage = usageFromSpan(span);
+    if (usage.kind === 'ignored') {
+      outcome.ignored++;
+      continue;
+    }
+    if (usage.kind === 'refused') {
+      outcome.rejected.push(usage.reason);
+      continue;
+    }
+    try {
+      const item = prepareRecord(usage.record, usage.idempotencyKey, uuidv7(), context);
+      // The same span twice in one export is one record.
+      if (seen.has(item.eventKey)) continue;
+      seen.add(item.eventKey);
+      if (previousAnswer(item, context.replay)) {
+        deps.metrics.replays.inc();
+        outcome.accepted++;
+        continue;
+      }
+      sends.push(
+        deps.batcher.enqueue({ key: item.eventKey, value: queuedValue(item, context), requestId: item.requestId }).then(
+          () => {
+            outcome.accepted++;
+            context.replay?.set(item.eventKey, { requestId: item.requestId, timestamp: context.receivedAtIso, digest: item.digest });
+          },
+          (error: unknown) => {
+            if (!(error instanceof ProduceUnavailableError)) throw error;
+            outcome.unavailable = true;
+          },
+        ),
+      );
+    } catch (error) {
+      if (!(error instanceof ServiceError)) throw error;
+      const detail = error.details.errors?.map((each) => `${each.path} ${each.message}`).join('; ');
+      outcome.rejected.push(`span ${span.spanId}: ${error.message}${detail ? ` (${detail})` : ''}`);
+    }
+  }
+  await Promise.all(sends);
+  return outcome;
+}
+
+/** partial_success.error_message: the first reasons, and how many more. */
+function summary(reasons: string[]): string {
+  const shown = reasons.slice(0, 5).join(' | ');
+  return reasons.length > 5 ? `${shown} | and ${reasons.length - 5} more` : shown;
+}
