@@ -39,7 +39,13 @@ try {
   for (const source of SOURCES) {
     execFileSync(
       'mvn',
-      ['-q', '-B', 'org.apache.maven.plugins:maven-dependency-plugin:2.8:copy', `-Dartifact=${source.artifact}`, `-DoutputDirectory=${work}`],
+      [
+        '-q',
+        '-B',
+        'org.apache.maven.plugins:maven-dependency-plugin:2.8:copy',
+        `-Dartifact=${source.artifact}`,
+        `-DoutputDirectory=${work}`,
+      ],
       { stdio: 'inherit' },
     );
     const [, artifactId, version] = source.artifact.split(':');
