@@ -109,7 +109,7 @@ interface Row {
 const rowsOf = (userPrefix: string) =>
   queryRows<Row>(
     clickhouse,
-    `SELECT JSONExtractString(context, 'otel.trace_id') AS trace, model_id, provider, status, user_id, user_type, toString(input_tokens) AS input_tokens,
+    `SELECT visitParamExtractString(context, 'otel.trace_id') AS trace, model_id, provider, status, user_id, user_type, toString(input_tokens) AS input_tokens,
             toString(output_tokens) AS output_tokens, toString(cached_input_tokens) AS cached_input_tokens, toString(reasoning_tokens) AS reasoning_tokens,
             toString(latency_ms) AS latency_ms, toString(ttft_ms) AS ttft_ms, error_code, context
        FROM usage_events WHERE startsWith(user_id, '${userPrefix}') ORDER BY input_tokens`,
@@ -250,6 +250,7 @@ describe('OTLP answers', () => {
     const good = [
       { key: 'gen_ai.provider.name', value: { stringValue: 'openai' } },
       { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } },
+      { key: 'gen_ai.usage.input_tokens', value: { intValue: '7' } },
       { key: 'user.id', value: { stringValue: `${n.groupId}-partial` } },
     ];
     const answer = await post({
@@ -300,16 +301,19 @@ describe('OTLP answers', () => {
 });
 
 describe('OTLP/HTTP from the Python SDK', () => {
-  it('opentelemetry-exporter-otlp-proto-http: records in ClickHouse with the mapped values, the plain span ignored', async (context) => {
+  it('opentelemetry-exporter-otlp-proto-http: records in ClickHouse with the mapped values, a retried export stored once, the plain span ignored', async (context) => {
     const python = await pythonWith(['examples/python-otlp/requirements.txt']);
     if (!python) return context.skip('python3 is not on the PATH: the Python OTLP example needs it');
     const runId = n.groupId;
     const args = [
       'examples/python-otlp/export_spans.py',
       ...['--endpoint', `${gateway.url}/v1/otlp`, '--api-key', apiKey, '--ca-file', (await testCertificate()).certFile],
-      ...['--calls', '3', '--run-id', runId],
+      // The same spans twice, as a retrying exporter sends them.
+      ...['--calls', '3', '--run-id', runId, '--exports', '2'],
     ];
-    const exported = JSON.parse(await runPython(python, args)) as { traceIds: string[]; spanIds: string[]; ignoredSpanId: string };
+    // requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE override the exporter's certificate_file.
+    const env = { REQUESTS_CA_BUNDLE: '', CURL_CA_BUNDLE: '' };
+    const exported = JSON.parse(await runPython(python, args, { env })) as { traceIds: string[]; spanIds: string[]; ignoredSpanId: string };
     expect(exported.spanIds).toHaveLength(3);
     const rows = await eventually(async () => {
       const found = await rowsOf(`py-otlp-${runId}`);
@@ -323,6 +327,8 @@ describe('OTLP/HTTP from the Python SDK', () => {
       ['gpt-4o-mini', 'openai', '102', '22', 'error', '150', '900'],
     ]);
     expect(rows.map((row) => JSON.parse(row.context)['otel.span_id']).sort()).toEqual([...exported.spanIds].sort());
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    expect(await rowsOf(`py-otlp-${runId}`)).toHaveLength(3);
     expect(rows.some((row) => JSON.parse(row.context)['otel.span_id'] === exported.ignoredSpanId)).toBe(false);
   });
 });

@@ -9,7 +9,9 @@ instrumentation library would, and exports them with protobuf and gzip.
         --ca-file .stack/tls/localhost.crt --calls 3 --run-id demo
 
 It prints one JSON line: the trace id and span ids of the LLM calls it exported, and
-the id of a span without GenAI attributes (which otm-telemetry ignores).
+the id of a span without GenAI attributes (which otm-telemetry ignores). With
+--exports 2 it sends the same spans twice, as an exporter retrying does: otm-telemetry
+stores them once.
 """
 
 import argparse
@@ -20,7 +22,8 @@ from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
 
@@ -31,6 +34,7 @@ def main() -> None:
     parser.add_argument("--ca-file", help="certificate to trust (the local stack's is self-signed)")
     parser.add_argument("--calls", type=int, default=3, help="LLM calls to record (one of them fails)")
     parser.add_argument("--run-id", default="example", help="user id suffix, to find the records again")
+    parser.add_argument("--exports", type=int, default=1, help="send the same spans this many times, as a retrying exporter does")
     args = parser.parse_args()
 
     exporter = OTLPSpanExporter(
@@ -42,7 +46,10 @@ def main() -> None:
     provider = TracerProvider(
         resource=Resource.create({"service.name": "python-otlp-example", "deployment.environment.name": "qa"})
     )
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    # The spans are kept as they end, then exported (an application would put a
+    # BatchSpanProcessor(exporter) here instead).
+    finished = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(finished))
     tracer = provider.get_tracer("otm-telemetry.examples.python-otlp")
 
     exported = {"traceIds": [], "spanIds": [], "ignoredSpanId": None}
@@ -70,6 +77,10 @@ def main() -> None:
             context = span.get_span_context()
             exported["traceIds"].append(format(context.trace_id, "032x"))
             exported["spanIds"].append(format(context.span_id, "016x"))
+    for _ in range(args.exports):
+        if exporter.export(finished.get_finished_spans()) != SpanExportResult.SUCCESS:
+            raise SystemExit("the export failed")
+    exporter.shutdown()
     provider.shutdown()
     print(json.dumps(exported))
 

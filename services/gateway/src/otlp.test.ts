@@ -131,6 +131,7 @@ describe('a GenAI span as a usage record', () => {
           lastTokenTime: '2025-11-24T16:00:02.623456789Z',
           latencyMs: 2500,
         },
+        io: {},
         context: {
           'otel.trace_id': TRACE,
           'otel.span_id': SPAN,
@@ -204,6 +205,16 @@ describe('a GenAI span as a usage record', () => {
     expect(noModel).toEqual({ kind: 'refused', reason: `span ${SPAN}: no model (gen_ai.response.model or gen_ai.request.model)` });
     const noProvider = usageFromSpan(only(decodeJson(jsonRequest([{ key: 'gen_ai.request.model', value: { stringValue: 'm' } }]))));
     expect(noProvider.kind).toBe('refused');
+    const model = [
+      { key: 'gen_ai.provider.name', value: { stringValue: 'openai' } },
+      { key: 'gen_ai.request.model', value: { stringValue: 'gpt-4o' } },
+    ];
+    // A successful call must say what it used; a failed one need not.
+    expect(usageFromSpan(only(decodeJson(jsonRequest(model))))).toEqual({
+      kind: 'refused',
+      reason: `span ${SPAN}: no token usage (gen_ai.usage.input_tokens or gen_ai.usage.output_tokens)`,
+    });
+    expect(usageFromSpan(only(decodeJson(jsonRequest(model, { status: { code: 2 } })))).kind).toBe('record');
   });
 
   it('writes nanosecond timestamps as RFC 3339', () => {

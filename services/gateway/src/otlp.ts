@@ -259,6 +259,11 @@ export function usageFromSpan(span: OtlpSpan): SpanOutcome {
 
   const input = count(SPAN_MAPPING.inputTokens);
   const output = count(SPAN_MAPPING.outputTokens);
+  // A successful call's record must say what it used (the schema requires tokens then);
+  // zeros would be a guess, so such a span is refused, saying why.
+  if (input === undefined && output === undefined && !failed) {
+    return { kind: 'refused', reason: `span ${span.spanId}: no token usage (gen_ai.usage.input_tokens or gen_ai.usage.output_tokens)` };
+  }
   if (input !== undefined || output !== undefined) {
     const tokens: Record<string, number> = { input: input ?? 0, output: output ?? 0 };
     const detail = {
@@ -289,9 +294,8 @@ export function usageFromSpan(span: OtlpSpan): SpanOutcome {
 
   const prompt = text(SPAN_MAPPING.prompt) ?? eventText(span, 'gen_ai.content.prompt', 'gen_ai.prompt');
   const response = text(SPAN_MAPPING.response) ?? eventText(span, 'gen_ai.content.completion', 'gen_ai.completion');
-  if (prompt !== undefined || response !== undefined) {
-    record.io = { ...(prompt !== undefined ? { prompt } : {}), ...(response !== undefined ? { response } : {}) };
-  }
+  // Present even when empty: an empty io says the content was not captured.
+  record.io = { ...(prompt !== undefined ? { prompt } : {}), ...(response !== undefined ? { response } : {}) };
 
   const context: Record<string, AttributeValue> = {
     'otel.trace_id': span.traceId,
