@@ -5,7 +5,7 @@
 //   npm run build && node services/gateway/dist/server.js
 //
 // Development keeps running the sources: the workspaces export them under the
-// `otm-source` condition, which .npmrc gives every npm script (docs/architecture.md).
+// `otm-source` condition, which every npm script passes to tsx (docs/architecture.md).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';

@@ -39,8 +39,7 @@ export function stageProductionTree(root: string, target: string): void {
   // test-containers module's are not production dependencies of a service).
   const install = spawnSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund'], {
     cwd: target,
-    // The project's .npmrc (the source condition) stays out: production resolves dist/.
-    env: { ...process.env, NODE_OPTIONS: '', npm_config_node_options: '' },
+    env: { ...process.env, NODE_OPTIONS: '' },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   if (install.status !== 0) throw new Error(`npm ci --omit=dev failed with exit code ${install.status ?? install.signal}`);
