@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stageProductionTree } from '../scripts/lib/production-tree.js';
-import { startProcess, type ServiceProcess } from '../scripts/lib/service-process.js';
+import { SERVICE_RUNTIME_FLAGS, startProcess, type ServiceProcess } from '../scripts/lib/service-process.js';
 import {
   createTestKey,
   eventually,
@@ -31,7 +31,14 @@ const services: ServiceProcess[] = [];
 
 /** Runs a built service of the production tree with plain Node.js: no tsx, no source condition. */
 function startBuilt(service: 'gateway' | 'ingester' | 'admin', env: NodeJS.ProcessEnv, ready: RegExp): Promise<ServiceProcess> {
-  return startProcess(`built ${service}`, [path.join(tree, 'services', service, 'dist/server.js')], env, ready, 60_000, []);
+  return startProcess(
+    `built ${service}`,
+    [path.join(tree, 'services', service, 'dist/server.js')],
+    env,
+    ready,
+    60_000,
+    SERVICE_RUNTIME_FLAGS,
+  );
 }
 
 beforeAll(async () => {

@@ -21,4 +21,5 @@ USER node
 # tini is PID 1: it forwards SIGTERM to node (whose handlers drain and stop) and reaps
 # what exits, such as the gateway's cluster workers.
 ENTRYPOINT ["tini", "--"]
-CMD ["sh", "-c", "exec node services/${SERVICE}/dist/server.js"]
+# --disable-warning: kafkajs arms a timer with a negative delay (scripts/lib/service-process.ts).
+CMD ["sh", "-c", "exec node --disable-warning=TimeoutNegativeWarning services/${SERVICE}/dist/server.js"]

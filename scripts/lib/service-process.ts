@@ -63,10 +63,18 @@ export function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: RegExp
 }
 
 /**
+ * Node flags of every service process, built or not. kafkajs (unmaintained, 2.2.4) arms
+ * a timer with `throttledUntil - Date.now()` while `throttledUntil` is still -1
+ * (src/network/requestQueue/index.js); Node 22+ clamps it to 1 ms, as it should, and
+ * says so with a TimeoutNegativeWarning at each start. The warning is silenced, nothing else.
+ */
+export const SERVICE_RUNTIME_FLAGS = ['--disable-warning=TimeoutNegativeWarning'];
+
+/**
  * Node flags that run the project's TypeScript sources: tsx, and the `otm-source` export
  * condition under which the workspaces export their sources (production resolves dist/).
  */
-export const SOURCE_FLAGS = ['--conditions=otm-source', '--import', 'tsx'];
+export const SOURCE_FLAGS = ['--conditions=otm-source', '--import', 'tsx', ...SERVICE_RUNTIME_FLAGS];
 
 /**
  * Runs a script of the project (`args[0]`, then its arguments; TypeScript unless told otherwise) as a child
