@@ -7,14 +7,13 @@
 // GenAI attributes is ignored; refused spans come back in partial_success.
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import protobuf from 'protobufjs';
-import { createRequire } from 'node:module';
 import { SpanStatusCode, type Attributes } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { OTLPTraceExporter as ProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { OTLPTraceExporter as JsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Agent, request as undiciRequest } from 'undici';
+import { loadOtlpRoot, OTLP_TYPES } from '../services/gateway/src/otlp.js';
 import { pythonWith, runPython } from './helpers/python.js';
 import {
   createTestKey,
@@ -284,13 +283,8 @@ describe('OTLP answers', () => {
     expect(unreadable.statusCode).toBe(400);
     expect(unreadable.headers['content-type']).toMatch(/^application\/x-protobuf/);
     const bytes = Buffer.from(await unreadable.body.arrayBuffer());
-    const folder = createRequire(import.meta.url)
-      .resolve('@otm/schemas/otlp/google/rpc/status.proto')
-      .replace(/google\/rpc\/status\.proto$/, '');
-    const root = new protobuf.Root();
-    root.resolvePath = (_origin, target) => (target.startsWith('google/protobuf/') ? target : folder + target);
-    root.loadSync('google/rpc/status.proto');
-    const status = root.lookupType('google.rpc.Status').toObject(root.lookupType('google.rpc.Status').decode(bytes));
+    const statusType = loadOtlpRoot().lookupType(OTLP_TYPES.status);
+    const status = statusType.toObject(statusType.decode(bytes));
     expect(status.code).toBe(3);
     expect(status.message).toMatch(/not a protobuf ExportTraceServiceRequest/);
 

@@ -2,9 +2,7 @@
 // the official definitions (a request encoded here with the same definitions), OTLP/JSON
 // with hex ids, and each mapping rule of docs/ingest-api.md.
 import { describe, expect, it } from 'vitest';
-import protobuf from 'protobufjs';
-import { createRequire } from 'node:module';
-import { decodeJson, loadOtlpCodec, OtlpDecodeError, rfc3339, usageFromSpan, type OtlpSpan } from './otlp.js';
+import { decodeJson, loadOtlpCodec, loadOtlpRoot, OTLP_TYPES, OtlpDecodeError, rfc3339, usageFromSpan, type OtlpSpan } from './otlp.js';
 
 const codec = loadOtlpCodec();
 const TRACE = '5b8efff798038103d269b633813fc60c';
@@ -58,13 +56,7 @@ const only = (spans: OtlpSpan[]) => {
 describe('decoding', () => {
   it('reads protobuf through the official definitions, ids and nanoseconds intact', () => {
     // Encoded with the same .proto files the gateway loads, as an exporter would.
-    const folder = createRequire(import.meta.url)
-      .resolve('@otm/schemas/otlp/google/rpc/status.proto')
-      .replace(/google\/rpc\/status\.proto$/, '');
-    const root = new protobuf.Root();
-    root.resolvePath = (_origin, target) => (target.startsWith('google/protobuf/') ? target : folder + target);
-    root.loadSync('opentelemetry/proto/collector/trace/v1/trace_service.proto');
-    const type = root.lookupType('opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest');
+    const type = loadOtlpRoot().lookupType(OTLP_TYPES.request);
     const request = jsonRequest(genAi);
     const span = request.resourceSpans[0]!.scopeSpans[0]!.spans[0]!;
     const message = type.fromObject({

@@ -29,7 +29,7 @@ export interface OtlpSpan {
 /** A request that cannot be read as OTLP: answered 400, nothing of it is kept. */
 export class OtlpDecodeError extends Error {}
 
-const TYPES = {
+export const OTLP_TYPES = {
   request: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest',
   response: 'opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse',
   status: 'google.rpc.Status',
@@ -42,17 +42,25 @@ export interface OtlpCodec {
   encodeStatus(status: { code: number; message: string }): Uint8Array;
 }
 
-/** Loads the definitions once (from @otm/schemas' otlp folder). */
-export function loadOtlpCodec(): OtlpCodec {
+/**
+ * The official definitions of the trace service and of google.rpc.Status, from
+ * @otm/schemas' otlp folder (google/protobuf/* are protobufjs's own copies).
+ */
+export function loadOtlpRoot(): protobuf.Root {
   const service = 'opentelemetry/proto/collector/trace/v1/trace_service.proto';
   const anchor = createRequire(import.meta.url).resolve(`@otm/schemas/otlp/${service}`);
   const folder = anchor.slice(0, anchor.length - service.length);
   const root = new protobuf.Root();
   root.resolvePath = (_origin, target) => (target.startsWith('google/protobuf/') ? target : path.join(folder, target));
-  root.loadSync([service, 'google/rpc/status.proto']);
-  const request = root.lookupType(TYPES.request);
-  const response = root.lookupType(TYPES.response);
-  const status = root.lookupType(TYPES.status);
+  return root.loadSync([service, 'google/rpc/status.proto']);
+}
+
+/** Loads the definitions once. */
+export function loadOtlpCodec(): OtlpCodec {
+  const root = loadOtlpRoot();
+  const request = root.lookupType(OTLP_TYPES.request);
+  const response = root.lookupType(OTLP_TYPES.response);
+  const status = root.lookupType(OTLP_TYPES.status);
   return {
     decodeProtobuf(body) {
       let decoded: protobuf.Message;
