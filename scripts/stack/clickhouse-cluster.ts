@@ -103,6 +103,18 @@ export class ClickHouseReplicaService extends ClickHouseService {
   protected override get tcpPort() {
     return clusterPorts(this.replica).tcp;
   }
+  protected override prepare() {
+    const command = super.prepare();
+    // A replica killed mid-insert (the cluster test does it) may hold parts ZooKeeper does
+    // not list, and 18.16 then refuses to start ("The local set of parts … doesn't look
+    // like the set of parts in ZooKeeper"). This flag, removed by the server once read,
+    // lets it set those parts aside and fetch what it lacks from the other replica: the
+    // recovery ClickHouse documents, applied to every start of this local test cluster.
+    fs.mkdirSync(path.join(this.home, 'data', 'flags'), { recursive: true });
+    fs.writeFileSync(path.join(this.home, 'data', 'flags', 'force_restore_data'), '');
+    return command;
+  }
+
   protected override extraConfig() {
     const replicas = Array.from({ length: REPLICAS }, (_, index) => clusterPorts(index + 1))
       .map((ports) => `                <replica><host>${this.config.host}</host><port>${ports.tcp}</port></replica>`)
