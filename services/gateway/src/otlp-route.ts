@@ -13,7 +13,7 @@ import { registerJsonParser } from '@otm/shared/http-edge';
 import { CAPTURE_HEADER } from './capture.js';
 import { ingestRoutes } from './ingest-routes.js';
 import type { GatewayMetrics } from './metrics.js';
-import { decodeJson, OtlpDecodeError, usageFromSpan, type OtlpCodec, type OtlpSpan } from './otlp.js';
+import { decodeJson, isGenAiSpan, OtlpDecodeError, usageFromSpan, type OtlpCodec, type OtlpSpan } from './otlp.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
 import { prepareRecord, previousAnswer, queuedValue, type IntakeContext } from './record-intake.js';
 
@@ -77,7 +77,7 @@ export function registerOtlpRoute(app: FastifyInstance, deps: OtlpRouteDeps): vo
         preHandler: async (request, reply) => {
           const decoded = decode(request, deps.codec, isProtobuf(request));
           (request as FastifyRequest & { otlp?: Decoded }).otlp = decoded;
-          const genAi = decoded.spans.filter((span) => [...span.attributes.keys()].some((key) => key.startsWith('gen_ai.'))).length;
+          const genAi = decoded.spans.filter(isGenAiSpan).length;
           if (genAi > deps.maxSpans) {
             throw new ServiceError('PayloadTooLarge', `An export holds at most ${deps.maxSpans} GenAI spans; this one holds ${genAi}.`);
           }

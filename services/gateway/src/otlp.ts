@@ -226,9 +226,15 @@ export type SpanOutcome =
 
 const ERROR_TEXT_MAX = 1024;
 
+/** Whether a span records a GenAI call: it has at least one `gen_ai.*` attribute. */
+export function isGenAiSpan(span: OtlpSpan): boolean {
+  for (const key of span.attributes.keys()) if (key.startsWith('gen_ai.')) return true;
+  return false;
+}
+
 /** A span's usage record, or why there is none. */
 export function usageFromSpan(span: OtlpSpan): SpanOutcome {
-  if (![...span.attributes.keys()].some((key) => key.startsWith('gen_ai.'))) return { kind: 'ignored' };
+  if (!isGenAiSpan(span)) return { kind: 'ignored' };
   const read = (names: readonly string[]) => {
     for (const name of names) {
       const value = span.attributes.get(name) ?? span.resource.get(name);

@@ -6,7 +6,7 @@
 // nothing: every ingester may run this on its schedule.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
-import { localTable } from '@otm/shared/cluster-ddl';
+import { localTable, onCluster } from '@otm/shared/cluster-ddl';
 import { mutate } from '@otm/shared/mutations';
 import { positiveInt, nonNegativeInt } from '@otm/shared/config';
 
@@ -121,7 +121,7 @@ export async function applyRetention(
   if (!dryRun) {
     for (const { table, partition } of expired) {
       await clickhouse.command({
-        query: `ALTER TABLE ${localTable(table, cluster)}${cluster ? ` ON CLUSTER ${cluster}` : ''} DROP PARTITION ID '${partition}'`,
+        query: `ALTER TABLE ${localTable(table, cluster)}${onCluster(cluster)} DROP PARTITION ID '${partition}'`,
       });
     }
   }

@@ -16,6 +16,11 @@
 
 export const LOCAL_SUFFIX = '_local';
 
+/** ` ON CLUSTER <cluster>` in cluster mode, nothing otherwise: for a statement that runs on every host. */
+export function onCluster(cluster: string): string {
+  return cluster ? ` ON CLUSTER ${cluster}` : '';
+}
+
 /** The table holding a shard's rows of `table` in cluster mode; `table` itself otherwise. */
 export function localTable(table: string, cluster: string): string {
   return cluster ? `${table}${LOCAL_SUFFIX}` : table;

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { ClickHouseClient } from './clickhouse.js';
 import { formatDateTime } from './clickhouse-values.js';
 import { clickhouseErrorCode } from './clickhouse-errors.js';
-import { alteredTable, clusterStatements, recreateDistributed } from './cluster-ddl.js';
+import { alteredTable, clusterStatements, onCluster, recreateDistributed } from './cluster-ddl.js';
 
 export const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../migrations');
 
@@ -37,7 +37,7 @@ export async function migrate(
 ): Promise<string[]> {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`CLICKHOUSE_DATABASE: not a plain identifier: ${database}`);
   if (cluster && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(cluster)) throw new Error(`CLICKHOUSE_CLUSTER: not a plain identifier: ${cluster}`);
-  const on = cluster ? ` ON CLUSTER ${cluster}` : '';
+  const on = onCluster(cluster);
   await server.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}${on}` });
   const ledgerEngine = cluster
     ? `ReplicatedMergeTree('/clickhouse/tables/{shard}/${database}/schema_migrations', '{replica}')`

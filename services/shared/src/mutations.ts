@@ -5,7 +5,7 @@
 // holds no rows to change), and waited for on the server this client talks to.
 import type { ClickHouseClient } from './clickhouse.js';
 import { sqlString } from './clickhouse-values.js';
-import { localTable } from './cluster-ddl.js';
+import { localTable, onCluster } from './cluster-ddl.js';
 
 /**
  * An ALTER (UPDATE or DELETE), waited for: 18.16 has no synchronous mutations.
@@ -19,7 +19,7 @@ export async function mutate(
   cluster = '',
 ): Promise<void> {
   const table = localTable(logicalTable, cluster);
-  await clickhouse.command({ query: `ALTER TABLE ${table}${cluster ? ` ON CLUSTER ${cluster}` : ''} ${mutation}` });
+  await clickhouse.command({ query: `ALTER TABLE ${table}${onCluster(cluster)} ${mutation}` });
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const result = await clickhouse.query({
