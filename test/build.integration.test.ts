@@ -63,6 +63,12 @@ describe('the production tree', () => {
     expect(sources).toEqual([]);
   });
 
+  it('carries the dependency patches (patches/), which its install scripts did not apply', () => {
+    const crc = fs.readFileSync(path.join(tree, 'node_modules/kafkajs/src/protocol/recordBatch/crc32C/index.js'), 'utf8');
+    expect(crc).toContain("require('@node-rs/crc32')");
+    expect(fs.existsSync(path.join(tree, 'node_modules/@node-rs/crc32/package.json'))).toBe(true);
+  });
+
   it('runs the gateway, the ingester and the admin service with plain Node.js, end to end', async () => {
     const tls = await testCertificate();
     const common = { USAGE_TOPIC: n.topic, USAGE_TOPIC_PARTITIONS: 3, REDIS_KEY_PREFIX: n.keyPrefix, METRICS_PORT: 0 };

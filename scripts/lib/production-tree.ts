@@ -43,6 +43,15 @@ export function stageProductionTree(root: string, target: string): void {
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   if (install.status !== 0) throw new Error(`npm ci --omit=dev failed with exit code ${install.status ?? install.signal}`);
+  // The dependency patches (patches/, applied by `npm install`'s postinstall) apply
+  // here too: the install above ran no scripts, and patch-package is a build tool.
+  fs.cpSync(path.join(root, 'patches'), path.join(target, 'patches'), { recursive: true });
+  const patch = spawnSync(process.execPath, [path.join(root, 'node_modules/patch-package/index.js'), '--error-on-fail'], {
+    cwd: target,
+    env: { ...process.env, NODE_OPTIONS: '' },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  if (patch.status !== 0) throw new Error(`patch-package failed with exit code ${patch.status ?? patch.signal}`);
   // Type declarations are for the compiler; nothing reads them at run time.
   fs.rmSync(path.join(target, 'node_modules/@types'), { recursive: true, force: true });
 }
