@@ -122,7 +122,11 @@ export const generators = Object.fromEntries(
       entryPoints: [path.join(root, `scripts/bench/${name}.ts`)],
       outfile,
       bundle: true,
-      packages: 'external',
+      // Third-party packages load from node_modules; the project's workspaces (the
+      // client SDK) are bundled from their sources, so the figures are those of the code
+      // checked out, not of a dist/ built earlier.
+      external: ['autocannon', 'undici'],
+      conditions: ['otm-source'],
       platform: 'node',
       format: 'esm',
       target: 'node20',

@@ -344,15 +344,22 @@ async function gzip(text: string): Promise<BodyInit> {
   const zlib = await nodeZlib;
   if (zlib) {
     return new Promise((resolve, reject) =>
-      zlib.gzip(text, { level: 1 }, (error, compressed) => (error ? reject(error) : resolve(compressed as unknown as BodyInit))),
+      zlib.gzip(text, GZIP_OPTIONS, (error, compressed) => (error ? reject(error) : resolve(compressed as unknown as BodyInit))),
     );
   }
   const stream = new Blob([text]).stream().pipeThrough(new CompressionStream('gzip'));
   return new Response(stream).arrayBuffer();
 }
 
+/**
+ * Level 1; output in 256 KiB chunks rather than zlib's 16 KiB, so a batch of 500
+ * records (about 1.3 MB of JSON, 270 KB compressed) costs one callback instead of
+ * 17 (measured on Node 24: 13.3 µs of CPU per record instead of 15.8).
+ */
+const GZIP_OPTIONS = { level: 1, chunkSize: 256 * 1024 };
+
 interface NodeZlib {
-  gzip(text: string, options: { level: number }, callback: (error: Error | null, result: Uint8Array) => void): void;
+  gzip(text: string, options: typeof GZIP_OPTIONS, callback: (error: Error | null, result: Uint8Array) => void): void;
 }
 
 const nodeZlib: Promise<NodeZlib | undefined> = (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node

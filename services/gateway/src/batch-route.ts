@@ -8,13 +8,14 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { v7 as uuidv7 } from 'uuid';
 import { ServiceError } from '@otm/shared/errors';
 import { parseJsonText, registerJsonParser } from '@otm/shared/http-edge';
+import { encodeWireAll } from '@otm/shared/registry';
 import { errorBodySchema, ingestRoutes } from './ingest-routes.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
 import {
   IDEMPOTENCY_KEY,
   prepareRecord,
   previousAnswer,
-  queuedValue,
+  queuedJson,
   type IntakeContext,
   type PreparedRecord,
   type Usage,
@@ -160,7 +161,8 @@ async function ingestBatch(
 ): Promise<BatchAnswer> {
   const results: BatchItemResult[] = new Array(items.length);
   const prepared: (PreparedRecord | undefined)[] = new Array(items.length);
-  const sends: Promise<void>[] = [];
+  /** The indexes of the items to queue, in order. */
+  const toQueue: number[] = [];
   // The first item of this batch holding each event key: a later item with the same
   // key is the same record (answered as the first) or a reused key (422).
   const firstWithKey = new Map<string, number>();
@@ -187,34 +189,41 @@ async function ingestBatch(
         continue;
       }
       prepared[index] = item;
-      sends.push(
-        deps.batcher.enqueue({ key: item.eventKey, value: queuedValue(item, context), requestId: item.requestId }).then(
-          () => {
-            results[index] = { index, status: 202, requestId: item.requestId };
-            if (item.idempotencyKey)
-              context.replay?.set(item.eventKey, {
-                requestId: item.requestId,
-                timestamp: context.receivedAtIso,
-                digest: item.digest,
-              });
-          },
-          (error: unknown) => {
-            if (!(error instanceof ProduceUnavailableError)) throw error;
-            results[index] = {
-              index,
-              status: 503,
-              errorType: 'Unavailable',
-              message: 'The queue is unavailable; this record was not accepted. Retry it.',
-            };
-          },
-        ),
-      );
+      toQueue.push(index);
     } catch (error) {
       if (!(error instanceof ServiceError)) throw error;
       results[index] = { index, status: error.statusCode as 400 | 422, ...error.toBody() };
       delete (results[index] as { statusCode?: number }).statusCode;
     }
   }
+  // Every valid item's message value in one buffer (encodeWireAll), then queued together.
+  const values = encodeWireAll(
+    context.schemaId,
+    toQueue.map((index) => queuedJson(prepared[index]!, context)),
+  );
+  const sends = toQueue.map((index, position) => {
+    const item = prepared[index]!;
+    return deps.batcher.enqueue({ key: item.eventKey, value: values[position]!, requestId: item.requestId }).then(
+      () => {
+        results[index] = { index, status: 202, requestId: item.requestId };
+        if (item.idempotencyKey)
+          context.replay?.set(item.eventKey, {
+            requestId: item.requestId,
+            timestamp: context.receivedAtIso,
+            digest: item.digest,
+          });
+      },
+      (error: unknown) => {
+        if (!(error instanceof ProduceUnavailableError)) throw error;
+        results[index] = {
+          index,
+          status: 503,
+          errorType: 'Unavailable',
+          message: 'The queue is unavailable; this record was not accepted. Retry it.',
+        };
+      },
+    );
+  });
   await Promise.all(sends);
   for (const [index, first] of twins) results[index] = { ...results[first]!, index };
 

@@ -129,6 +129,11 @@ export function previousAnswer(prepared: PreparedRecord, replay: ReplayCache | u
 
 /** The message value: the registered envelope {meta, record} in the registry's wire format. */
 export function queuedValue(prepared: PreparedRecord, context: IntakeContext): Buffer {
+  return encodeWire(context.schemaId, queuedJson(prepared, context));
+}
+
+/** The registered envelope {meta, record} as JSON text (queuedValue without the wire header). */
+export function queuedJson(prepared: PreparedRecord, context: IntakeContext): string {
   const meta: QueuedUsageRecord['meta'] = {
     requestId: prepared.requestId,
     eventKey: prepared.eventKey,
@@ -139,7 +144,7 @@ export function queuedValue(prepared: PreparedRecord, context: IntakeContext): B
     gatewayId: context.instanceId,
     capture: prepared.capture,
   };
-  return encodeWire(context.schemaId, `{"meta":${JSON.stringify(meta)},"record":${prepared.recordJson}}`);
+  return `{"meta":${JSON.stringify(meta)},"record":${prepared.recordJson}}`;
 }
 
 export function usageOf(record: UsageRecord): Usage {

@@ -18,6 +18,13 @@ const decodeRecordBatch = require('kafkajs/src/protocol/recordBatch/v0/decoder')
   records: { key: Buffer; value: Buffer; headers: Record<string, Buffer> }[];
 }>;
 const Decoder = require('kafkajs/src/protocol/decoder') as new (buffer: Buffer) => object;
+const Encoder = require('kafkajs/src/protocol/encoder') as new () => {
+  writeVarLong(value: number | string): unknown;
+  writeVarInt(value: number): unknown;
+  writeUVarInt(value: number): unknown;
+  buffer: Buffer;
+};
+const createRequest = require('kafkajs/src/protocol/request') as (request: object) => Promise<{ buffer: Buffer }>;
 
 const unsigned = (value: number) => value >>> 0;
 
@@ -45,6 +52,57 @@ describe('the patched kafkajs record encoding', () => {
     }
   });
 
+  it('writes varints and varlongs as the unpatched encoder did', () => {
+    // The unpatched writeUVarInt: an array of bytes, then a Buffer of it.
+    const uvarint = (value: number) => {
+      const bytes: number[] = [];
+      while ((value & 0xffffff80) !== 0) {
+        bytes.push((value & 0x7f) | 0x80);
+        value >>>= 7;
+      }
+      bytes.push(value & 0x7f);
+      return Buffer.from(bytes);
+    };
+    const zigzag = (value: number) => (value << 1) ^ (value >> 31);
+    const int32s = [0, 1, -1, 63, 64, -64, -65, 127, 128, 300, -300, 16_383, 16_384, 2 ** 20, 2 ** 30, -(2 ** 30), 2 ** 31 - 1, -(2 ** 31)];
+    for (const value of int32s) {
+      const varint = new Encoder();
+      varint.writeVarInt(value);
+      expect([...varint.buffer], `varint ${value}`).toEqual([...uvarint(zigzag(value))]);
+      // A varlong in the int32 range takes the varint path; it must match the Long path.
+      const varlong = new Encoder();
+      varlong.writeVarLong(value);
+      const viaLong = new Encoder();
+      viaLong.writeVarLong(String(value));
+      expect([...varlong.buffer], `varlong ${value}`).toEqual([...viaLong.buffer]);
+    }
+    for (const value of [0, 1, 127, 128, 2 ** 31, 2 ** 32 - 1]) {
+      const unsigned = new Encoder();
+      unsigned.writeUVarInt(value);
+      expect([...unsigned.buffer], `uvarint ${value}`).toEqual([...uvarint(value)]);
+    }
+  });
+
+  it('frames a request as size, header and payload in one buffer', async () => {
+    const payload = new Encoder();
+    payload.writeVarInt(300);
+    for (const clientId of ['gateway-1', null]) {
+      const framed = (
+        await createRequest({ correlationId: 7, clientId, request: { apiKey: 0, apiVersion: 7, encode: async () => payload } })
+      ).buffer;
+      const clientIdBytes = clientId === null ? 0 : Buffer.byteLength(clientId);
+      expect(framed.readInt32BE(0)).toBe(framed.length - 4);
+      expect([framed.readInt16BE(4), framed.readInt16BE(6), framed.readInt32BE(8), framed.readInt16BE(12)]).toEqual([
+        0,
+        7,
+        7,
+        clientId === null ? -1 : clientIdBytes,
+      ]);
+      expect(framed.subarray(14, 14 + clientIdBytes).toString()).toBe(clientId ?? '');
+      expect(framed.subarray(14 + clientIdBytes).equals(payload.buffer)).toBe(true);
+    }
+  });
+
   it('writes record batches that decode to what was sent, with a valid CRC', async () => {
     const messages = Array.from({ length: 200 }, (_, index) => ({
       key: `api-key:${index}`,
@@ -55,6 +113,7 @@ describe('the patched kafkajs record encoding', () => {
     const batch = (await RecordBatch({ records, lastOffsetDelta: records.length - 1 })).buffer;
 
     // FirstOffset (8), Length (4), PartitionLeaderEpoch (4), Magic (1), CRC (4), then the body the CRC covers.
+    expect(batch.readInt32BE(8)).toBe(batch.length - 12);
     expect(batch.readUInt32BE(17)).toBe(unsigned(jsCrc32C(batch.subarray(21))));
     const decoded = await decodeRecordBatch(new Decoder(batch));
     expect(decoded.records).toHaveLength(messages.length);
