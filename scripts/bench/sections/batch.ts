@@ -36,7 +36,11 @@ export async function benchBatch(): Promise<void> {
       gatewayServiceEnv(`bench.batch.${runId}`, keyPrefix, port + 1),
       /gateway listening/,
       'info',
-      profileDir('gateway', 'Gateway under the batch section (batch and single-record load, every run)', () => gatewayRecords),
+      profileDir(
+        'gateway',
+        'Gateway under the batch section (batch and single-record load, every run; it idles while the bare server and the one-process-per-core gateway are measured, which the idle share counts)',
+        () => gatewayRecords,
+      ),
     ),
     startQuiet(
       'gateway-cluster',

@@ -1,8 +1,10 @@
-// The project patches kafkajs's record encoding for speed (patches/kafkajs+2.2.4.patch,
-// applied by `npm install`): buffers without zero-filling, each record encoded into a
-// buffer of its exact size, CRC-32C computed natively. These tests hold the patched
-// encoder to the wire format: the batch's CRC equals kafkajs's own JavaScript CRC-32C
-// of the same bytes, and kafkajs's decoder reads back every key, value and header.
+// The project patches kafkajs's hot paths for speed (patches/kafkajs+2.2.4.patch,
+// applied by `npm install`; docs/development.md, "Dependency patches"): record
+// encoding (no zero-filled buffers, exact-size records and batches, varints in place,
+// native CRC-32C, one copy to frame a request) and the default partitioner (murmur2 in
+// 32-bit arithmetic). These tests hold the patched code to what it replaced: the wire
+// format (kafkajs's decoder reads it back, the CRC equals kafkajs's JavaScript one) and
+// Java's partitioning (Kafka's own murmur2 test vectors).
 import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
@@ -23,6 +25,10 @@ const Encoder = require('kafkajs/src/protocol/encoder') as new () => {
   writeVarInt(value: number): unknown;
   writeUVarInt(value: number): unknown;
   buffer: Buffer;
+};
+const murmur2 = require('kafkajs/src/producer/partitioners/default/murmur2') as (key: string | Buffer) => number;
+const { DefaultPartitioner } = require('kafkajs').Partitioners as {
+  DefaultPartitioner: () => (args: { topic: string; partitionMetadata: object[]; message: object }) => number;
 };
 const createRequest = require('kafkajs/src/protocol/request') as (request: object) => Promise<{ buffer: Buffer }>;
 
@@ -124,5 +130,51 @@ describe('the patched kafkajs record encoding', () => {
       expect(record.headers['x-request-id']!.toString()).toBe(sent.headers['x-request-id']);
       expect(record.headers['content-type']!.toString()).toBe(sent.headers['content-type']);
     });
+  });
+
+  it("hashes keys as Java's murmur2 (Kafka's own test vectors), in 32-bit arithmetic", () => {
+    const javaVectors: [string | Buffer, number][] = [
+      ['21', -973932308],
+      ['foobar', -790332482],
+      ['a-little-bit-long-string', -985981536],
+      ['a-little-bit-longer-string', -1486304829],
+      ['lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8', -58897971],
+      [Buffer.from('abc'), 479470107],
+    ];
+    for (const [key, hash] of javaVectors) expect(murmur2(key), String(key)).toBe(hash);
+    // And against a BigInt rendering of the same steps (64-bit products, kept to 32 bits).
+    const reference = (data: Buffer) => {
+      const M = 0x5bd1e995n;
+      const int = (value: bigint) => BigInt.asIntN(32, value);
+      const ushr = (value: bigint, bits: bigint) => BigInt.asUintN(32, value) >> bits;
+      let h = int(0x9747b28cn ^ BigInt(data.length));
+      const whole = data.length - (data.length % 4);
+      for (let i = 0; i < whole; i += 4) {
+        let k = int(BigInt(data.readUInt32LE(i)) * M);
+        k = int(k ^ ushr(k, 24n));
+        k = int(k * M);
+        h = int(int(h * M) ^ k);
+      }
+      const rest = data.length % 4;
+      if (rest >= 3) h = int(h ^ (BigInt(data[whole + 2]!) << 16n));
+      if (rest >= 2) h = int(h ^ (BigInt(data[whole + 1]!) << 8n));
+      if (rest >= 1) h = int(int(h ^ BigInt(data[whole]!)) * M);
+      h = int(h ^ ushr(h, 13n));
+      h = int(h * M);
+      return Number(int(h ^ ushr(h, 15n)));
+    };
+    for (let index = 0; index < 2000; index++) {
+      const key = index % 2 === 0 ? randomBytes(index % 67) : Buffer.from(`api-key:${index}:é東${'x'.repeat(index % 7)}`);
+      expect(murmur2(key), key.toString('hex')).toBe(reference(key));
+    }
+  });
+
+  it('partitions keyed messages by the hash, and keyless ones among the partitions with a leader', () => {
+    const partitionMetadata = [0, 1, 2, 3, 4, 5].map((partitionId) => ({ partitionId, leader: partitionId === 2 ? -1 : 1 }));
+    const choose = DefaultPartitioner();
+    expect(choose({ topic: 't', partitionMetadata, message: { key: 'foobar' } })).toBe((-790332482 & 0x7fffffff) % 6);
+    expect(choose({ topic: 't', partitionMetadata, message: { key: 'x', partition: 4 } })).toBe(4);
+    const keyless = new Set(Array.from({ length: 50 }, () => choose({ topic: 't', partitionMetadata, message: { value: 'v' } })));
+    expect([...keyless].sort()).toEqual([0, 1, 3, 4, 5]);
   });
 });
