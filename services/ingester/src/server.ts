@@ -52,7 +52,8 @@ const consumer = createConsumer(kafka, {
   sessionTimeout: config.INGEST_SESSION_TIMEOUT_MS,
   rebalanceTimeout: config.INGEST_SESSION_TIMEOUT_MS + 5000,
   heartbeatInterval: Math.max(500, Math.floor(config.INGEST_SESSION_TIMEOUT_MS / 10)),
-  // kafkajs restarts a crashed consumer in-process. That suits broker trouble; an
+  // kafkajs restarts a crashed consumer in-process (also after a group coordinator
+  // not found: patches/, docs/development.md). That suits broker trouble; an
   // error out of our own code would only repeat at the same offset, so the consumer is
   // left stopped and the CRASH handler below ends the process for its supervisor.
   retry: { restartOnFailure: async (error) => causedByKafka(error) },
