@@ -34,10 +34,14 @@ describe('three-broker Kafka profile', () => {
     await admin.connect();
     const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
     expect(topics[0]!.partitions.map((partition) => partition.replicas.length)).toEqual([3, 3, 3]);
-    const described = await admin.describeConfigs({
-      resources: [{ type: 2, name: topic, configNames: ['min.insync.replicas'] }],
-      includeSynonyms: false,
-    });
+    // The broker asked may not know the new topic yet ("does not host this
+    // topic-partition", seen once on a fresh clone): asked again until it does.
+    const described = await eventually(() =>
+      admin.describeConfigs({
+        resources: [{ type: 2, name: topic, configNames: ['min.insync.replicas'] }],
+        includeSynonyms: false,
+      }),
+    );
     expect(described.resources[0]!.configEntries.find((entry) => entry.configName === 'min.insync.replicas')?.configValue).toBe('2');
     await admin.disconnect();
 
