@@ -83,8 +83,9 @@ export function encodeWire(schemaId: number, json: string): Buffer {
 /**
  * encodeWire for many messages at once: one buffer for them all, each message a view
  * of it. Node's allocator takes a fresh 8 KiB slab every two or three records of a few
- * kilobytes (or a buffer of its own past 4 KiB); one allocation per batch took about
- * 4 µs of CPU per record off the gateway's batch path.
+ * kilobytes (or a buffer of its own past 4 KiB): one allocation per batch instead. The
+ * profile of the batch path showed those allocations at about 5 % of its CPU; the
+ * throughput measured after the change was the same within the machine's noise.
  */
 export function encodeWireAll(schemaId: number, jsons: readonly string[]): Buffer[] {
   const lengths = jsons.map((json) => Buffer.byteLength(json, 'utf8'));
