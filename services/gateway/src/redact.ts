@@ -3,9 +3,12 @@
 // replaced by a typed placeholder (`[EMAIL]`) at the gateway, before the record is
 // queued, so it never reaches Kafka or ClickHouse.
 //
-// Each detector is a bounded regular expression that finds candidates (every
-// quantifier has an upper bound and every run starts at a boundary, so a hostile
-// 256 KiB string costs a linear scan), and where a check exists a library confirms the
+// Each detector is a regular expression that finds candidates in linear time: every
+// quantifier has an upper bound, a candidate starts only where a run of its characters
+// starts (a look-behind on the run's own class, never `\b`, so a hostile text such as
+// `-eyJ` repeated offers one start per run, not one per four characters), and a
+// private key's body stops at the next run of five dashes. recheck proves each pattern free
+// of super-linear backtracking in `npm test` (redos.test.ts); where a check exists a library confirms the
 // candidate: validator.js for card numbers (Luhn and issuer prefixes) and IBANs (the
 // mod-97 checksum), libphonenumber-js for phone numbers (numbering plans of every
 // region). The credential formats are the documented prefixes of the major
@@ -43,10 +46,13 @@ export function builtInDetectors(phoneRegion: CountryCode): Detector[] {
   return [
     {
       type: 'PRIVATE_KEY',
-      pattern: /-----BEGIN (?:[A-Z0-9]{1,20} ){0,3}PRIVATE KEY-----[\s\S]{0,16384}?-----END (?:[A-Z0-9]{1,20} ){0,3}PRIVATE KEY-----/g,
+      // The body holds no run of five dashes, so it stops at the next PEM boundary and the
+      // bodies scanned from successive headers never overlap: linear in the text.
+      pattern:
+        /-----BEGIN (?:[A-Z0-9]{1,20} ){0,3}PRIVATE KEY-----(?:[^-]|-(?!----)){0,16384}-----END (?:[A-Z0-9]{1,20} ){0,3}PRIVATE KEY-----/g,
       needs: /-----BEGIN/,
     },
-    { type: 'JWT', pattern: /\beyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8,1024}/g, needs: /eyJ/ },
+    { type: 'JWT', pattern: /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,8192}\.[A-Za-z0-9_-]{8,1024}/g, needs: /eyJ/ },
     {
       type: 'API_KEY',
       pattern: new RegExp(
@@ -69,7 +75,7 @@ export function builtInDetectors(phoneRegion: CountryCode): Detector[] {
           // This project's own ingest keys
           'otm_(?:prod|qa|preview|dev)_[A-Za-z0-9_-]{43}',
         ]
-          .map((source) => `\\b${source}(?![A-Za-z0-9_-])`)
+          .map((source) => `(?<![A-Za-z0-9_-])${source}(?![A-Za-z0-9_-])`)
           .join('|'),
         'g',
       ),

@@ -100,8 +100,9 @@ export function alteredTable(statement: string): string | undefined {
  * definition, as SHOW CREATE TABLE gives it.
  */
 export function recreateDistributed(name: string, createStatement: string, target: ClusterTarget): string[] {
-  const engine = /ENGINE = (Distributed\(.*\))\s*$/m.exec(createStatement)?.[1];
-  if (!engine) throw new Error(`cluster mode: ${name} is not a Distributed table: ${createStatement.slice(0, 120)}`);
+  const at = createStatement.indexOf('ENGINE = Distributed(');
+  const engine = at < 0 ? undefined : createStatement.slice(at + 'ENGINE = '.length).split('\n')[0]!.trimEnd();
+  if (!engine?.endsWith(')')) throw new Error(`cluster mode: ${name} is not a Distributed table: ${createStatement.slice(0, 120)}`);
   const on = `ON CLUSTER ${target.cluster}`;
   const table = `${target.database}.${name}`;
   return [`DROP TABLE IF EXISTS ${table} ${on}`, `CREATE TABLE IF NOT EXISTS ${table} ${on} AS ${table}${LOCAL_SUFFIX} ENGINE = ${engine}`];

@@ -99,7 +99,8 @@ function alreadyThere(error: unknown): boolean {
     const code = clickhouseErrorCode(at);
     const message = String((at as Error).message);
     if ((code === 44 || code === 57) && /already exists/i.test(message)) return true;
-    if (/There was an error on \[[^\]]*\]: Code: (44|57)\b[^]*already exists/.test(message)) return true;
+    // ON CLUSTER: a replica's answer quoted inside the initiator's ("There was an error on [host:port]: Code: 57 … already exists").
+    if (message.includes('There was an error on [') && /\]: Code: (?:44|57)\b/.test(message) && /already exists/.test(message)) return true;
   }
   return false;
 }

@@ -26,12 +26,26 @@ function load(): Map<string, ViewQuery> {
     .readdirSync(migrationsDir)
     .filter((file) => file.endsWith('.sql'))
     .sort();
-  const pattern =
-    /CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+) TO (\w+) AS\s+(SELECT[\s\S]+?FROM usage_events)\s+(?:WHERE ([\s\S]+?)\s+)?(GROUP BY [\s\S]+?);/g;
+  // Each view is `CREATE MATERIALIZED VIEW IF NOT EXISTS <view> TO <rollup> AS SELECT … FROM
+  // usage_events [WHERE …] GROUP BY …;`: cut at its markers (no backtracking regex).
+  const marker = 'CREATE MATERIALIZED VIEW IF NOT EXISTS ';
+  const from = 'FROM usage_events';
   for (const file of files) {
     const text = fs.readFileSync(path.join(migrationsDir, file), 'utf8');
-    for (const match of text.matchAll(pattern)) {
-      found.set(match[1]!, { table: match[2]!, select: match[3]!, where: match[4], groupBy: match[5]! });
+    for (const chunk of text.split(marker).slice(1)) {
+      const statement = chunk.slice(0, chunk.indexOf(';'));
+      const head = /^(\w+) TO (\w+) AS\s/.exec(statement);
+      const fromAt = statement.indexOf(from);
+      const groupAt = statement.indexOf('GROUP BY ', fromAt);
+      if (!head || fromAt < 0 || groupAt < 0) continue;
+      const between = statement.slice(fromAt + from.length, groupAt).trim();
+      if (between !== '' && !between.startsWith('WHERE ')) continue;
+      found.set(head[1]!, {
+        table: head[2]!,
+        select: statement.slice(head[0].length, fromAt + from.length).trim(),
+        where: between === '' ? undefined : between.slice('WHERE '.length).trim(),
+        groupBy: statement.slice(groupAt).trim(),
+      });
     }
   }
   return found;
