@@ -90,7 +90,7 @@ describe('ReDoS', () => {
   it('finds the regular expressions it is meant to check', () => {
     // The redactor's detectors and the schemas' patterns are among them.
     expect(regexes.some((each) => each.where.startsWith('services/gateway/src/redact.ts') && each.source.includes('eyJ'))).toBe(true);
-    expect(regexes.some((each) => /^schemas/.*.json#/.test(each.where))).toBe(true);
+    expect(regexes.some((each) => each.where.startsWith('schemas/') && each.where.includes('.json#'))).toBe(true);
     expect(regexes.length).toBeGreaterThan(50);
   });
 
