@@ -91,7 +91,7 @@ describe('ReDoS', () => {
     // The redactor's detectors and the schemas' patterns are among them.
     expect(regexes.some((each) => each.where.startsWith('services/gateway/src/redact.ts') && each.source.includes('eyJ'))).toBe(true);
     expect(regexes.some((each) => each.where.startsWith('schemas/') && each.where.includes('.json#'))).toBe(true);
-    expect(regexes.length).toBeGreaterThan(50);
+    expect(regexes.length).toBeGreaterThan(30);
   });
 
   it('recheck calls a known-vulnerable pattern vulnerable (the checker works)', () => {
