@@ -22,7 +22,7 @@ import { buildAdminApp } from '../services/admin/src/app.js';
 import { builtInDetectors, Redactor } from '../services/gateway/src/redact.js';
 
 const logger = pino({ level: process.env.TABLE_LOG ?? 'silent' });
-const limits = { requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000 };
+const limits = { requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000, maxConnections: 0 };
 const record = () => JSON.parse(fs.readFileSync(new URL('../schemas/fixtures/valid/success.json', import.meta.url), 'utf8'));
 
 /** What the in-memory dependencies do next: the tests below switch them. */
@@ -55,7 +55,7 @@ beforeAll(async () => {
       connectionLimits: limits,
       jsonMaxDepth: 32,
       recordBounds: DEFAULT_RECORD_BOUNDS,
-      batch: { maxRecords: 10, maxBytes: 64 * 1024 },
+      batch: { maxRecords: 10, maxBytes: 64 * 1024, maxUnreadableLines: 20 },
     },
     {
       logger,

@@ -60,7 +60,8 @@ function patternsOfJson(file: string): Found[] {
     else if (value !== null && typeof value === 'object') {
       for (const [key, inner] of Object.entries(value)) {
         // JSON Schema patterns are Unicode-aware (AJV compiles them with the u flag).
-        if (key === 'pattern' && typeof inner === 'string') found.push({ where: `${path.relative(projectRoot, file)}#${pointer}`, source: inner, flags: 'u' });
+        if (key === 'pattern' && typeof inner === 'string')
+          found.push({ where: `${path.relative(projectRoot, file)}#${pointer}`, source: inner, flags: 'u' });
         else visit(inner, `${pointer}/${key}`);
       }
     }
@@ -104,7 +105,8 @@ describe('ReDoS', () => {
     for (const each of regexes) {
       const result = checkSync(each.source, each.flags, { timeout: 20_000 });
       if (result.status !== 'safe') {
-        const detail = result.status === 'vulnerable' ? `${result.complexity.type}, attack ${JSON.stringify(result.attack.pattern)}` : result.status;
+        const detail =
+          result.status === 'vulnerable' ? `${result.complexity.type}, attack ${JSON.stringify(result.attack.pattern)}` : result.status;
         unsafe.push(`${each.where} /${each.source}/${each.flags}: ${detail}`);
       }
     }

@@ -49,6 +49,7 @@ export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Pro
 
   // Retry-After for the rare 503 (a dependency down): the admin service has no setting of its own.
   registerEdge(app, {
+    maxConnections: options.connectionLimits.maxConnections,
     retryAfterSeconds: 5,
     accessLog: 'info',
     ...(deps.metrics && { metrics: { registry: deps.metrics, prefix: 'otm_admin' } }),

@@ -17,12 +17,13 @@ import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { registerBatchRoute, type BatchLimits } from './batch-route.js';
 import { loadOtlpCodec } from './otlp.js';
 import { registerOtlpRoute } from './otlp-route.js';
-import { createIngestAuth } from './ingest-auth.js';
+import { createIngestAuth, type KeyLookup } from './ingest-auth.js';
 import { ingestRoutes } from './ingest-routes.js';
 import { CAPTURE_HEADER, capturePolicyOf, headerValues } from './capture.js';
 import type { Redactor } from './redact.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
 import {
+  checkRecord,
   IDEMPOTENCY_KEY,
   prepareRecord,
   previousAnswer,
@@ -41,7 +42,7 @@ export type { AcceptedReply } from './record-intake.js';
 
 export interface GatewayDeps {
   logger: Logger;
-  keyCache: { lookup(hash: string): IngestKeyRecord | null | Promise<IngestKeyRecord | null> };
+  keyCache: KeyLookup;
   validators: Pick<Validators, 'usageRecord'>;
   schemaId: number;
   batcher: { enqueue(message: QueuedMessage): Promise<void> };
@@ -64,6 +65,10 @@ export interface GatewayOptions {
   jsonMaxDepth: number;
   recordBounds: RecordBounds;
   batch: BatchLimits;
+  /** Failed authentications per client address per minute before uncached keys get 429 (0: no limit). */
+  authFailuresPerMinute?: number;
+  /** Attributes (resource, span and event) in one OTLP export at most. */
+  otlpMaxAttributes?: number;
   https?: { key: Buffer; cert: Buffer };
 }
 
@@ -103,6 +108,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
   };
 
   registerEdge(app, {
+    maxConnections: options.connectionLimits.maxConnections,
     retryAfterSeconds: options.retryAfterSeconds,
     accessLog: 'debug',
     metrics: { registry: deps.metrics.registry, prefix: 'otm_gateway' },
@@ -115,7 +121,12 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     },
   });
 
-  const { authenticate, rateLimited } = createIngestAuth(deps.keyCache, options.rateLimit, (reply, message) => unavailable(reply, message));
+  const { authenticate, rateLimited } = createIngestAuth(
+    deps.keyCache,
+    options.rateLimit,
+    (reply, message) => unavailable(reply, message),
+    options.authFailuresPerMinute,
+  );
 
   const intakeContext = (request: FastifyRequest, receivedAt: Date): IntakeContext => ({
     validators: deps.validators,
@@ -140,12 +151,13 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     async (request, reply) => {
       const context = intakeContext(request, new Date());
       reply.header(CAPTURE_HEADER, context.capture);
-      const prepared = prepareRecord(request.body, idempotencyKeyOf(request), request.id, context);
-      const previous = previousAnswer(prepared, deps.replay);
+      const checked = checkRecord(request.body, idempotencyKeyOf(request), request.id, context);
+      const previous = previousAnswer(checked, deps.replay);
       if (previous) {
         deps.metrics.replays.inc();
-        return reply.code(202).send(accepted(previous, prepared.usage));
+        return reply.code(202).send(accepted(previous, checked.usage));
       }
+      const prepared = prepareRecord(checked, context);
       try {
         await deps.batcher.enqueue({ key: prepared.eventKey, value: queuedValue(prepared, context), requestId: prepared.requestId });
       } catch (error) {
@@ -180,6 +192,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     rateLimited,
     intakeContext,
     maxSpans: options.batch.maxRecords,
+    maxAttributes: options.otlpMaxAttributes ?? 64 * options.batch.maxRecords,
     maxBytes: options.batch.maxBytes,
   });
 

@@ -6,26 +6,28 @@
 import { CAPTURE_HEADER } from './capture.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { v7 as uuidv7 } from 'uuid';
-import { ServiceError } from '@otm/shared/errors';
-import { parseJsonText, registerJsonParser } from '@otm/shared/http-edge';
+import { errorReportLimits, fitErrorBudget, ServiceError, type FieldError } from '@otm/shared/errors';
+import type { Readable } from 'node:stream';
+import { parseJsonText } from '@otm/shared/http-edge';
+import { parseNdjson, readCountedBody, UnreadableLine, type BatchBodyLimits } from './batch-body.js';
 import { encodeWireAll } from '@otm/shared/registry';
 import { errorBodySchema, ingestRoutes } from './ingest-routes.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
 import {
+  checkRecord,
   IDEMPOTENCY_KEY,
   prepareRecord,
   previousAnswer,
   queuedJson,
+  type CheckedRecord,
   type IntakeContext,
   type PreparedRecord,
   type Usage,
 } from './record-intake.js';
+import { EventLoopTurn } from './event-loop-turn.js';
 import type { GatewayMetrics } from './metrics.js';
 
-export interface BatchLimits {
-  maxRecords: number;
-  maxBytes: number;
-}
+export type BatchLimits = BatchBodyLimits;
 
 export interface BatchRouteDeps {
   batcher: { enqueue(message: QueuedMessage): Promise<void> };
@@ -43,31 +45,24 @@ export interface BatchItemResult {
   requestId?: string;
   errorType?: string;
   message?: string;
-  errors?: { path: string; message: string }[];
+  errors?: FieldError[];
+  truncated?: boolean;
 }
 
-/** An NDJSON line that is not a JSON text: its item is refused, the others go on. */
-class UnreadableLine {
-  constructor(readonly error: ServiceError) {}
-}
-
-export function registerBatchRoute(app: FastifyInstance, limits: BatchLimits, jsonMaxDepth: number, deps: BatchRouteDeps): void {
+export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits, jsonMaxDepth: number, deps: BatchRouteDeps): void {
   const route = ingestRoutes.batch;
   void app.register(async (scope) => {
-    // The array adds one level: an item may nest as deep as a single record.
-    registerJsonParser(scope, jsonMaxDepth + 1);
-    scope.addContentTypeParser('application/x-ndjson', { parseAs: 'string' }, (_request, text, done) => {
-      const items: unknown[] = [];
-      for (const line of (text as string).split('\n')) {
-        if (line.trim() === '') continue;
-        try {
-          items.push(parseJsonText(line, jsonMaxDepth, 'This line'));
-        } catch (error) {
-          items.push(new UnreadableLine(error as ServiceError));
-        }
-      }
-      done(null, items);
-    });
+    // Both shapes are read by readCountedBody: items counted while the body arrives and
+    // refused at the limit before any is parsed. The array adds one level: an item may
+    // nest as deep as a single record.
+    scope.removeContentTypeParser('text/plain');
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser('application/json', async (_request: FastifyRequest, payload: Readable) =>
+      parseJsonText(await readCountedBody(payload, false, limits), jsonMaxDepth + 1),
+    );
+    scope.addContentTypeParser('application/x-ndjson', async (_request: FastifyRequest, payload: Readable) =>
+      parseNdjson(await readCountedBody(payload, true, limits), jsonMaxDepth, limits.maxUnreadableLines),
+    );
 
     scope.post(
       route.url,
@@ -108,6 +103,7 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchLimits, js
         deps.metrics.records.inc({ outcome: 'refused' }, answer.refused);
         const status = answer.accepted === answer.results.length ? 202 : answer.accepted > 0 ? 207 : undefined;
         if (status !== undefined) {
+          fitErrorBudget(answer.results);
           return reply.code(status).send({
             status: status === 202 ? 'accepted' : 'partial',
             message:
@@ -123,24 +119,28 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchLimits, js
         }
         // Nothing accepted: 503 if a valid item could not be queued (retry it all), else 400.
         const unavailable = answer.results.some((result) => result.status === 503);
-        const errorType = unavailable ? 'Unavailable' : 'ValidationError';
-        const body = new ServiceError(
-          errorType,
-          unavailable ? 'The queue is unavailable; no record was accepted. Retry later.' : 'No record of the batch is valid; see results.',
-          {
-            errors: unavailable
-              ? undefined
-              : answer.results.flatMap((result) =>
-                  (result.errors ?? [{ path: '/', message: result.message ?? 'refused' }]).map((error) => ({
-                    path: `/${result.index}${error.path === '/' ? '' : error.path}`,
-                    message: error.message,
-                  })),
-                ),
-          },
-        ).toBody();
-        if (unavailable) reply.header('retry-after', String(deps.retryAfterSeconds));
-        else deps.metrics.validationFailures.inc();
-        return reply.code(unavailable ? 503 : 400).send({ ...body, results: answer.results });
+        if (unavailable) {
+          reply.header('retry-after', String(deps.retryAfterSeconds));
+          const body = new ServiceError('Unavailable', 'The queue is unavailable; no record was accepted. Retry later.').toBody();
+          return reply.code(503).send({ ...body, results: answer.results });
+        }
+        deps.metrics.validationFailures.inc();
+        // Every item's errors once, pointing into the batch, within the answer's budget;
+        // the results then say each item's status and type only.
+        const errors: FieldError[] = [];
+        let truncated = false;
+        for (const result of answer.results) {
+          truncated ||= result.truncated === true;
+          for (const error of result.errors ?? [{ path: '/', message: result.message ?? 'refused' }]) {
+            errors.push({ path: `/${result.index}${error.path === '/' ? '' : error.path}`, message: error.message });
+          }
+          delete result.errors;
+          delete result.truncated;
+        }
+        const listed = fitWithin(errors);
+        truncated ||= listed.length < errors.length;
+        const body = new ServiceError('ValidationError', 'No record of the batch is valid; see results.').toBody();
+        return reply.code(400).send({ ...body, errors: listed, ...(truncated ? { truncated: true } : {}), results: answer.results });
       },
     );
   });
@@ -160,6 +160,7 @@ async function ingestBatch(
   deps: Pick<BatchRouteDeps, 'batcher' | 'metrics'>,
 ): Promise<BatchAnswer> {
   const results: BatchItemResult[] = new Array(items.length);
+  const checked: (CheckedRecord | undefined)[] = new Array(items.length);
   const prepared: (PreparedRecord | undefined)[] = new Array(items.length);
   /** The indexes of the items to queue, in order. */
   const toQueue: number[] = [];
@@ -167,17 +168,20 @@ async function ingestBatch(
   // key is the same record (answered as the first) or a reused key (422).
   const firstWithKey = new Map<string, number>();
   const twins: [number, number][] = [];
+  const turn = new EventLoopTurn();
 
   for (let index = 0; index < items.length; index++) {
+    // A large batch is checked in slices, so other requests are answered between them.
+    await turn.yieldIfLong();
     try {
       const { record, itemKey } = splitItem(items[index]);
       const key = itemKey ?? (batchKey === undefined ? undefined : `${batchKey}:${index}`);
-      const item = prepareRecord(record, key, uuidv7(), context);
+      const item = checkRecord(record, key, uuidv7(), context);
+      checked[index] = item;
       const first = firstWithKey.get(item.eventKey);
       if (first !== undefined) {
-        if (prepared[first]?.recordJson !== item.recordJson) throw reusedKey();
+        if (checked[first]?.digest !== item.digest) throw reusedKey();
         twins.push([index, first]);
-        prepared[index] = item;
         continue;
       }
       if (key !== undefined) firstWithKey.set(item.eventKey, index);
@@ -185,16 +189,20 @@ async function ingestBatch(
       if (previous) {
         deps.metrics.replays.inc();
         results[index] = { index, status: 202, requestId: previous.requestId };
-        prepared[index] = { ...item, requestId: previous.requestId };
         continue;
       }
-      prepared[index] = item;
       toQueue.push(index);
     } catch (error) {
       if (!(error instanceof ServiceError)) throw error;
+      checked[index] = undefined;
       results[index] = { index, status: error.statusCode as 400 | 422, ...error.toBody() };
       delete (results[index] as { statusCode?: number }).statusCode;
     }
+  }
+  // The capture policy (redaction) only on the records that will be queued.
+  for (const index of toQueue) {
+    await turn.yieldIfLong();
+    prepared[index] = prepareRecord(checked[index]!, context);
   }
   // Every valid item's message value in one buffer (encodeWireAll), then queued together.
   const values = encodeWireAll(
@@ -234,7 +242,7 @@ async function ingestBatch(
       continue;
     }
     answer.accepted++;
-    const usage = prepared[result.index]!.usage;
+    const usage = checked[result.index]!.usage;
     answer.usage.inputTokens += usage.inputTokens;
     answer.usage.outputTokens += usage.outputTokens;
     answer.usage.totalTokens += usage.totalTokens;
@@ -262,4 +270,16 @@ function reusedKey(): ServiceError {
     'IdempotencyKeyReused',
     'This idempotency key is used by another record of the batch; send a new key for a new record.',
   );
+}
+
+/** The first errors of a list whose JSON fits the answer's byte budget. */
+function fitWithin(errors: FieldError[]): FieldError[] {
+  let spent = 2;
+  let count = 0;
+  for (const error of errors) {
+    spent += JSON.stringify(error).length + 1;
+    if (spent > errorReportLimits.answerBytes) break;
+    count++;
+  }
+  return errors.slice(0, count);
 }

@@ -18,6 +18,23 @@ export const gatewaySpec = {
   BODY_LIMIT_BYTES: positiveInt({ default: 1_048_576, desc: 'Bytes of a single-record body at most, after decompression (413 beyond)' }),
   BATCH_MAX_RECORDS: positiveInt({ default: 1000, desc: 'Records in one batch at most (413 beyond)' }),
   BATCH_BODY_LIMIT_BYTES: positiveInt({ default: 5 * 1_048_576, desc: 'Bytes of a batch body at most, after decompression (413 beyond)' }),
+  BATCH_MAX_UNREADABLE_LINES: nonNegativeInt({
+    default: 20,
+    desc: 'NDJSON lines that are not JSON in one batch at most; past it the whole batch is refused (400)',
+  }),
+  OTLP_MAX_ATTRIBUTES: positiveInt({
+    default: 64_000,
+    desc: 'Attributes (resource, span and event) in one OTLP export at most, counted before decoding (413 beyond)',
+  }),
+  AUTH_FAILURES_PER_MINUTE: nonNegativeInt({
+    default: 600,
+    desc: 'Failed authentications per client address per minute; past it, keys the gateway does not hold get 429 (0: no limit)',
+  }),
+  ERROR_DETAILS_PER_ITEM: positiveInt({
+    default: 20,
+    desc: 'Errors listed per record (or request) in an error answer; `truncated` says more were found',
+  }),
+  ERROR_ANSWER_MAX_BYTES: positiveInt({ default: 65_536, desc: "Bytes of error details in one answer at most (a batch's items together)" }),
   PRODUCE_LINGER_MS: nonNegativeInt({ default: 2, desc: 'How long a record waits for others to share its Produce request' }),
   PRODUCE_MAX_BATCH: positiveInt({ default: 1000, desc: 'Records per Produce request at most' }),
   PRODUCE_MAX_BATCH_BYTES: positiveInt({ default: 4 * 1024 * 1024, desc: 'Bytes per Produce request at most' }),
@@ -36,6 +53,11 @@ export const gatewaySpec = {
   CONTEXT_MAX_ARRAY_ITEMS: positiveInt({ default: 256, desc: 'Items in one array inside context' }),
   KEY_CACHE_TTL_MS: positiveInt({ default: 1000, desc: 'Lifetime of a cached key look-up (must stay under 2000)' }),
   KEY_CACHE_MISS_TTL_MS: positiveInt({ default: 250, desc: 'Lifetime of a cached look-up of an unknown key' }),
+  KEY_CACHE_MAX_ENTRIES: positiveInt({ default: 100_000, desc: 'Known keys held in the key cache at most (least recently used go first)' }),
+  KEY_CACHE_MAX_UNKNOWN_ENTRIES: positiveInt({
+    default: 100_000,
+    desc: 'Unknown key digests remembered at most (a flood of unknown keys never pushes out a known one)',
+  }),
   IDEMPOTENCY_REPLAY_ENTRIES: nonNegativeInt({ default: 100_000, desc: 'Accepted idempotency keys remembered for replies' }),
   REDACT_PATTERNS: str({
     default: '{}',

@@ -23,27 +23,59 @@ export interface IngestAuth {
   rateLimited(request: FastifyRequest, reply: FastifyReply, records?: number): Promise<void>;
 }
 
+export interface KeyLookup {
+  lookup(hash: string): IngestKeyRecord | null | Promise<IngestKeyRecord | null>;
+  /** The cached answer without asking the store; undefined when none is held. */
+  peek?(hash: string): IngestKeyRecord | null | undefined;
+}
+
 export function createIngestAuth(
-  keyCache: { lookup(hash: string): IngestKeyRecord | null | Promise<IngestKeyRecord | null> },
+  keyCache: KeyLookup,
   rateLimit: { perSecond: number; burst: number },
   unavailable: (reply: FastifyReply, message: string) => ServiceError,
+  /** Failed authentications per client address per minute before look-ups of uncached keys are refused (0: no limit). */
+  authFailuresPerMinute = 0,
 ): IngestAuth {
+  const failures = authFailuresPerMinute > 0 ? new RateLimiterMemory({ points: authFailuresPerMinute, duration: 60 }) : undefined;
+
   // Authentication runs on onRequest, before the body is read (as at an edge): a
   // request without a valid key is answered 401 without parsing its body.
   async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    try {
+      request.apiKey = await authenticated(request, reply);
+    } catch (error) {
+      if (failures && error instanceof ServiceError && error.errorType === 'AuthError') await failures.penalty(request.ip, 1);
+      throw error;
+    }
+    if (request.headers.expect?.toLowerCase() === '100-continue') reply.raw.writeContinue();
+  }
+
+  async function authenticated(request: FastifyRequest, reply: FastifyReply): Promise<IngestKeyRecord> {
     const key = credentialsOf(request);
     const environment = parseKey(key);
     if (environment === undefined) throw new ServiceError('AuthError', 'API key missing or incorrect.');
+    const hash = hashKey(key);
+    // An address past its failed authentications is not given another look-up in the key
+    // store: only keys the gateway holds are still answered for it (a valid key behind
+    // the same address keeps working; a flood of guessed keys costs no round trip).
+    if (failures && keyCache.peek?.(hash) === undefined) {
+      const spent = await failures.get(request.ip);
+      if (spent && spent.remainingPoints <= 0) {
+        reply.header('retry-after', String(Math.max(1, Math.ceil(spent.msBeforeNext / 1000))));
+        throw new ServiceError(
+          'RateLimited',
+          `Too many failed authentications from this address (${authFailuresPerMinute} a minute); retry later.`,
+        );
+      }
+    }
     let record: IngestKeyRecord | null;
     try {
-      record = await keyCache.lookup(hashKey(key));
+      record = await keyCache.lookup(hash);
     } catch {
       throw unavailable(reply, 'The key store is unreachable; retry later.');
     }
     if (!record) throw new ServiceError('AuthError', 'API key missing or incorrect.');
-    request.apiKey = record;
-
-    if (request.headers.expect?.toLowerCase() === '100-continue') reply.raw.writeContinue();
+    return record;
   }
 
   // Per key: a fixed window of burst/perSecond seconds holding `burst` records, so a

@@ -47,6 +47,7 @@ export const batchItemResultSchema = {
     errorType: { type: 'string', enum: ['ValidationError', 'IdempotencyKeyReused', 'Unavailable'] },
     message: { type: 'string' },
     errors: fieldErrors,
+    truncated: { type: 'boolean', description: 'Present (true) when the item had more errors than are listed' },
   },
 } as const;
 
@@ -77,6 +78,10 @@ export const errorBodySchema = {
     errorType: { type: 'string' },
     message: { type: 'string' },
     errors: fieldErrors,
+    truncated: {
+      type: 'boolean',
+      description: 'Present (true) when more errors were found than are listed (20 per record, 64 KiB per answer)',
+    },
     results: { type: 'array', items: batchItemResultSchema, description: 'Batch only: one entry per item' },
   },
 } as const;

@@ -37,7 +37,7 @@ describe('KeyCache', () => {
       if (slow) await new Promise<void>((resolve) => (release = resolve));
       return current;
     });
-    const cache = new KeyCache(fake.store, fakeSubscriber(), { hitTtlMs: 200, missTtlMs: 50, maxEntries: 10 });
+    const cache = new KeyCache(fake.store, fakeSubscriber(), { hitTtlMs: 200, missTtlMs: 50, maxEntries: 10, maxUnknownEntries: 10 });
     expect(await cache.lookup('h')).toBe(record);
     expect(fake.lookups()).toBe(1);
 
@@ -56,7 +56,7 @@ describe('KeyCache', () => {
 
   it('waits for the store once an entry has expired', async () => {
     const fake = fakeStore(async () => record);
-    const cache = new KeyCache(fake.store, fakeSubscriber(), { hitTtlMs: 30, missTtlMs: 30, maxEntries: 10 });
+    const cache = new KeyCache(fake.store, fakeSubscriber(), { hitTtlMs: 30, missTtlMs: 30, maxEntries: 10, maxUnknownEntries: 10 });
     await cache.lookup('h');
     await sleep(40);
     const answer = cache.lookup('h');
@@ -67,10 +67,30 @@ describe('KeyCache', () => {
   it('drops an entry at once on a deletion message', async () => {
     const fake = fakeStore(async () => record);
     const subscriber = fakeSubscriber();
-    const cache = new KeyCache(fake.store, subscriber, { hitTtlMs: 10_000, missTtlMs: 50, maxEntries: 10 });
+    const cache = new KeyCache(fake.store, subscriber, { hitTtlMs: 10_000, missTtlMs: 50, maxEntries: 10, maxUnknownEntries: 10 });
     await cache.start();
     await cache.lookup('h');
     (subscriber as unknown as EventEmitter).emit('message', 'revoked', 'h');
     expect(cache.lookup('h')).toBeInstanceOf(Promise);
+  });
+
+  it('a flood of unknown keys never pushes a valid key out, and an unknown digest is asked for once while remembered', async () => {
+    const fake = fakeStore(async () => null);
+    const valid = fakeStore(async () => record);
+    const store = {
+      revocationChannel: 'revoked',
+      findByHash: (hash: string) => (hash === 'valid' ? valid.store.findByHash(hash) : fake.store.findByHash(hash)),
+    } as unknown as KeyStore;
+    const cache = new KeyCache(store, fakeSubscriber(), { hitTtlMs: 10_000, missTtlMs: 10_000, maxEntries: 10, maxUnknownEntries: 100 });
+    expect(await cache.lookup('valid')).toBe(record);
+    for (let i = 0; i < 1000; i++) expect(await cache.lookup(`unknown-${i}`)).toBeNull();
+    expect(valid.lookups()).toBe(1);
+    expect(cache.peek('valid')).toBe(record); // still held, without asking the store
+    expect(cache.lookup('valid')).toBe(record);
+    expect(valid.lookups()).toBe(1);
+    const before = fake.lookups();
+    expect(cache.lookup('unknown-999')).toBeNull(); // remembered: no round trip
+    expect(fake.lookups()).toBe(before);
+    expect(cache.peek('never-seen')).toBeUndefined();
   });
 });

@@ -9,6 +9,12 @@
 // milliseconds, an AOF rewrite say, does not reach the requests). The entry's
 // lifetime counts from when its look-up was sent, so a slow answer does not
 // stretch how long a deleted key can live on here.
+//
+// Known keys and unknown digests are held apart, each in a bounded LRU: a flood of
+// unknown keys only pushes out other unknown digests, never a valid key (an unknown
+// digest is remembered briefly; a newly created key was never looked up, so it is never
+// among them).
+import { LRUCache } from 'lru-cache';
 import { EVERY_KEY, type IngestKeyRecord, type KeyStore } from '@otm/shared/keys/key-store';
 import type { Redis } from '@otm/shared/redis';
 
@@ -21,11 +27,15 @@ interface Entry {
 export interface KeyCacheOptions {
   hitTtlMs: number;
   missTtlMs: number;
+  /** Known keys held at most (least recently used go first). */
   maxEntries: number;
+  /** Unknown digests held at most. */
+  maxUnknownEntries: number;
 }
 
 export class KeyCache {
-  private readonly entries = new Map<string, Entry>();
+  private readonly known: LRUCache<string, Entry>;
+  private readonly unknown: LRUCache<string, Entry>;
   private readonly pending = new Map<string, Promise<IngestKeyRecord | null>>();
   /** Bumped on every invalidation so a look-up that raced a deletion is not cached. */
   private generation = 0;
@@ -34,7 +44,10 @@ export class KeyCache {
     private readonly store: KeyStore,
     private readonly subscriber: Redis,
     private readonly options: KeyCacheOptions,
-  ) {}
+  ) {
+    this.known = new LRUCache({ max: options.maxEntries });
+    this.unknown = new LRUCache({ max: options.maxUnknownEntries });
+  }
 
   async start(): Promise<void> {
     // A key deleted or changed: its digest; an environment's policy changed: every key.
@@ -49,18 +62,30 @@ export class KeyCache {
 
   invalidate(hash: string): void {
     this.generation++;
-    this.entries.delete(hash);
+    this.known.delete(hash);
+    this.unknown.delete(hash);
   }
 
   clear(): void {
     this.generation++;
-    this.entries.clear();
+    this.known.clear();
+    this.unknown.clear();
+  }
+
+  /** The cached answer for a digest without asking the store: undefined when none is held. */
+  peek(hash: string): IngestKeyRecord | null | undefined {
+    const entry = this.entry(hash);
+    return entry && entry.expiresAt > Date.now() ? entry.record : undefined;
+  }
+
+  private entry(hash: string): Entry | undefined {
+    return this.known.get(hash) ?? this.unknown.get(hash);
   }
 
   /** The key's record, null for an unknown key; throws when the store is unreachable. */
   lookup(hash: string): IngestKeyRecord | null | Promise<IngestKeyRecord | null> {
     const now = Date.now();
-    const entry = this.entries.get(hash);
+    const entry = this.entry(hash);
     if (entry && entry.expiresAt > now) {
       if (entry.refreshAt <= now && !this.pending.has(hash)) this.fetch(hash).catch(() => undefined);
       return entry.record;
@@ -75,9 +100,15 @@ export class KeyCache {
       .findByHash(hash)
       .then((record) => {
         if (generation === this.generation) {
-          if (this.entries.size >= this.options.maxEntries) this.entries.clear();
           const ttl = record ? this.options.hitTtlMs : this.options.missTtlMs;
-          this.entries.set(hash, { record, expiresAt: sentAt + ttl, refreshAt: sentAt + ttl / 2 });
+          const entry = { record, expiresAt: sentAt + ttl, refreshAt: sentAt + ttl / 2 };
+          if (record) {
+            this.known.set(hash, entry);
+            this.unknown.delete(hash);
+          } else {
+            this.unknown.set(hash, entry);
+            this.known.delete(hash);
+          }
         }
         return record;
       })

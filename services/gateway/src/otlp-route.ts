@@ -13,9 +13,10 @@ import { registerJsonParser } from '@otm/shared/http-edge';
 import { CAPTURE_HEADER } from './capture.js';
 import { ingestRoutes } from './ingest-routes.js';
 import type { GatewayMetrics } from './metrics.js';
-import { decodeJson, isGenAiSpan, OtlpDecodeError, usageFromSpan, type OtlpCodec, type OtlpSpan } from './otlp.js';
+import { countJson, countProtobuf, decodeJson, OtlpDecodeError, usageFromSpan, type OtlpCodec, type OtlpSpan } from './otlp.js';
+import { EventLoopTurn } from './event-loop-turn.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
-import { prepareRecord, previousAnswer, queuedValue, type IntakeContext } from './record-intake.js';
+import { checkRecord, prepareRecord, previousAnswer, queuedValue, type IntakeContext } from './record-intake.js';
 
 export interface OtlpRouteDeps {
   codec: OtlpCodec;
@@ -24,8 +25,9 @@ export interface OtlpRouteDeps {
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   rateLimited(request: FastifyRequest, reply: FastifyReply, records: number): Promise<void>;
   intakeContext(request: FastifyRequest, receivedAt: Date): IntakeContext;
-  /** At most this many GenAI spans per request, and this many bytes after decompression (the batch limits). */
+  /** At most this many spans (GenAI or not) and attributes per request, and this many bytes after decompression. */
   maxSpans: number;
+  maxAttributes: number;
   maxBytes: number;
 }
 
@@ -75,13 +77,24 @@ export function registerOtlpRoute(app: FastifyInstance, deps: OtlpRouteDeps): vo
         bodyLimit: deps.maxBytes,
         onRequest: deps.authenticate,
         preHandler: async (request, reply) => {
-          const decoded = decode(request, deps.codec, isProtobuf(request));
-          (request as FastifyRequest & { otlp?: Decoded }).otlp = decoded;
-          const genAi = decoded.spans.filter(isGenAiSpan).length;
-          if (genAi > deps.maxSpans) {
-            throw new ServiceError('PayloadTooLarge', `An export holds at most ${deps.maxSpans} GenAI spans; this one holds ${genAi}.`);
+          // Every span and attribute is counted before anything is decoded or mapped, and
+          // every span, GenAI or not, counts toward the limit and the key's rate.
+          const protobuf = isProtobuf(request);
+          const count = readable(() => (protobuf ? countProtobuf(request.body as Buffer) : countJson(request.body)));
+          if (count.spans > deps.maxSpans) {
+            throw new ServiceError('PayloadTooLarge', `An export holds at most ${deps.maxSpans} spans; this one holds ${count.spans}.`);
           }
-          await deps.rateLimited(request, reply, Math.max(1, genAi));
+          if (count.attributes > deps.maxAttributes) {
+            throw new ServiceError(
+              'PayloadTooLarge',
+              `An export holds at most ${deps.maxAttributes} attributes; this one holds ${count.attributes}.`,
+            );
+          }
+          await deps.rateLimited(request, reply, Math.max(1, count.spans));
+          (request as FastifyRequest & { otlp?: Decoded }).otlp = {
+            spans: readable(() => (protobuf ? deps.codec.decodeProtobuf(request.body as Buffer) : decodeJson(request.body))),
+            protobuf,
+          };
         },
       },
       async (request, reply) => {
@@ -112,9 +125,10 @@ export function registerOtlpRoute(app: FastifyInstance, deps: OtlpRouteDeps): vo
   });
 }
 
-function decode(request: FastifyRequest, codec: OtlpCodec, protobuf: boolean): Decoded {
+/** The result of reading the body, an unreadable one refused with 400. */
+function readable<T>(read: () => T): T {
   try {
-    return { spans: protobuf ? codec.decodeProtobuf(request.body as Buffer) : decodeJson(request.body), protobuf };
+    return read();
   } catch (error) {
     if (error instanceof OtlpDecodeError) throw new ServiceError('ValidationError', error.message);
     throw error;
@@ -136,7 +150,9 @@ async function ingestSpans(
   const outcome: SpansOutcome = { accepted: 0, ignored: 0, rejected: [], unavailable: false };
   const sends: Promise<void>[] = [];
   const seen = new Set<string>();
+  const turn = new EventLoopTurn();
   for (const span of spans) {
+    await turn.yieldIfLong();
     const usage = usageFromSpan(span);
     if (usage.kind === 'ignored') {
       outcome.ignored++;
@@ -147,15 +163,16 @@ async function ingestSpans(
       continue;
     }
     try {
-      const item = prepareRecord(usage.record, usage.idempotencyKey, uuidv7(), context);
+      const checked = checkRecord(usage.record, usage.idempotencyKey, uuidv7(), context);
       // The same span twice in one export is one record.
-      if (seen.has(item.eventKey)) continue;
-      seen.add(item.eventKey);
-      if (previousAnswer(item, context.replay)) {
+      if (seen.has(checked.eventKey)) continue;
+      seen.add(checked.eventKey);
+      if (previousAnswer(checked, context.replay)) {
         deps.metrics.replays.inc();
         outcome.accepted++;
         continue;
       }
+      const item = prepareRecord(checked, context);
       sends.push(
         deps.batcher.enqueue({ key: item.eventKey, value: queuedValue(item, context), requestId: item.requestId }).then(
           () => {

@@ -66,14 +66,91 @@ export function loadOtlpCodec(): OtlpCodec {
       let decoded: protobuf.Message;
       try {
         decoded = request.decode(body);
-      } catch (error) {
-        throw new OtlpDecodeError(`The body is not a protobuf ExportTraceServiceRequest: ${(error as Error).message}`);
+      } catch {
+        // The decoder's own words ("index out of range: 3 + 114 > 20") say nothing useful to a client.
+        throw new OtlpDecodeError('The body is not a protobuf ExportTraceServiceRequest.');
       }
       return spansOf(request.toObject(decoded, { longs: String, bytes: String, enums: Number, defaults: false }), 'base64');
     },
     encodeResponse: (value) => response.encode(response.fromObject(value)).finish(),
     encodeStatus: (value) => status.encode(status.fromObject(value)).finish(),
   };
+}
+
+/** What an export holds, counted before anything is decoded or mapped. */
+export interface OtlpCount {
+  /** Every span, GenAI or not. */
+  spans: number;
+  /** Attributes of resources, scopes, spans, events and links. */
+  attributes: number;
+}
+
+/**
+ * Counts the spans and attributes of a protobuf ExportTraceServiceRequest by walking its
+ * wire format (tags and lengths only: nothing is decoded or allocated), so an export of
+ * 170,000 tiny spans is refused for what it holds before it costs memory.
+ */
+export function countProtobuf(body: Uint8Array): OtlpCount {
+  const count: OtlpCount = { spans: 0, attributes: 0 };
+  // Field numbers of opentelemetry/proto/trace/v1 and resource/common: which fields hold
+  // what is counted, and which messages to walk into.
+  const event = (field: number) => (field === 3 ? count.attributes++ : undefined);
+  const link = (field: number) => (field === 5 ? count.attributes++ : undefined);
+  const span = (field: number, inner: Walk) =>
+    field === 9 ? count.attributes++ : field === 11 ? inner(event) : field === 13 ? inner(link) : undefined;
+  const scope = (field: number) => (field === 3 ? count.attributes++ : undefined);
+  const resource = (field: number) => (field === 1 ? count.attributes++ : undefined);
+  const scopeSpans = (field: number, inner: Walk) => (field === 1 ? inner(scope) : field === 2 ? (count.spans++, inner(span)) : undefined);
+  const resourceSpans = (field: number, inner: Walk) => (field === 1 ? inner(resource) : field === 2 ? inner(scopeSpans) : undefined);
+  try {
+    walkMessage(body, 0, body.length, (field, inner) => (field === 1 ? inner(resourceSpans) : undefined));
+  } catch {
+    throw new OtlpDecodeError('The body is not a protobuf ExportTraceServiceRequest.');
+  }
+  return count;
+}
+
+type Walk = (visit: (field: number, inner: Walk) => unknown) => void;
+
+/** Visits each length-delimited field of the message in body[start, end); `inner` walks into it. */
+function walkMessage(body: Uint8Array, start: number, end: number, visit: (field: number, inner: Walk) => unknown): void {
+  const reader = protobuf.Reader.create(body.subarray(start, end));
+  while (reader.pos < reader.len) {
+    const tag = reader.uint32();
+    const wireType = tag & 7;
+    if (wireType !== 2) {
+      reader.skipType(wireType);
+      continue;
+    }
+    const length = reader.uint32();
+    const from = start + reader.pos;
+    if (from + length > end) throw new RangeError('length past the end');
+    reader.skip(length);
+    visit(tag >>> 3, (inner) => walkMessage(body, from, from + length, inner));
+  }
+}
+
+/** Counts the spans and attributes of an OTLP/JSON export (already parsed; nothing mapped). */
+export function countJson(body: unknown): OtlpCount {
+  const count: OtlpCount = { spans: 0, attributes: 0 };
+  const items = (value: unknown): Json[] => (Array.isArray(value) ? value.filter((item) => item !== null && typeof item === 'object') : []);
+  const attributes = (holder: unknown) => {
+    if (holder !== null && typeof holder === 'object') count.attributes += items((holder as Json).attributes).length;
+  };
+  if (body === null || typeof body !== 'object') return count;
+  for (const resourceSpans of items((body as Json).resourceSpans)) {
+    attributes(resourceSpans.resource);
+    for (const scopeSpans of items(resourceSpans.scopeSpans)) {
+      attributes(scopeSpans.scope);
+      for (const span of items(scopeSpans.spans)) {
+        count.spans++;
+        attributes(span);
+        for (const event of items(span.events)) attributes(event);
+        for (const link of items(span.links)) attributes(link);
+      }
+    }
+  }
+  return count;
 }
 
 /** The spans of an OTLP/JSON ExportTraceServiceRequest (ids in hex, as its JSON mapping says). */

@@ -18,6 +18,7 @@ import { createGatewayMetrics } from './metrics.js';
 import { ProduceBatcher } from './produce-batcher.js';
 import { ProducerHandle } from './producer-handle.js';
 import { redactorFrom } from './redact.js';
+import { setErrorReportLimits } from '@otm/shared/errors';
 
 const config = loadGatewayConfig(process.env);
 const logger = createLogger('gateway', config.LOG_LEVEL);
@@ -35,10 +36,13 @@ const redis = createRedis(config.REDIS_URL, { name: 'gateway' });
 const subscriber = createRedis(config.REDIS_URL, { name: 'gateway-revocations' });
 await redis.connect();
 const keyStore = new KeyStore(redis, config.REDIS_KEY_PREFIX);
+setErrorReportLimits({ perItem: config.ERROR_DETAILS_PER_ITEM, answerBytes: config.ERROR_ANSWER_MAX_BYTES });
+
 const keyCache = new KeyCache(keyStore, subscriber, {
   hitTtlMs: config.KEY_CACHE_TTL_MS,
   missTtlMs: config.KEY_CACHE_MISS_TTL_MS,
-  maxEntries: 100_000,
+  maxEntries: config.KEY_CACHE_MAX_ENTRIES,
+  maxUnknownEntries: config.KEY_CACHE_MAX_UNKNOWN_ENTRIES,
 });
 await keyCache.start();
 
@@ -104,7 +108,13 @@ const app = await buildApp(
     rateLimit: { perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST },
     connectionLimits: connectionLimitsFrom(config),
     jsonMaxDepth: config.JSON_MAX_DEPTH,
-    batch: { maxRecords: config.BATCH_MAX_RECORDS, maxBytes: config.BATCH_BODY_LIMIT_BYTES },
+    batch: {
+      maxRecords: config.BATCH_MAX_RECORDS,
+      maxBytes: config.BATCH_BODY_LIMIT_BYTES,
+      maxUnreadableLines: config.BATCH_MAX_UNREADABLE_LINES,
+    },
+    authFailuresPerMinute: config.AUTH_FAILURES_PER_MINUTE,
+    otlpMaxAttributes: config.OTLP_MAX_ATTRIBUTES,
     recordBounds: {
       earliestMs: parseTimestamp(config.TIMESTAMP_EARLIEST)!,
       maxFutureMs: config.TIMESTAMP_MAX_FUTURE_HOURS * 3_600_000,

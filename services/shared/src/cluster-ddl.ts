@@ -101,7 +101,13 @@ export function alteredTable(statement: string): string | undefined {
  */
 export function recreateDistributed(name: string, createStatement: string, target: ClusterTarget): string[] {
   const at = createStatement.indexOf('ENGINE = Distributed(');
-  const engine = at < 0 ? undefined : createStatement.slice(at + 'ENGINE = '.length).split('\n')[0]!.trimEnd();
+  const engine =
+    at < 0
+      ? undefined
+      : createStatement
+          .slice(at + 'ENGINE = '.length)
+          .split('\n')[0]!
+          .trimEnd();
   if (!engine?.endsWith(')')) throw new Error(`cluster mode: ${name} is not a Distributed table: ${createStatement.slice(0, 120)}`);
   const on = `ON CLUSTER ${target.cluster}`;
   const table = `${target.database}.${name}`;

@@ -14,7 +14,7 @@ import { edgeServerOptions, registerEdge, registerJsonParser } from './http-edge
 async function edgeApp() {
   // As the admin service: an unknown query parameter is refused, not silently dropped.
   const app = Fastify({
-    ...edgeServerOptions({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000 }),
+    ...edgeServerOptions({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000, maxConnections: 0 }),
     bodyLimit: 64,
     ajv: { customOptions: { removeAdditional: false } },
   });
@@ -102,7 +102,7 @@ describe('the access log', () => {
     const lines: Record<string, unknown>[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
     const options: FastifyServerOptions = {
-      ...edgeServerOptions({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000 }),
+      ...edgeServerOptions({ requestTimeoutMs: 10_000, headersTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000, maxConnections: 0 }),
       loggerInstance: logger,
       disableRequestLogging: true,
     };

@@ -20,6 +20,8 @@ export interface ConnectionLimits {
   headersTimeoutMs: number;
   /** An idle keep-alive connection closes after this. */
   keepAliveTimeoutMs: number;
+  /** Open connections at most; past it a new connection is closed at once (0: no cap). */
+  maxConnections: number;
 }
 
 /** The environment variables of ConnectionLimits, for each service's config spec. */
@@ -27,6 +29,10 @@ export const connectionLimitsSpec = {
   REQUEST_TIMEOUT_MS: positiveInt({ default: 10_000, desc: 'A request (headers and body) must arrive whole within this' }),
   HEADERS_TIMEOUT_MS: positiveInt({ default: 5_000, desc: 'Headers (and the TLS handshake) must arrive within this' }),
   KEEP_ALIVE_TIMEOUT_MS: nonNegativeInt({ default: 5_000, desc: 'An idle keep-alive connection closes after this' }),
+  MAX_CONNECTIONS: nonNegativeInt({
+    default: 10_000,
+    desc: 'Open connections at most; past it a new connection is closed at once and counted (0: no cap)',
+  }),
   JSON_MAX_DEPTH: positiveInt({ default: 32, desc: 'Deepest JSON nesting accepted in a body (checked before parsing)' }),
 };
 
@@ -34,12 +40,14 @@ export function connectionLimitsFrom(config: {
   REQUEST_TIMEOUT_MS: number;
   HEADERS_TIMEOUT_MS: number;
   KEEP_ALIVE_TIMEOUT_MS: number;
+  MAX_CONNECTIONS: number;
 }): ConnectionLimits {
   if (config.HEADERS_TIMEOUT_MS > config.REQUEST_TIMEOUT_MS) throw new Error('HEADERS_TIMEOUT_MS: must not exceed REQUEST_TIMEOUT_MS');
   return {
     requestTimeoutMs: config.REQUEST_TIMEOUT_MS,
     headersTimeoutMs: config.HEADERS_TIMEOUT_MS,
     keepAliveTimeoutMs: config.KEEP_ALIVE_TIMEOUT_MS,
+    maxConnections: config.MAX_CONNECTIONS,
   };
 }
 
@@ -70,8 +78,15 @@ export function edgeServerOptions(limits: ConnectionLimits, tls?: { key: Buffer;
   } as FastifyServerOptions & object;
 }
 
+/**
+ * How long a connection closed after an error answer may linger, whatever the client
+ * keeps sending: the answer is flushed, then the socket is destroyed (a client that
+ * ignores the FIN and trickles bytes cannot hold a file descriptor).
+ */
+export const ERROR_LINGER_MS = 2_000;
+
 /** What is still read and thrown away of a body after an early answer, at most. */
-export const earlyAnswerDiscard = { bytes: 64 * 1024 * 1024, ms: 5_000 };
+export const earlyAnswerDiscard = { bytes: 64 * 1024 * 1024, ms: ERROR_LINGER_MS };
 
 /**
  * The rest of a body that was answered early (a 413 at the size limit, a zip bomb
@@ -104,6 +119,8 @@ function discardRestOfBody(raw: IncomingMessage, closing: boolean): void {
     };
     // Once the body has all arrived (and the answer is out: end() flushes first).
     raw.once('end', () => socket.end());
+    // And gone within the linger however the client behaves.
+    destroyAfterLinger(socket);
   }
   raw.resume();
 }
@@ -123,8 +140,16 @@ function answerClientError(error: Error & { code?: string }, socket: Socket): vo
   const body = JSON.stringify({ statusCode: status, errorType: type, message });
   const reason = status === 408 ? 'Request Timeout' : status === 431 ? 'Request Header Fields Too Large' : 'Bad Request';
   socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
+  destroyAfterLinger(socket);
+}
+
+/** end() only half-closes: a client that ignores the FIN keeps the socket. Destroyed after ERROR_LINGER_MS whatever it sends. */
+function destroyAfterLinger(socket: Socket): void {
+  const timer = setTimeout(() => socket.destroy(), ERROR_LINGER_MS);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
 }
 
 /**
@@ -236,6 +261,8 @@ export interface EdgeOptions {
   metrics?: { registry: Registry; prefix: string };
   /** `GET /healthz` (the process answers) and `GET /readyz` (200 while `ready()`, else 503), without a key. */
   health?: { ready: () => Promise<boolean> };
+  /** The cap on open connections (ConnectionLimits.maxConnections); a connection past it is closed and counted. */
+  maxConnections?: number;
 }
 
 /**
@@ -246,8 +273,28 @@ export interface EdgeOptions {
  */
 export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
   const answered = options.metrics && requestMetrics(options.metrics.registry, options.metrics.prefix);
+  if (options.maxConnections) {
+    app.server.maxConnections = options.maxConnections;
+    const dropped =
+      options.metrics &&
+      new Counter({
+        name: `${options.metrics.prefix}_connections_dropped_total`,
+        help: 'Connections closed on arrival because the server held its maximum (MAX_CONNECTIONS)',
+        registers: [options.metrics.registry],
+      });
+    app.server.on('drop', () => dropped?.inc());
+  }
+  // HTTP/0.9 has no headers and no status line: nothing of ours can be said in it.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.raw.httpVersionMajor < 1) {
+      reply.header('connection', 'close');
+      throw new ServiceError('ValidationError', 'Malformed HTTP request.');
+    }
+  });
   app.addHook('onSend', async (request, reply, payload) => {
     reply.header('x-request-id', request.id);
+    // No answer is ever to be sniffed as something else (a 404 repeats the path).
+    reply.header('x-content-type-options', 'nosniff');
     // A request with a body (a bodiless GET can be answered before Node marks it complete).
     const hasBody = request.headers['transfer-encoding'] !== undefined || Number(request.headers['content-length'] ?? 0) > 0;
     if (hasBody && request.raw.complete === false) {

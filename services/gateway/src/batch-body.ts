@@ -1,0 +1,166 @@
+// A batch body read with its cost bounded before any item is parsed: the items (NDJSON
+// lines, or the elements of a JSON array) are counted on the inflated bytes as they
+// arrive, and the request is refused at the item limit or the byte limit without
+// reading further. Only then is the text split and parsed, and an NDJSON batch whose
+// unreadable lines pass a limit is refused whole rather than answered line by line.
+import type { Readable } from 'node:stream';
+import { ServiceError } from '@otm/shared/errors';
+import { parseJsonText } from '@otm/shared/http-edge';
+
+export interface BatchBodyLimits {
+  maxRecords: number;
+  maxBytes: number;
+  /** NDJSON lines that are not JSON, at most, before the whole batch is refused (400). */
+  maxUnreadableLines: number;
+}
+
+/** An NDJSON line that is not a JSON text: its item is refused, the others go on. */
+export class UnreadableLine {
+  constructor(readonly error: ServiceError) {}
+}
+
+const NEWLINE = 0x0a;
+/** Bytes that leave a line blank: space, tab, carriage return, vertical tab, form feed. */
+const BLANK = new Uint8Array(256);
+for (const byte of [0x20, 0x09, 0x0d, 0x0b, 0x0c]) BLANK[byte] = 1;
+
+/** Counts the non-blank lines of NDJSON, chunk by chunk. */
+export class NdjsonItemCounter {
+  items = 0;
+  private lineHasText = false;
+
+  add(chunk: Uint8Array): void {
+    for (let i = 0; i < chunk.length; i++) {
+      const byte = chunk[i]!;
+      if (byte === NEWLINE) {
+        this.lineHasText = false;
+      } else if (!this.lineHasText && BLANK[byte] === 0) {
+        this.lineHasText = true;
+        this.items++;
+      }
+    }
+  }
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+
+/**
+ * Counts the elements of a top-level JSON array, chunk by chunk, without parsing them: a
+ * small state machine over strings, escapes and nesting depth (UTF-8 continuation bytes
+ * are never ASCII, so bytes are enough). A body that is not an array counts nothing: the
+ * parser refuses it afterwards.
+ */
+export class JsonArrayItemCounter {
+  items = 0;
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+  private expectingItem = false;
+  private started = false;
+
+  add(chunk: Uint8Array): void {
+    for (let i = 0; i < chunk.length; i++) {
+      const byte = chunk[i]!;
+      if (this.inString) {
+        if (this.escaped) this.escaped = false;
+        else if (byte === BACKSLASH) this.escaped = true;
+        else if (byte === QUOTE) this.inString = false;
+        continue;
+      }
+      if (BLANK[byte] === 1 || byte === NEWLINE) continue;
+      if (!this.started) {
+        this.started = true;
+        if (byte !== OPEN_ARRAY) {
+          this.depth = -1; // not an array: count nothing
+          return;
+        }
+        this.depth = 1;
+        this.expectingItem = true;
+        continue;
+      }
+      if (this.depth < 0) return;
+      if (this.depth === 1) {
+        if (byte === COMMA) {
+          this.expectingItem = true;
+          continue;
+        }
+        if (byte !== CLOSE_ARRAY && this.expectingItem) {
+          this.items++;
+          this.expectingItem = false;
+        }
+      }
+      if (byte === QUOTE) this.inString = true;
+      else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) this.depth++;
+      else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) this.depth--;
+    }
+  }
+}
+
+/**
+ * Reads an inflated body, counting its items: resolves with its text, or rejects with
+ * 413 at the first byte past `maxBytes` or the first item past `maxRecords` (the rest
+ * is never inflated or read here; the edge throws it away, bounded).
+ */
+export function readCountedBody(payload: Readable, ndjson: boolean, limits: BatchBodyLimits): Promise<string> {
+  const counter = ndjson ? new NdjsonItemCounter() : new JsonArrayItemCounter();
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    const stop = (error: Error) => {
+      payload.removeListener('data', onData);
+      payload.removeListener('end', onEnd);
+      payload.removeListener('error', onError);
+      chunks.length = 0;
+      reject(error);
+    };
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (bytes > limits.maxBytes) return stop(new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.'));
+      counter.add(chunk);
+      if (counter.items > limits.maxRecords) {
+        return stop(new ServiceError('PayloadTooLarge', `A batch holds at most ${limits.maxRecords} records; this one holds more.`));
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      payload.removeListener('data', onData);
+      payload.removeListener('error', onError);
+      resolve(Buffer.concat(chunks, bytes).toString('utf8'));
+    };
+    // A body that claims gzip but is not: the edge turns the decompress error into its 400.
+    const onError = (error: Error) => stop(error);
+    payload.on('data', onData);
+    payload.once('end', onEnd);
+    payload.once('error', onError);
+  });
+}
+
+/** The items of an NDJSON batch (at most `maxRecords` non-blank lines, counted on reading). */
+export function parseNdjson(text: string, jsonMaxDepth: number, maxUnreadableLines: number): unknown[] {
+  const items: unknown[] = [];
+  let unreadable = 0;
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    try {
+      items.push(parseJsonText(line, jsonMaxDepth, 'This line'));
+    } catch (error) {
+      if (++unreadable > maxUnreadableLines) {
+        throw new ServiceError(
+          'ValidationError',
+          `More than ${maxUnreadableLines} lines of the batch are not JSON; no record was accepted.`,
+          {
+            errors: [{ path: '/', message: `must hold at most ${maxUnreadableLines} unreadable lines` }],
+          },
+        );
+      }
+      items.push(new UnreadableLine(error as ServiceError));
+    }
+  }
+  return items;
+}
