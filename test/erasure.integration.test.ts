@@ -145,6 +145,31 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     expect(ours.find((entry) => entry.action === 'user.erase.done')!.details).toMatchObject({ events: 5, io: 3, jobId: job.id });
   });
 
+  it('removes an error message whose 200-byte cut splits a character (the rollup keeps the first 200 bytes)', async () => {
+    const userId = `${tag}-utf8`;
+    const record = failure(userId);
+    record.error.code = `utf8-${tag}`;
+    // 199 ASCII bytes, then "é" (two bytes): the rollup's cut at 200 bytes splits it.
+    record.error.message = `${'m'.repeat(199)}é and more`;
+    await post(record);
+    const rollupRows = () => count(`SELECT count() AS n FROM usage_errors_minute WHERE error_code = 'utf8-${tag}'`);
+    await eventually(async () => (await rollupRows()) === 1, 60_000);
+
+    const started = await httpRequest(`${admin.url}/v1/admin/users/${userId}/data?environment=qa`, {
+      method: 'DELETE',
+      headers: adminHeaders,
+    });
+    expect(started.status, started.text).toBe(202);
+    await eventually(
+      async () => (await httpRequest(`${admin.url}${started.body.statusUrl}`, { headers: adminHeaders })).body.state === 'done',
+      60_000,
+      200,
+    );
+    expect(await count(`SELECT count() AS n FROM usage_events WHERE user_id = '${userId}'`)).toBe(0);
+    // Nothing of the message is left in the rollup, and nothing counts it.
+    expect(await rollupRows()).toBe(0);
+  });
+
   it('refuses a request without an environment, and answers 404 for an unknown job', async () => {
     const noEnvironment = await httpRequest(`${admin.url}/v1/admin/users/someone/data`, { method: 'DELETE', headers: adminHeaders });
     expect(noEnvironment.status).toBe(400);

@@ -51,7 +51,12 @@ export interface ErasureOptions {
   cluster?: string;
 }
 
-type ErrorKey = { minute: string; minute_ms: string; provider: string; model_id: string; error_code: string; error_message: string };
+/**
+ * One key of the errors rollup. Its message is cut at 200 bytes, which may split a UTF-8
+ * character: it travels as hex (`error_message_hex`) so the DELETE matches its bytes
+ * exactly (read back as text, the split character would come back as U+FFFD and match nothing).
+ */
+type ErrorKey = { minute: string; minute_ms: string; provider: string; model_id: string; error_code: string; error_message_hex: string };
 
 const JOB_TTL_SECONDS = 30 * 86_400;
 
@@ -114,7 +119,8 @@ export class ErasureJobs {
 
       await step('noting and fencing the error-rollup keys');
       const errorKeys = await this.rows<ErrorKey>(
-        `SELECT toString(m) AS minute, toString(toUInt64(m) * 1000) AS minute_ms, provider, model_id, error_code, error_message
+        `SELECT toString(m) AS minute, toString(toUInt64(m) * 1000) AS minute_ms, provider, model_id, error_code,
+                hex(error_message) AS error_message_hex
          FROM usage_events WHERE ${user} AND status = 'error'
          GROUP BY toStartOfMinute(event_time) AS m, provider, model_id, ifNull(error_code, '') AS error_code,
                   substring(ifNull(error_message, ''), 1, 200) AS error_message`,
@@ -142,7 +148,7 @@ export class ErasureJobs {
         const tuples = chunk
           .map(
             (k) =>
-              `(toDateTime(${sqlString(k.minute)}), ${sqlString(environment)}, ${sqlString(k.provider)}, ${sqlString(k.model_id)}, ${sqlString(k.error_code)}, ${sqlString(k.error_message)})`,
+              `(toDateTime(${sqlString(k.minute)}), ${sqlString(environment)}, ${sqlString(k.provider)}, ${sqlString(k.model_id)}, ${sqlString(k.error_code)}, unhex(${sqlString(k.error_message_hex)}))`,
           )
           .join(', ');
         await this.mutate('usage_errors_minute', `(minute, environment, provider, model_id, error_code, error_message) IN (${tuples})`);

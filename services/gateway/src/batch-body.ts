@@ -138,6 +138,8 @@ export function readCountedBody(payload: Readable, ndjson: boolean, limits: Batc
     payload.on('data', onData);
     payload.once('end', onEnd);
     payload.once('error', onError);
+    // The decompressing stream arrives paused (explicitly): a 'data' listener alone does not start it.
+    payload.resume();
   });
 }
 
