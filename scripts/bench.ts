@@ -13,6 +13,7 @@ import { benchFreshness } from './bench/sections/freshness.js';
 import { benchEndToEnd } from './bench/sections/end-to-end.js';
 import { benchRevocation } from './bench/sections/revocation.js';
 import { benchRedaction } from './bench/sections/redaction.js';
+import { benchHostile } from './bench/sections/hostile.js';
 import { writeReport } from './bench/report.js';
 
 // In this order: each section starts and stops its own services.
@@ -26,6 +27,7 @@ const sections: [string, () => Promise<void>][] = [
   ['endToEnd', benchEndToEnd],
   ['revocation', benchRevocation],
   ['redaction', benchRedaction],
+  ['hostile', benchHostile],
 ];
 for (const [name, run] of sections) if (section(name)) await run();
 await writeReport();

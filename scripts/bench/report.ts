@@ -84,6 +84,13 @@ function renderMarkdown(data: Output): string {
   const e = (data.endToEnd ?? {}) as Record<string, any>;
   const so = (data.scaleOut ?? {}) as Record<string, any>;
   const steps = (e.steps ?? []) as Record<string, any>[];
+  const h = (data.hostile ?? {}) as Record<string, any>;
+  const hostileRows = ((h.shapes ?? []) as Record<string, any>[])
+    .map(
+      (row) =>
+        `| ${row.shape} | ${f(row.wireBytes)} B | ${row.attack.statuses.join(', ')} | ${f(row.attack.cpuMsPerRequest, 2)} ms | ${f(row.attack.peakRssMb)} MB | ${f(row.attack.probeMaxMs)} ms | ${f(row.normalWireBytes)} B: ${f(row.normal.cpuMsPerRequest, 2)} ms, ${f(row.normal.peakRssMb)} MB, probe ${f(row.normal.probeMaxMs)} ms |`,
+    )
+    .join('\n');
   const ladder = steps
     .map(
       (step) =>
@@ -165,6 +172,17 @@ counts every accepted record exactly once):
 | --- | --- | --- | --- | --- | --- | --- | --- |
 ${ladder || '| not measured | | | | | | | |'}
 
+Hostile requests (one gateway; each attack sent ${isQuick(data) ? 3 : 10} times, the unknown key 400 times, 50
+stubborn connections at once; a probe posts a valid record every 50 ms from its own
+connections; beside each, a normal gzip batch of about the same wire size, measured the
+same way; docs/security.md):
+
+| attack | on the wire | answered | gateway CPU per request | peak RSS | probe's longest wait | normal batch of the same size: CPU, peak RSS, probe |
+| --- | --- | --- | --- | --- | --- | --- |
+${hostileRows || '| not measured | | | | | | |'}
+
+Gateway RSS ${f(h.rssBeforeMb)} MB before the attacks (after a warm-up of normal batches), ${f(h.rssAfterAttacksMb)} MB after them, ${f(h.rssSettledMb)} MB ${f(h.settleSeconds)} s later (budget: back within 50 MB within a minute).
+
 Targets (issue "Pipeline throughput" and the batch-ingest issue), as measured by this run:
 
 | target | measured | |
@@ -174,6 +192,8 @@ ${targets}
 Raw figures: \`bench/results/latest.json\`.
 ${analysis()}`;
 }
+
+const isQuick = (data: Output) => data.mode === 'quick';
 
 /** The command line a run was made with, as it appears in BENCHMARKS.md. */
 function flags(data: Output): string {

@@ -277,7 +277,10 @@ describe('4. sockets released after an error answer, whatever the client does', 
     const ca = fs.readFileSync(certFile);
     const before = processFacts(gateway).fds;
     const run = await probed(() =>
-      stubbornClients(() => tls.connect({ host: '127.0.0.1', port, ca, servername: 'localhost', allowHalfOpen: true }), 100),
+      stubbornClients(
+        () => tls.connect({ host: '127.0.0.1', port, ca, servername: 'localhost', allowHalfOpen: true } as tls.ConnectionOptions),
+        100,
+      ),
     );
     expect(run.result.answers.every((answer) => answer.startsWith('HTTP/1.1 408'))).toBe(true);
     const slowest = Math.max(...run.result.heldMs);
@@ -301,30 +304,61 @@ describe('4. sockets released after an error answer, whatever the client does', 
 });
 
 describe('6. answers bounded', () => {
-  const unknownMembers = () => {
+  const unknownMembers = (count: number) => {
     const record = fixture('valid/success.json');
-    for (let i = 0; i < 104_791; i++) record[`m${i.toString(36)}`] = 1;
+    for (let i = 0; i < count; i++) record[`m${i.toString(36)}`] = 1;
     return record;
   };
 
-  it('a record with 104,791 unknown members gets 20 errors and truncated, not 4.5 MiB', async () => {
-    const run = await probed(() => post('/v1/telemetry/usage', JSON.stringify(unknownMembers()), { 'content-type': 'application/json' }));
+  it('a record with 104,791 unknown members is refused before validation with one error, not 4.5 MiB of them', async () => {
+    const run = await probed(() =>
+      post('/v1/telemetry/usage', JSON.stringify(unknownMembers(104_791)), { 'content-type': 'application/json' }),
+    );
     expect(run.result.status).toBe(400);
-    expect(run.result.body.errors).toHaveLength(20);
-    expect(run.result.body.truncated).toBe(true);
-    expect(run.result.text.length).toBeLessThan(8 * 1024);
+    expect(run.result.body.errors).toEqual([
+      { path: '/', message: expect.stringMatching(/has 10479\d members; no object of a usage record holds more than 64/) },
+    ]);
+    expect(run.result.text.length).toBeLessThan(1024);
     expectProbesAnswered(run, 'unknown members');
   });
 
-  it('five such batch items get an answer with at most 64 KiB of errors', async () => {
-    const items = Array.from({ length: 5 }, unknownMembers);
-    const run = await probed(() => post('/v1/telemetry/usage/batch', JSON.stringify(items), { 'content-type': 'application/json' }));
+  it('a record with 200 unknown members gets 20 errors and truncated', async () => {
+    const answer = await post('/v1/telemetry/usage', JSON.stringify(unknownMembers(200)), { 'content-type': 'application/json' });
+    expect(answer.status).toBe(400);
+    expect(answer.body.errors).toHaveLength(20);
+    expect(answer.body.errors[0]).toEqual({ path: expect.stringMatching(/^\/m/), message: 'is not allowed' });
+    expect(answer.body.truncated).toBe(true);
+  });
+
+  it('a batch answer holds at most 64 KiB of errors: 1,000 items of 200 unknown members each', async () => {
+    const items = Array.from({ length: 1000 }, () => unknownMembers(200));
+    const run = await probed(() =>
+      post('/v1/telemetry/usage/batch', zlib.gzipSync(JSON.stringify(items)), {
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+      }),
+    );
     expect(run.result.status, run.result.text.slice(0, 300)).toBe(400);
     expect(run.result.body.truncated).toBe(true);
     expect(JSON.stringify(run.result.body.errors).length).toBeLessThanOrEqual(64 * 1024);
-    expect(run.result.body.results).toHaveLength(5);
-    expect(run.result.text.length).toBeLessThan(72 * 1024);
+    expect(run.result.body.results).toHaveLength(1000);
+    expect(run.result.body.results[0]).toEqual({ index: 0, status: 400, errorType: 'ValidationError', message: expect.any(String) });
+    console.log(`1,000 refused items: answer of ${(run.result.text.length / 1024).toFixed(0)} KiB`);
     expectProbesAnswered(run, 'unknown members in a batch');
+  });
+
+  it('a 207 answer spends the same budget: items past it keep their status and say truncated', async () => {
+    const items = [fixture('valid/success.json'), ...Array.from({ length: 999 }, () => unknownMembers(200))];
+    const answer = await post('/v1/telemetry/usage/batch', zlib.gzipSync(JSON.stringify(items)), {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+    });
+    expect(answer.status).toBe(207);
+    const results = answer.body.results as { errors?: unknown[]; truncated?: boolean; status: number }[];
+    const spent = results.reduce((sum, result) => sum + (result.errors ? JSON.stringify(result.errors).length : 0), 0);
+    expect(spent).toBeLessThanOrEqual(64 * 1024);
+    expect(results.at(-1)).toMatchObject({ status: 400, truncated: true });
+    expect(results.at(-1)!.errors).toBeUndefined();
   });
 });
 

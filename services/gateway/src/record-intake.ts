@@ -83,6 +83,15 @@ export const IDEMPOTENCY_KEY = /^[\x20-\x7E]{1,255}$/;
  * only on a record that is going to be queued.
  */
 export function checkRecord(body: unknown, idempotencyKey: string | undefined, requestId: string, context: IntakeContext): CheckedRecord {
+  // No object of a usage record may hold more than 64 members (context's levels; the
+  // others have a few named ones): one with hundreds is refused before the validator,
+  // which would build an error object for each of its members.
+  const crowded = crowdedObject(body, MAX_MEMBERS_BEFORE_VALIDATION);
+  if (crowded) {
+    throw new ServiceError('ValidationError', 'The usage record does not match the schema.', {
+      errors: [{ path: crowded.path || '/', message: `has ${crowded.members} members; no object of a usage record holds more than 64` }],
+    });
+  }
   if (!context.validators.usageRecord(body)) {
     throw new ServiceError('ValidationError', 'The usage record does not match the schema.', {
       errors: toFieldErrors(context.validators.usageRecord.errors),
@@ -162,6 +171,29 @@ export function usageOf(record: UsageRecord): Usage {
   const input = record.tokens?.input ?? 0;
   const output = record.tokens?.output ?? 0;
   return { inputTokens: input, outputTokens: output, totalTokens: record.tokens?.total ?? input + output };
+}
+
+/** Members an object may hold before the validator runs (the schema's own bound is 64; this one only spares the validator). */
+export const MAX_MEMBERS_BEFORE_VALIDATION = 256;
+
+/** The first object (JSON pointer) holding more than `max` members, walking the whole value once. */
+export function crowdedObject(value: unknown, max: number): { path: string; members: number } | undefined {
+  const stack: [unknown, string][] = [[value, '']];
+  while (stack.length > 0) {
+    const [node, path] = stack.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) if (node[i] !== null && typeof node[i] === 'object') stack.push([node[i], `${path}/${i}`]);
+      continue;
+    }
+    const keys = Object.keys(node);
+    if (keys.length > max) return { path, members: keys.length };
+    for (const key of keys) {
+      const child = (node as Record<string, unknown>)[key];
+      if (child !== null && typeof child === 'object') stack.push([child, `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`]);
+    }
+  }
+  return undefined;
 }
 
 /** The stack trace travels as `stack` whichever name the client used. */
