@@ -14,6 +14,7 @@ import { benchEndToEnd } from './bench/sections/end-to-end.js';
 import { benchRevocation } from './bench/sections/revocation.js';
 import { benchRedaction } from './bench/sections/redaction.js';
 import { benchHostile } from './bench/sections/hostile.js';
+import { benchCodecs } from './bench/sections/codecs.js';
 import { writeReport } from './bench/report.js';
 
 // In this order: each section starts and stops its own services.
@@ -28,6 +29,7 @@ const sections: [string, () => Promise<void>][] = [
   ['revocation', benchRevocation],
   ['redaction', benchRedaction],
   ['hostile', benchHostile],
+  ['codecs', benchCodecs],
 ];
 for (const [name, run] of sections) if (section(name)) await run();
 await writeReport();

@@ -53,6 +53,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--producer-name", default="python-example", help="names the producer in meta (no colon)")
     parser.add_argument("--environment", default="dev", choices=["prod", "qa", "preview", "dev"])
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--compression",
+        default="none",
+        choices=["none", "gzip", "snappy", "lz4", "zstd"],
+        help="compression.type of the batches (the ingester reads every codec)",
+    )
     return parser.parse_args()
 
 
@@ -104,6 +110,7 @@ def main() -> None:
             "acks": "all",
             "enable.idempotence": True,
             "partitioner": "murmur2_random",
+            "compression.type": args.compression,
             "key.serializer": StringSerializer("utf_8"),
             "value.serializer": value_serializer,
         }

@@ -9,11 +9,45 @@
 //
 // Stops after --idle-seconds without a new message (or at --max-messages) and prints
 // one JSON object: {"<provider>/<model>": {"records", "input", "output", "cachedInput", "reasoning"}}.
-import { parseArgs } from 'node:util';
-import { Kafka, logLevel } from 'kafkajs';
+import { parseArgs, promisify } from 'node:util';
+import zlib from 'node:zlib';
+import kafkajs from 'kafkajs';
+import snappy from 'snappy';
+import { compressFrame, decompressFrame } from 'lz4-napi';
 import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import { Ajv } from 'ajv';
 import addFormatsPlugin from 'ajv-formats';
+
+const { Kafka, logLevel, CompressionCodecs, CompressionTypes } = kafkajs;
+
+// kafkajs reads gzip batches only. A topic's batches may be snappy, lz4 or zstd (the
+// producer's choice, or the broker's `compression.type`): give it those codecs.
+// snappy: raw blocks (librdkafka) or snappy-java's xerial framing (Java producers).
+const XERIAL = Buffer.from([0x82, 0x53, 0x4e, 0x41, 0x50, 0x50, 0x59, 0x00]);
+async function unsnappy(buffer: Buffer): Promise<Buffer> {
+  if (!buffer.subarray(0, 8).equals(XERIAL)) return (await snappy.uncompress(buffer)) as Buffer;
+  const blocks: Buffer[] = [];
+  for (let at = 16; at + 4 <= buffer.length;) {
+    const length = buffer.readInt32BE(at);
+    blocks.push((await snappy.uncompress(buffer.subarray(at + 4, at + 4 + length))) as Buffer);
+    at += 4 + length;
+  }
+  return Buffer.concat(blocks);
+}
+type ZlibCall = (buffer: Buffer, callback: (error: Error | null, result: Buffer) => void) => void;
+const zstd = zlib as unknown as { zstdCompress: ZlibCall; zstdDecompress: ZlibCall }; // Node 22.15+
+CompressionCodecs[CompressionTypes.Snappy] = () => ({
+  compress: async (encoder: { buffer: Buffer }) => snappy.compress(encoder.buffer),
+  decompress: unsnappy,
+});
+CompressionCodecs[CompressionTypes.LZ4] = () => ({
+  compress: async (encoder: { buffer: Buffer }) => compressFrame(encoder.buffer),
+  decompress: (buffer: Buffer) => decompressFrame(buffer),
+});
+CompressionCodecs[CompressionTypes.ZSTD] = () => ({
+  compress: async (encoder: { buffer: Buffer }) => promisify(zstd.zstdCompress)(encoder.buffer),
+  decompress: (buffer: Buffer) => promisify(zstd.zstdDecompress)(buffer),
+});
 
 interface QueuedRecord {
   meta: { eventKey: string; apiKeyId: string; environment: string };

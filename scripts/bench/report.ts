@@ -84,6 +84,13 @@ function renderMarkdown(data: Output): string {
   const e = (data.endToEnd ?? {}) as Record<string, any>;
   const so = (data.scaleOut ?? {}) as Record<string, any>;
   const steps = (e.steps ?? []) as Record<string, any>[];
+  const codecRows = (((data.codecs ?? {}) as Record<string, any>).rows ?? []) as Record<string, any>[];
+  const codecTable = codecRows
+    .map(
+      (row) =>
+        `| ${row.codec} | ${f(row.gatewayRecordsPerS)} | ${f(row.gatewayCpuUsPerRecord)} µs | ${f(row.brokerBytesPerRecord)} B | ${f(row.ingesterRowsPerS)} | ${f(row.ingesterCpuUsPerRecord)} µs |`,
+    )
+    .join('\n');
   const h = (data.hostile ?? {}) as Record<string, any>;
   const hostileRows = ((h.shapes ?? []) as Record<string, any>[])
     .map(
@@ -171,6 +178,14 @@ counts every accepted record exactly once):
 | offered/s | achieved/s | accepted | lost | counted twice | max lag / in the second half | drained in | result |
 | --- | --- | --- | --- | --- | --- | --- | --- |
 ${ladder || '| not measured | | | | | | | |'}
+
+Kafka codecs of the gateway's record batches (\`KAFKA_COMPRESSION\`; the SDK's batch load into one
+gateway, then one ingester loading the whole topic from its start; the pipeline's rate with a
+codec is at most the lower of the two):
+
+| codec | gateway accepted records/s | gateway CPU per record | broker bytes per record | ingester rows/s | ingester CPU per record |
+| --- | --- | --- | --- | --- | --- |
+${codecTable || '| not measured | | | | | |'}
 
 Hostile requests (one gateway; each attack sent ${isQuick(data) ? 3 : 10} times, the unknown key 400 times, 50
 stubborn connections at once; a probe posts a valid record every 50 ms from its own

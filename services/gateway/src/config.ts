@@ -44,6 +44,11 @@ export const gatewaySpec = {
     default: 64 * 1024 * 1024,
     desc: 'Bytes of records waiting for the broker before new ones get 503',
   }),
+  KAFKA_COMPRESSION: str({
+    default: 'none',
+    choices: ['none', 'gzip', 'snappy', 'lz4', 'zstd'],
+    desc: 'Codec of the record batches the gateway produces (the ingester reads every codec); measured in BENCHMARKS.md',
+  }),
   PRODUCE_TIMEOUT_MS: positiveInt({ default: 5000, desc: 'Bound on waiting for a broker acknowledgement before 503' }),
   RETRY_AFTER_SECONDS: positiveInt({ default: 5, desc: 'Retry-After of a 503 answer' }),
   RATE_LIMIT_PER_SECOND: nonNegativeInt({ default: 2000, desc: 'Records per key per second, sustained; 0 turns the limit off' }),

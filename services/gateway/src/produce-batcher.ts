@@ -32,6 +32,8 @@ export interface ProduceBatcherOptions {
   sendTimeoutMs: number;
   /** Headers every message carries (the content type, the schema id); `x-request-id` is added per message. */
   headers?: Record<string, string>;
+  /** The record batches' codec (kafkajs CompressionTypes; none when absent). */
+  compression?: number;
 }
 
 export interface ProduceBatcherEvents {
@@ -136,6 +138,7 @@ export class ProduceBatcher {
           sendAcknowledged(producer, {
             topic: this.options.topic,
             acks: -1,
+            ...(this.options.compression ? { compression: this.options.compression } : {}),
             messages: batch.map(({ key, value, requestId }) => ({
               key,
               value,

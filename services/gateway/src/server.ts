@@ -19,6 +19,7 @@ import { ProduceBatcher } from './produce-batcher.js';
 import { ProducerHandle } from './producer-handle.js';
 import { redactorFrom } from './redact.js';
 import { setErrorReportLimits } from '@otm/shared/errors';
+import { COMPRESSION_TYPES, type CompressionName } from '@otm/shared/kafka-codecs';
 
 const config = loadGatewayConfig(process.env);
 const logger = createLogger('gateway', config.LOG_LEVEL);
@@ -67,6 +68,7 @@ const batcher = new ProduceBatcher(
     headers: { 'content-type': QUEUED_CONTENT_TYPE, 'x-schema-id': String(schemaId) },
     maxQueuedBytes: config.PRODUCE_MAX_QUEUE_BYTES,
     sendTimeoutMs: config.PRODUCE_TIMEOUT_MS,
+    compression: COMPRESSION_TYPES[config.KAFKA_COMPRESSION as CompressionName],
   },
   {
     onBatch(records, durationMs, ok) {

@@ -13,6 +13,10 @@ import {
   type RecordMetadata,
 } from 'kafkajs';
 import type { Logger } from './logger.js';
+import { registerKafkaCodecs } from './kafka-codecs.js';
+
+// Snappy, LZ4 and zstd batches readable (and writable) by every client made here.
+registerKafkaCodecs();
 
 export type { Admin, Consumer, Producer, Kafka };
 export type { EachBatchPayload, KafkaMessage, IHeaders } from 'kafkajs';

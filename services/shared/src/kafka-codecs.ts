@@ -1,0 +1,90 @@
+// Every compression codec Kafka has, for every Kafka client of the project: kafkajs
+// reads and writes gzip only, and answers any other batch with "not implemented", which
+// stopped all loading at the first batch a Java, librdkafka or Go producer (or a
+// broker with `compression.type` set) compressed otherwise. Registered once, when the
+// Kafka seam (kafka.ts) is loaded:
+// - snappy through `snappy` (napi-rs; its binaries are npm packages), raw blocks as
+//   librdkafka writes them and the xerial framing of Java's snappy-java;
+// - lz4 through `lz4-napi`: the LZ4 frame format Kafka uses since 0.10 (KIP-57);
+// - zstd through Node's own zlib (Node 22.15 and later).
+import zlib from 'node:zlib';
+import { promisify } from 'node:util';
+import snappy from 'snappy';
+import { compressFrame, decompressFrame } from 'lz4-napi';
+import kafkajs from 'kafkajs';
+
+// Not among the names Node's ESM loader finds in kafkajs's CommonJS exports: from its default export.
+const { CompressionCodecs, CompressionTypes } = kafkajs;
+
+interface Codec {
+  compress(encoder: { buffer: Buffer }): Promise<Buffer>;
+  decompress(buffer: Buffer): Promise<Buffer>;
+}
+
+/** snappy-java's stream header: magic, then version and compatible version (int32 each). */
+const XERIAL_MAGIC = Buffer.from([0x82, 0x53, 0x4e, 0x41, 0x50, 0x50, 0x59, 0x00]);
+const XERIAL_HEADER_BYTES = 16;
+
+/** Whether a snappy payload is in snappy-java's framing (Java producers) rather than one raw block. */
+export function isXerial(buffer: Buffer): boolean {
+  return buffer.length >= XERIAL_HEADER_BYTES && buffer.subarray(0, XERIAL_MAGIC.length).equals(XERIAL_MAGIC);
+}
+
+async function snappyDecompress(buffer: Buffer): Promise<Buffer> {
+  if (!isXerial(buffer)) return (await snappy.uncompress(buffer)) as Buffer;
+  // After the header: blocks, each a big-endian int32 length and that many bytes of raw snappy.
+  const blocks: Buffer[] = [];
+  for (let at = XERIAL_HEADER_BYTES; at < buffer.length;) {
+    if (at + 4 > buffer.length) throw new Error('snappy (xerial): truncated block length');
+    const length = buffer.readInt32BE(at);
+    at += 4;
+    if (length < 0 || at + length > buffer.length) throw new Error('snappy (xerial): block past the end of the payload');
+    blocks.push((await snappy.uncompress(buffer.subarray(at, at + length))) as Buffer);
+    at += length;
+  }
+  return Buffer.concat(blocks);
+}
+
+type ZlibCall = (buffer: Buffer, callback: (error: Error | null, result: Buffer) => void) => void;
+// The project's Node typings predate zstd in zlib.
+const zstd = zlib as unknown as { zstdCompress?: ZlibCall; zstdDecompress?: ZlibCall };
+const zstdCompress = zstd.zstdCompress ? promisify(zstd.zstdCompress) : undefined;
+const zstdDecompress = zstd.zstdDecompress ? promisify(zstd.zstdDecompress) : undefined;
+const noZstd = () => Promise.reject(new Error(`zstd needs Node.js 22.15 or later (this is ${process.version})`));
+
+export const codecs: Record<'snappy' | 'lz4' | 'zstd', Codec> = {
+  snappy: {
+    compress: async (encoder) => snappy.compress(encoder.buffer),
+    decompress: snappyDecompress,
+  },
+  lz4: {
+    compress: async (encoder) => compressFrame(encoder.buffer),
+    decompress: async (buffer) => decompressFrame(buffer),
+  },
+  zstd: {
+    compress: async (encoder) => (zstdCompress ? zstdCompress(encoder.buffer) : noZstd()),
+    decompress: async (buffer) => (zstdDecompress ? zstdDecompress(buffer) : noZstd()),
+  },
+};
+
+let registered = false;
+
+/** Puts the codecs into kafkajs (its codec table is one per process). */
+export function registerKafkaCodecs(): void {
+  if (registered) return;
+  registered = true;
+  CompressionCodecs[CompressionTypes.Snappy] = () => codecs.snappy;
+  CompressionCodecs[CompressionTypes.LZ4] = () => codecs.lz4;
+  CompressionCodecs[CompressionTypes.ZSTD] = () => codecs.zstd;
+}
+
+/** The codecs by the names Kafka's `compression.type` uses, for settings. */
+export const COMPRESSION_TYPES = {
+  none: CompressionTypes.None,
+  gzip: CompressionTypes.GZIP,
+  snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4,
+  zstd: CompressionTypes.ZSTD,
+} as const;
+
+export type CompressionName = keyof typeof COMPRESSION_TYPES;
