@@ -3,6 +3,7 @@
 // the topic and from ClickHouse.
 import { afterAll, describe, expect, it } from 'vitest';
 import { Kafka, logLevel } from 'kafkajs';
+import { registerKafkaCodecs } from '@otm/shared/kafka-codecs';
 import { createClient } from '@otm/client';
 import { OtmTelemetryStack, type StartedOtmTelemetryStack } from './index.js';
 
@@ -28,7 +29,9 @@ describe('OtmTelemetryStack', () => {
     await telemetry.shutdown();
     expect(telemetry.stats()).toMatchObject({ sent: 5, failed: 0, dropped: 0 });
 
-    // On the topic, read from the host through the advertised listener.
+    // On the topic, read from the host through the advertised listener. The gateway's
+    // batches are snappy (KAFKA_COMPRESSION): a bare kafkajs needs the codec registered.
+    registerKafkaCodecs();
     const kafka = new Kafka({ clientId: 'module-test', brokers: stack.kafkaBrokers.split(','), logLevel: logLevel.NOTHING });
     const consumer = kafka.consumer({ groupId: `module-test-${Date.now()}` });
     await consumer.connect();
