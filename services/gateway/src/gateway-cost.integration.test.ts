@@ -319,6 +319,7 @@ describe('6. answers bounded', () => {
       { path: '/', message: expect.stringMatching(/has 10479\d members; no object of a usage record holds more than 64/) },
     ]);
     expect(run.result.text.length).toBeLessThan(1024);
+    expect(run.attackMs).toBeLessThan(1_000);
     expectProbesAnswered(run, 'unknown members');
   });
 
@@ -343,7 +344,8 @@ describe('6. answers bounded', () => {
     expect(JSON.stringify(run.result.body.errors).length).toBeLessThanOrEqual(64 * 1024);
     expect(run.result.body.results).toHaveLength(1000);
     expect(run.result.body.results[0]).toEqual({ index: 0, status: 400, errorType: 'ValidationError', message: expect.any(String) });
-    console.log(`1,000 refused items: answer of ${(run.result.text.length / 1024).toFixed(0)} KiB`);
+    console.log(`1,000 refused items: answer of ${(run.result.text.length / 1024).toFixed(0)} KiB in ${run.attackMs.toFixed(0)} ms`);
+    expect(run.attackMs).toBeLessThan(2_000);
     expectProbesAnswered(run, 'unknown members in a batch');
   });
 
@@ -413,6 +415,8 @@ describe('5. unknown keys are cheap', () => {
     expect(refused).toBeGreaterThanOrEqual(600);
     expect(refused).toBeLessThan(650);
     expect(refused + limited).toBe(800);
+    console.log(`800 unknown keys answered in ${run.attackMs.toFixed(0)} ms`);
+    expect(run.attackMs).toBeLessThan(10_000);
     expectProbesAnswered(run, 'unknown-key flood'); // the probe's valid key, from the same address
     const limitedAnswer = await httpRequest(`${gateway.url}/v1/telemetry/usage`, {
       method: 'POST',
