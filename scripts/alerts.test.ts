@@ -58,6 +58,7 @@ describe('deploy/prometheus/alerts.yml', () => {
       expect.arrayContaining([
         'OtmDeadLetters',
         'OtmFreshnessAboveSlo',
+        'OtmIngesterPartitionStopped',
         'OtmGateway5xxRate',
         'OtmIngesterDown',
         'OtmIngesterLagGrowing',

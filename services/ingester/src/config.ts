@@ -29,8 +29,8 @@ export const ingesterSpec = {
   CANARY_TIMEOUT_MS: positiveInt({ default: 300_000, desc: 'A probe not queryable after this long counts as a timeout' }),
   INGEST_FAULT_INJECTION: str({
     default: '',
-    choices: ['', 'consumer-crash', 'commit-before-load'],
-    desc: 'Tests only: consumer-crash throws a fatal error out of the first batch; commit-before-load commits offsets before the ClickHouse insert (a deliberately broken build, for the chaos suite to catch)',
+    choices: ['', 'consumer-crash', 'commit-before-load', 'undecodable-snappy'],
+    desc: 'Tests only: consumer-crash throws a fatal error out of the first batch; commit-before-load commits offsets before the ClickHouse insert (a deliberately broken build, for the chaos suite to catch); undecodable-snappy makes every snappy batch fail to decode',
   }),
 };
 

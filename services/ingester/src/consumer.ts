@@ -19,7 +19,7 @@
 // before the latest rebalance is never inserted: its partition may belong to another
 // member by now.
 import { isFenced, subjectKey } from '@otm/shared/erasures';
-import type { Consumer, EachBatchPayload, KafkaMessage } from '@otm/shared/kafka';
+import { undecodableBatch, type Consumer, type EachBatchPayload, type KafkaMessage, type UndecodableBatch } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
 import { enrich, rowText, type RowText } from './enrich-step.js';
@@ -143,7 +143,10 @@ export class UsageConsumer {
     if (this.options.injectCrash) throw new Error('injected fault: consumer-crash');
     if (this.failure) throw this.failure;
     const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload;
-    const { messages } = batch;
+    // A batch that could not be decoded arrives as one marker, last: what is before it
+    // loads, the partition stops at it, and the other partitions go on.
+    const stuck = batch.messages.findIndex((message) => undecodableBatch(message) !== undefined);
+    const messages = stuck < 0 ? batch.messages : batch.messages.slice(0, stuck);
     const generation = this.generation;
     const alive = () => isRunning() && !isStale() && generation === this.generation;
     for (let start = 0; start < messages.length; start += this.options.maxBatchRows) {
@@ -162,7 +165,25 @@ export class UsageConsumer {
       // decided by follow(), only after the rows are in.
       resolveOffset(chunk[chunk.length - 1]!.offset);
     }
+    if (stuck >= 0 && alive()) this.stopPartition(batch.topic, batch.partition, undecodableBatch(batch.messages[stuck]!)!);
     await heartbeat();
+  }
+
+  /**
+   * Holds a partition at a record batch that cannot be decoded: paused, its offset not
+   * resolved, so neither this ingester nor the next owner of the partition moves past
+   * it until an operator skips it (npm run skip-batch, the runbook in operations.md).
+   * Loading it again later (a codec added) is then the same fetch from the same offset.
+   */
+  private stopPartition(topic: string, partition: number, bad: UndecodableBatch): void {
+    const { consumer, metrics, logger } = this.deps;
+    consumer.pause([{ topic, partitions: [partition] }]);
+    metrics.undecodableBatches.inc({ topic, partition: String(partition) });
+    metrics.stoppedPartitions.set({ topic, partition: String(partition) }, 1);
+    logger.error(
+      { topic, partition, firstOffset: bad.firstOffset, lastOffset: bad.lastOffset, codec: bad.codec, reason: bad.reason },
+      'a record batch cannot be decoded: its partition stops there, the others load on (runbook: "A batch that cannot be decoded")',
+    );
   }
 
   /**

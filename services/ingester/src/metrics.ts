@@ -61,6 +61,18 @@ export function createIngesterMetrics(sources?: LagSources) {
       help: 'Messages sent to the dead-letter topic',
       registers: [registry],
     }),
+    undecodableBatches: new Counter({
+      name: 'otm_ingester_undecodable_batches_total',
+      help: 'Record batches the ingester could not decode; each stops its partition until it is skipped (docs/operations.md)',
+      labelNames: ['topic', 'partition'],
+      registers: [registry],
+    }),
+    stoppedPartitions: new Gauge({
+      name: 'otm_ingester_stopped_partitions',
+      help: 'Partitions this ingester holds stopped at a batch it cannot decode (1 per partition)',
+      labelNames: ['topic', 'partition'],
+      registers: [registry],
+    }),
     unknownPrice: new Counter({
       name: 'otm_ingester_unknown_price_total',
       help: 'Loaded records whose model has no price',

@@ -3,6 +3,7 @@
 // chunks and loads and commits the ones it took (for at most the session timeout;
 // what is not loaded by then is not committed and comes again), then clients close.
 import { createLogger } from '@otm/shared/logger';
+import { codecs } from '@otm/shared/kafka-codecs';
 import { cachedConsumerLag, createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
@@ -25,6 +26,9 @@ import { KeyStore } from '@otm/shared/keys/key-store';
 
 const config = loadIngesterConfig(process.env);
 const logger = createLogger('ingester', config.LOG_LEVEL);
+if (config.INGEST_FAULT_INJECTION === 'undecodable-snappy') {
+  codecs.snappy.decompress = () => Promise.reject(new Error('injected fault: this snappy batch cannot be decoded'));
+}
 
 const clickhouseSettings = clickhouseSettingsFrom(config);
 const server = createClickHouse(clickhouseSettings, null);

@@ -21,6 +21,23 @@ registerKafkaCodecs();
 export type { Admin, Consumer, Producer, Kafka };
 export type { EachBatchPayload, KafkaMessage, IHeaders } from 'kafkajs';
 
+/**
+ * A record batch the client could not decode (a codec it lacks, bytes it cannot read).
+ * The patched kafkajs (patches/) hands it over as one marker message with the batch's
+ * last offset, in place of the batch and everything after it in that partition's fetch.
+ */
+export interface UndecodableBatch {
+  firstOffset: string;
+  lastOffset: string;
+  codec: string;
+  reason: string;
+}
+
+/** The undecodable batch a message stands for, if it is such a marker. */
+export function undecodableBatch(message: object): UndecodableBatch | undefined {
+  return (message as { undecodableBatch?: UndecodableBatch }).undecodableBatch;
+}
+
 export interface KafkaSettings {
   brokers: readonly string[];
   clientId: string;
