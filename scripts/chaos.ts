@@ -53,7 +53,7 @@ const report = await runChaos({
   drainTimeoutSeconds: options.drainTimeout,
   stack: { kafkaBrokers: options.kafkaBrokers === '3' ? 3 : 1, keep: options.keepStack },
 });
-if (options.write) writeReport(root, report);
+if (options.write) await writeReport(root, report);
 console.log(
   `chaos: ${report.scenarios.filter((result) => result.passed).length} of ${report.scenarios.length} scenarios passed in ${((Date.now() - started) / 1000).toFixed(0)} s${options.write ? '; figures in RELIABILITY.md' : ''}`,
 );

@@ -11,6 +11,7 @@ import { format, resolveConfig } from 'prettier';
 import { buildQueuedRecordSchema, QUEUED_MESSAGE_HEADERS, usageRecordSchema } from '@otm/schemas';
 import { infrastructureSpec } from '@otm/shared/config';
 import { SUBJECT_COMPATIBILITY } from '@otm/shared/registry';
+import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { DEAD_LETTER_HEADERS } from '../services/ingester/src/dead-letter.js';
 import { BROKER_RETENTION_HOURS } from './stack/services.js';
 
@@ -48,6 +49,15 @@ function topics(): string {
         "the broker's",
         code('DLQ_TOPIC'),
       ],
+      [
+        code(defaultOf('ERASURE_TOPIC')),
+        "one message per erasure of a user's data, keyed `<environment>:<userId>` ([Erasures](#erasures))",
+        '1',
+        `compacted (${Object.entries(ERASURE_TOPIC_CONFIG)
+          .map(([name, value]) => code(`${name}=${value}`))
+          .join(', ')}): the latest message of each key is kept for ever`,
+        code('ERASURE_TOPIC'),
+      ],
     ],
   );
 }
@@ -61,6 +71,12 @@ function subject(): string {
         `${code(SUBJECT_COMPATIBILITY)}, set by every gateway at start`,
         '[`schemas/queued-record.schema.json`](../schemas/queued-record.schema.json)',
         code('SCHEMA_SUBJECT'),
+      ],
+      [
+        code(`${defaultOf('ERASURE_TOPIC')}-value`),
+        `${code(SUBJECT_COMPATIBILITY)}, set by the admin service at its first erasure`,
+        '[`schemas/erasure-announcement.schema.json`](../schemas/erasure-announcement.schema.json)',
+        `${code('ERASURE_TOPIC')} + ${code('-value')}`,
       ],
     ],
   );

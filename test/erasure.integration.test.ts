@@ -2,8 +2,15 @@
 // Kafka, ingester, admin service and ClickHouse: the user's rows leave the raw tables
 // and both rollups, the other user's totals stay the same to the token, a record of
 // the erased user sitting in Kafka when the erasure runs is not loaded afterwards, and
-// the audit log holds the request and the rows removed.
+// the audit log holds the request and the rows removed. The erasure is announced on
+// the compacted erasure topic, and the Python example consumer, run before and after
+// it, ends holding none of the user's records received before it.
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigResourceTypes } from 'kafkajs';
+import { createKafka } from '@otm/shared/kafka';
+import { pythonWith, runPython } from './helpers/python.js';
 import {
   createTestKey,
   eventually,
@@ -17,11 +24,14 @@ import {
   startService,
   testClickHouse,
   testNames,
+  testStack,
   uniqueName,
   type ServiceProcess,
 } from './helpers/stack.js';
 
 const names = testNames('erasure');
+const erasureTopic = `${names.topic}.erasures`;
+const stack = testStack();
 const adminToken = `admin-${uniqueName('token')}-0123456789abcdef`;
 const adminHeaders = { authorization: `Bearer ${adminToken}` };
 const clickhouse = testClickHouse(names.database);
@@ -74,7 +84,13 @@ beforeAll(async () => {
     startTheIngester(),
     startService(
       'admin',
-      stackEnv({ REDIS_KEY_PREFIX: names.keyPrefix, CLICKHOUSE_DATABASE: names.database, ADMIN_TOKEN: adminToken, ADMIN_PORT: 0 }),
+      stackEnv({
+        REDIS_KEY_PREFIX: names.keyPrefix,
+        CLICKHOUSE_DATABASE: names.database,
+        ADMIN_TOKEN: adminToken,
+        ADMIN_PORT: 0,
+        ERASURE_TOPIC: erasureTopic,
+      }),
       /admin listening/,
     ),
   ]);
@@ -168,6 +184,93 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     expect(await count(`SELECT count() AS n FROM usage_events WHERE user_id = '${userId}'`)).toBe(0);
     // Nothing of the message is left in the rollup, and nothing counts it.
     expect(await rollupRows()).toBe(0);
+  });
+
+  it("is announced on the compacted erasure topic; the Python example consumer, run before and after, holds none of the user's earlier records", async (context) => {
+    const python = await pythonWith(['examples/python-consumer/requirements.txt']);
+    if (!python) return context.skip('python3 is not on the PATH: the Python example consumer needs it');
+    const userId = `${tag}-announced`;
+    const other = `${tag}-other`;
+    for (let i = 0; i < 3; i++) {
+      await post(success(userId, 10 + i, `ann${i}-${tag}`));
+      await post(success(other, 20 + i, `oth${i}-${tag}`));
+    }
+    const store = path.join(os.tmpdir(), `${uniqueName('erasure-store')}.sqlite`);
+    const group = uniqueName('pycons-erasure');
+    const consume = async () =>
+      JSON.parse(
+        await runPython(python, [
+          'examples/python-consumer/consumer.py',
+          ...['--brokers', stack.KAFKA_BROKERS, '--registry', stack.SCHEMA_REGISTRY_URL, '--topic', names.topic],
+          ...['--group', group, '--store', store, '--by-user', '--idle-seconds', '4'],
+        ]),
+      ) as Record<string, number>;
+    const before = await consume();
+    expect(before[`qa:${userId}`]).toBe(3);
+    expect(before[`qa:${other}`]).toBe(3);
+
+    // One more record of the user, sent before the erasure and read only after it.
+    await post(success(userId, 99, `late-${tag}`));
+    const started = await httpRequest(`${admin.url}/v1/admin/users/${userId}/data?environment=qa`, {
+      method: 'DELETE',
+      headers: adminHeaders,
+    });
+    expect(started.status, started.text).toBe(202);
+    let job: Record<string, unknown> = started.body;
+    await eventually(
+      async () => {
+        job = (await httpRequest(`${admin.url}${started.body.statusUrl}`, { headers: adminHeaders })).body;
+        return job.state !== 'running';
+      },
+      60_000,
+      200,
+    );
+    expect(job.state, JSON.stringify(job)).toBe('done');
+    // A record sent after the erasure is new data: kept.
+    await post(success(userId, 7, `after-${tag}`));
+
+    // The announcement: keyed by environment and user, the documented fields, registry wire format.
+    const kafka = createKafka({ brokers: stack.KAFKA_BROKERS.split(','), clientId: 'erasure-test' });
+    const admin_ = kafka.admin();
+    await admin_.connect();
+    const described = await admin_.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: erasureTopic, configNames: ['cleanup.policy'] }],
+    });
+    await admin_.disconnect();
+    expect(described.resources[0]!.configEntries[0]!.configValue).toBe('compact');
+    const announcements: { key: string; value: Buffer; headers: Record<string, string> }[] = [];
+    const reader = kafka.consumer({ groupId: uniqueName('erasure-reader') });
+    await reader.connect();
+    await reader.subscribe({ topic: erasureTopic, fromBeginning: true });
+    await reader.run({
+      eachMessage: async ({ message }) => {
+        const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([name, value]) => [name, String(value)]));
+        announcements.push({ key: message.key!.toString(), value: message.value!, headers });
+      },
+    });
+    try {
+      await eventually(async () => announcements.some((a) => a.key === `qa:${userId}`), 30_000);
+    } finally {
+      await reader.disconnect();
+    }
+    const ours = announcements.filter((a) => a.key === `qa:${userId}`);
+    expect(ours).toHaveLength(1);
+    expect(ours[0]!.value[0]).toBe(0);
+    expect(ours[0]!.value.readInt32BE(1)).toBe(Number(ours[0]!.headers['x-schema-id']));
+    expect(ours[0]!.headers['content-type']).toBe('application/json; framing=schema-registry');
+    expect(JSON.parse(ours[0]!.value.subarray(5).toString('utf8'))).toEqual({
+      environment: 'qa',
+      userId,
+      erasedAt: job.erasedAt,
+      requestedAt: job.requestedAt,
+      jobId: job.id,
+    });
+
+    // Run again: the held records and the late one are gone, the new one and the other user's stay.
+    const after = await consume();
+    expect(after[`qa:${userId}`]).toBe(1);
+    expect(after[`qa:${other}`]).toBe(3);
   });
 
   it('refuses a request without an environment, and answers 404 for an unknown job', async () => {

@@ -1,7 +1,9 @@
 // Reads the usage topic through the schema registry and prints token sums per model:
 // the way a data engineer reads the topic from Node (docs/topic-contract.md). A
 // consumer group of its own; each value decoded by the schema id it carries (the
-// registry's wire format) and validated against that schema.
+// registry's wire format) and validated against that schema. It also reads the erasure
+// topic (`<topic>.erasures`, when it exists): the records of an erased user received at
+// or before the erasure are taken out of the sums, whichever topic's message comes first.
 //
 //   npx tsx consumer.ts --brokers 127.0.0.1:19092 \
 //     --registry http://127.0.0.1:18081/apis/ccompat/v7 \
@@ -50,8 +52,9 @@ CompressionCodecs[CompressionTypes.ZSTD] = () => ({
 });
 
 interface QueuedRecord {
-  meta: { eventKey: string; apiKeyId: string; environment: string };
+  meta: { eventKey: string; apiKeyId: string; environment: string; receivedAt: string };
   record: {
+    user: { id: string };
     request: { provider: string; modelId: string; status: string };
     tokens?: { input: number; output: number; cachedInput?: number; reasoning?: number };
   };
@@ -83,27 +86,62 @@ const registry = new SchemaRegistry({ host: options.registry }, { [SchemaType.JS
 const kafka = new Kafka({ clientId: 'typescript-consumer-example', brokers: options.brokers.split(','), logLevel: logLevel.WARN });
 const consumer = kafka.consumer({ groupId: options.group });
 
-const sums = new Map<string, { records: number; input: number; output: number; cachedInput: number; reasoning: number }>();
+interface Held {
+  subject: string;
+  receivedMs: number;
+  model: string;
+  tokens: { input: number; output: number; cachedInput: number; reasoning: number };
+}
+interface ErasureAnnouncement {
+  environment: string;
+  userId: string;
+  erasedAt: string;
+}
+/** What was read, by event key (a record read twice is held once); erasures by `<environment>:<userId>`. */
+const held = new Map<string, Held>();
+const erasedAt = new Map<string, number>();
+const erasureTopic = `${options.topic}.erasures`;
 let read = 0;
 let lastMessage = Date.now();
 let stop: () => void = () => undefined;
 const stopped = new Promise<void>((resolve) => (stop = resolve));
 
+const admin = kafka.admin();
+await admin.connect();
+const topics = [options.topic, ...((await admin.listTopics()).includes(erasureTopic) ? [erasureTopic] : [])];
+await admin.disconnect();
 await consumer.connect();
-await consumer.subscribe({ topic: options.topic, fromBeginning: true });
+await consumer.subscribe({ topics, fromBeginning: true });
 await consumer.run({
-  eachMessage: async ({ message }) => {
+  eachMessage: async ({ topic, message }) => {
     lastMessage = Date.now();
+    if (message.value === null) return;
     // decode() reads the schema id from the value, fetches that schema once and validates with it.
-    const { record } = (await registry.decode(message.value!)) as QueuedRecord;
-    const model = `${record.request.provider}/${record.request.modelId}`;
-    const entry = sums.get(model) ?? { records: 0, input: 0, output: 0, cachedInput: 0, reasoning: 0 };
-    entry.records += 1;
-    entry.input += record.tokens?.input ?? 0;
-    entry.output += record.tokens?.output ?? 0;
-    entry.cachedInput += record.tokens?.cachedInput ?? 0;
-    entry.reasoning += record.tokens?.reasoning ?? 0;
-    sums.set(model, entry);
+    const value = await registry.decode(message.value);
+    if (topic === erasureTopic) {
+      const erasure = value as ErasureAnnouncement;
+      const subject = `${erasure.environment}:${erasure.userId}`;
+      const at = Math.max(Date.parse(erasure.erasedAt), erasedAt.get(subject) ?? -Infinity);
+      erasedAt.set(subject, at);
+      for (const [eventKey, entry] of held) if (entry.subject === subject && entry.receivedMs <= at) held.delete(eventKey);
+    } else {
+      const { meta, record } = value as QueuedRecord;
+      const subject = `${meta.environment}:${record.user.id}`;
+      const receivedMs = Date.parse(meta.receivedAt);
+      if (receivedMs > (erasedAt.get(subject) ?? -Infinity)) {
+        held.set(meta.eventKey, {
+          subject,
+          receivedMs,
+          model: `${record.request.provider}/${record.request.modelId}`,
+          tokens: {
+            input: record.tokens?.input ?? 0,
+            output: record.tokens?.output ?? 0,
+            cachedInput: record.tokens?.cachedInput ?? 0,
+            reasoning: record.tokens?.reasoning ?? 0,
+          },
+        });
+      }
+    }
     if (maxMessages > 0 && ++read >= maxMessages) stop();
   },
 });
@@ -114,4 +152,14 @@ const idle = setInterval(() => {
 await stopped;
 clearInterval(idle);
 await consumer.disconnect();
+const sums = new Map<string, { records: number; input: number; output: number; cachedInput: number; reasoning: number }>();
+for (const { model, tokens } of held.values()) {
+  const entry = sums.get(model) ?? { records: 0, input: 0, output: 0, cachedInput: 0, reasoning: 0 };
+  entry.records += 1;
+  entry.input += tokens.input;
+  entry.output += tokens.output;
+  entry.cachedInput += tokens.cachedInput;
+  entry.reasoning += tokens.reasoning;
+  sums.set(model, entry);
+}
 console.log(JSON.stringify(Object.fromEntries([...sums.entries()].sort(([a], [b]) => a.localeCompare(b)))));

@@ -12,6 +12,19 @@ export type { QueuedUsageRecord, QueuedRecordMeta } from './generated/queued-usa
 const require = createRequire(import.meta.url);
 export const usageRecordSchema = require('../usage-record.schema.json') as Record<string, unknown> & { $id: string };
 
+/** The value of the erasure topic's messages (docs/topic-contract.md, "Erasures"). */
+export const erasureAnnouncementSchema = require('../erasure-announcement.schema.json') as Record<string, unknown> & { $id: string };
+
+/** One erasure, as announced on the erasure topic. */
+export interface ErasureAnnouncement {
+  environment: Environment;
+  userId: string;
+  /** RFC 3339: records of the user received at or before it are erased. */
+  erasedAt: string;
+  requestedAt: string;
+  jobId: string;
+}
+
 export const QUEUED_RECORD_SCHEMA_ID = 'https://otm-telemetry.dev/schemas/queued-usage-record.v2.json';
 /** The `content-type` header of messages on the usage topic: JSON behind the registry's 5-byte frame (magic byte 0, schema id). */
 export const QUEUED_CONTENT_TYPE = 'application/json; framing=schema-registry';

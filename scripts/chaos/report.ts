@@ -2,13 +2,14 @@
 // RELIABILITY.md rendered from every profile's latest run.
 import fs from 'node:fs';
 import path from 'node:path';
+import { format, resolveConfig } from 'prettier';
 import type { ChaosReport } from './run.js';
 
 export function resultsFile(root: string, kafkaBrokers: number): string {
   return path.join(root, 'chaos', 'results', kafkaBrokers === 1 ? 'latest.json' : `latest-${kafkaBrokers}-brokers.json`);
 }
 
-export function writeReport(root: string, report: ChaosReport): void {
+export async function writeReport(root: string, report: ChaosReport): Promise<void> {
   const file = resultsFile(root, report.kafkaBrokers);
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
@@ -16,7 +17,10 @@ export function writeReport(root: string, report: ChaosReport): void {
     .map((brokers) => resultsFile(root, brokers))
     .filter((candidate) => fs.existsSync(candidate))
     .map((candidate) => JSON.parse(fs.readFileSync(candidate, 'utf8')) as ChaosReport);
-  fs.writeFileSync(path.join(root, 'RELIABILITY.md'), renderReliability(reports));
+  // Written as the formatter would (npm test checks it): tables aligned.
+  const target = path.join(root, 'RELIABILITY.md');
+  const options = (await resolveConfig(target)) ?? {};
+  fs.writeFileSync(target, await format(renderReliability(reports), { ...options, filepath: target }));
 }
 
 const refusalText = (refusals: Record<string, number>) =>

@@ -16,6 +16,8 @@ export interface Harness {
   /** The broker that leads partition 0 of the usage topic (kafka, or kafka-N of the replicated profile). */
   leaderBroker(): Promise<string>;
   redisCommand(...args: string[]): Promise<unknown>;
+  /** Sets a setting of the run's usage topic (as `kafka-configs --alter` would). */
+  setTopicConfig(name: string, value: string): Promise<void>;
   log(line: string): void;
 }
 
@@ -100,6 +102,18 @@ export const scenarios: readonly Scenario[] = [
     },
     async clear(harness) {
       await service(harness, killedBroker).start();
+    },
+  },
+  {
+    name: 'topic-zstd',
+    title:
+      "the usage topic's compression.type set to zstd for the hold (the broker recompresses every batch, the gateway's included), then back to producer",
+    privateStackOnly: false,
+    async inject(harness) {
+      await harness.setTopicConfig('compression.type', 'zstd');
+    },
+    async clear(harness) {
+      await harness.setTopicConfig('compression.type', 'producer');
     },
   },
   {

@@ -9,7 +9,7 @@ import path from 'node:path';
 
 /** The workspaces the services load, each with the folders it reads at run time besides dist/. */
 const runtimeWorkspaces: Record<string, string[]> = {
-  schemas: ['usage-record.schema.json', 'queued-record.schema.json', 'openapi.json', 'history', 'otlp'],
+  schemas: ['usage-record.schema.json', 'queued-record.schema.json', 'erasure-announcement.schema.json', 'openapi.json', 'history', 'otlp'],
   'services/shared': ['migrations'],
   'services/gateway': [],
   'services/ingester': ['data'],

@@ -100,6 +100,7 @@ export function startIngester(options: IngesterOptions): Promise<ServiceProcess>
       USAGE_TOPIC: options.topic,
       USAGE_TOPIC_PARTITIONS: 3,
       DLQ_TOPIC: `${options.topic}.dlq`,
+      ERASURE_TOPIC: `${options.topic}.erasures`,
       REDIS_KEY_PREFIX: options.keyPrefix,
       CLICKHOUSE_DATABASE: options.database,
       INGEST_GROUP_ID: options.groupId,

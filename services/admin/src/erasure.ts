@@ -13,12 +13,14 @@
 //      rows (keyed by user: exact), each a mutation waited for;
 //   5. rebuilds the errors rollup for the noted keys from what usage_events holds
 //      now (that rollup has no user column), then lifts the fence;
-//   6. writes a second audit entry with the rows removed.
+//   6. announces the erasure on the compacted erasure topic (erasure-announcements.ts),
+//      so downstream consumers of the usage topic delete what they hold;
+//   7. reports done and writes a second audit entry with the rows removed.
 //
 // Every step can run again: a failed job is retried by asking again.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { ENVIRONMENTS, type Environment } from '@otm/schemas';
+import { ENVIRONMENTS, type Environment, type ErasureAnnouncement } from '@otm/schemas';
 import { AuditUnavailableError, type AuditLog } from '@otm/shared/audit';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
@@ -36,6 +38,8 @@ export interface ErasureJob {
   state: 'running' | 'done' | 'failed';
   step: string;
   requestedAt: string;
+  /** The tombstone's time: records of the user received at or before it are erased (and announced so). */
+  erasedAt?: string;
   finishedAt?: string;
   /** Rows removed: usage_events, usage_io; error-rollup keys rebuilt. */
   removed?: { events: number; io: number; errorRollupKeys: number };
@@ -69,6 +73,7 @@ export class ErasureJobs {
     private readonly audit: Pick<AuditLog, 'record'>,
     private readonly logger: Logger,
     private readonly options: ErasureOptions,
+    private readonly announcer: { announce(announcement: ErasureAnnouncement): Promise<void> },
   ) {}
 
   private jobKey(id: string): string {
@@ -114,7 +119,10 @@ export class ErasureJobs {
     };
     try {
       await step('tombstone, and waiting for inserts in flight');
-      await this.erasures.erase({ environment, userId }, Date.now(), this.options.tombstoneSeconds);
+      const erasedAtMs = Date.now();
+      await this.erasures.erase({ environment, userId }, erasedAtMs, this.options.tombstoneSeconds);
+      const erasedAt = new Date(erasedAtMs).toISOString();
+      job.erasedAt = erasedAt;
       await this.erasures.waitForInsertsInFlight();
 
       await step('noting and fencing the error-rollup keys');
@@ -161,6 +169,9 @@ export class ErasureJobs {
         });
       }
       await this.erasures.liftFence(fence);
+
+      await step('announcing on the erasure topic');
+      await this.announcer.announce({ environment, userId, erasedAt, requestedAt: job.requestedAt, jobId: job.id });
 
       job.removed = { events: Number(counts!.events), io: Number(counts!.io), errorRollupKeys: errorKeys.length };
       job.state = 'done';

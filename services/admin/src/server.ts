@@ -6,6 +6,8 @@ import { KeyStore } from '@otm/shared/keys/key-store';
 import { AuditLog } from '@otm/shared/audit';
 import { ErasureStore } from '@otm/shared/erasures';
 import { ErasureJobs, registerErasureRoutes } from './erasure.js';
+import { ErasureAnnouncer } from '@otm/shared/erasure-announcements';
+import { createRegistry } from '@otm/shared/registry';
 import { migrate } from '@otm/shared/migrate';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { registerAnalyticsRoutes } from './analytics-routes.js';
@@ -46,7 +48,8 @@ collectDefaultMetrics({ register: metrics });
 
 // Kafka is asked only for the pipeline's lag; connected at the first request (and
 // again after a failure), so the admin service starts without it.
-const kafkaAdmin = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-admin` }).admin();
+const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-admin` });
+const kafkaAdmin = kafka.admin();
 let connected: Promise<Admin> | undefined;
 const kafkaAdminConnected = (): Promise<Admin> => {
   connected ??= kafkaAdmin.connect().then(
@@ -60,6 +63,7 @@ const kafkaAdminConnected = (): Promise<Admin> => {
 };
 
 const audit = new AuditLog(clickhouse);
+const erasureAnnouncer = new ErasureAnnouncer(kafka, createRegistry(config.SCHEMA_REGISTRY_URL), config.ERASURE_TOPIC);
 const erasureJobs = new ErasureJobs(
   redis,
   config.REDIS_KEY_PREFIX,
@@ -72,6 +76,8 @@ const erasureJobs = new ErasureJobs(
     mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
     cluster: config.CLICKHOUSE_CLUSTER,
   },
+  // Connected at the first erasure: the admin service starts without Kafka.
+  erasureAnnouncer,
 );
 
 const app = await buildAdminApp(
@@ -102,6 +108,7 @@ logger.info({ address }, 'admin listening');
 async function shutdown(): Promise<void> {
   await app.close();
   await kafkaAdmin.disconnect().catch(() => undefined);
+  await erasureAnnouncer.close().catch(() => undefined);
   redis.disconnect();
   await clickhouse.close();
   await migrationServer.close();

@@ -30,7 +30,7 @@ export const ingesterSpec = {
   INGEST_FAULT_INJECTION: str({
     default: '',
     choices: ['', 'consumer-crash', 'commit-before-load', 'undecodable-snappy'],
-    desc: 'Tests only: consumer-crash throws a fatal error out of the first batch; commit-before-load commits offsets before the ClickHouse insert (a deliberately broken build, for the chaos suite to catch); undecodable-snappy makes every snappy batch fail to decode',
+    desc: 'Tests only: consumer-crash throws a fatal error out of the first batch; commit-before-load commits offsets before the ClickHouse insert (a deliberately broken build, for the chaos suite to catch); undecodable-snappy makes every snappy batch fail to decode.',
   }),
 };
 

@@ -16,6 +16,7 @@ import { DedupeStep } from './dedupe-step.js';
 import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './seams.js';
 import { createIngesterMetrics } from './metrics.js';
 import { ErasureStore } from '@otm/shared/erasures';
+import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { migrate } from '@otm/shared/migrate';
 import { PriceTable } from './prices.js';
 import { applyRetention, retentionPolicyFrom } from './retention.js';
@@ -39,6 +40,8 @@ await server.close();
 const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-ingester` }, logger);
 await ensureTopic(kafka, config.USAGE_TOPIC, config.USAGE_TOPIC_PARTITIONS);
 await ensureTopic(kafka, config.DLQ_TOPIC, 1);
+// Made here too (the admin service writes it), so consumers can subscribe before the first erasure.
+await ensureTopic(kafka, config.ERASURE_TOPIC, 1, 30_000, ERASURE_TOPIC_CONFIG);
 
 const redis = createRedis(config.REDIS_URL, { name: 'ingester' });
 await redis.connect().catch((error: Error) => logger.warn({ err: error.message }, 'redis not reachable yet; will retry'));

@@ -40,6 +40,10 @@ export const infrastructureSpec = {
   KAFKA_CLIENT_ID: str({ default: 'otm-telemetry', desc: 'Prefix of the Kafka client ids (the service name is appended)' }),
   USAGE_TOPIC: str({ default: 'telemetry.usage.v1', desc: 'Kafka topic of queued usage records' }),
   USAGE_TOPIC_PARTITIONS: positiveInt({ default: 6, desc: 'Partitions when the topic is created' }),
+  ERASURE_TOPIC: str({
+    default: 'telemetry.usage.v1.erasures',
+    desc: "Compacted Kafka topic announcing every erasure of a user's data, keyed by environment and user (docs/topic-contract.md)",
+  }),
   DLQ_TOPIC: str({ default: 'telemetry.usage.v1.dlq', desc: 'Kafka topic of dead-lettered records, with the reason in headers' }),
   SCHEMA_REGISTRY_URL: url({ default: 'http://127.0.0.1:18081/apis/ccompat/v7', desc: 'Confluent-compatible schema registry API' }),
   SCHEMA_SUBJECT: str({ default: 'telemetry.usage.v1-value', desc: 'Registry subject of the queued-record schema' }),

@@ -89,7 +89,14 @@ export const TOPIC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
  * the first UNKNOWN_TOPIC_OR_PARTITION, which a KRaft broker answers for a moment
  * after creating a topic: 7 of 50 topics created 10 at a time failed that way here.
  */
-export async function ensureTopic(kafka: Kafka, topic: string, partitions: number, waitMs = 30_000): Promise<void> {
+export async function ensureTopic(
+  kafka: Kafka,
+  topic: string,
+  partitions: number,
+  waitMs = 30_000,
+  /** Topic settings beside the message size, for example `cleanup.policy: compact`. */
+  config: Record<string, string> = {},
+): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
   try {
@@ -102,7 +109,10 @@ export async function ensureTopic(kafka: Kafka, topic: string, partitions: numbe
               topic,
               numPartitions: partitions,
               replicationFactor: -1,
-              configEntries: [{ name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) }],
+              configEntries: [
+                { name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) },
+                ...Object.entries(config).map(([name, value]) => ({ name, value })),
+              ],
             },
           ],
           waitForLeaders: false,

@@ -1,0 +1,64 @@
+// Erasures announced on a compacted topic (docs/topic-contract.md, "Erasures"): one
+// message per erasure, keyed `<environment>:<userId>`, its value in the registry's wire
+// format under the subject `<topic>-value`. The erasure job writes it before it reports
+// done, so a downstream store that reads the topic learns of every erasure the
+// pipeline has made, and when: it deletes what it holds of the user received at or
+// before `erasedAt`, and drops such records that still reach it from the usage topic.
+// The topic is compacted and never deletes by time: the latest announcement of every
+// erased user stays, for a consumer that starts reading a year from now.
+import { erasureAnnouncementSchema, QUEUED_CONTENT_TYPE, type ErasureAnnouncement } from '@otm/schemas';
+import { createDurableProducer, ensureTopic, type Kafka, type Producer } from './kafka.js';
+import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
+import { encodeWire, registerJsonSchema } from './registry.js';
+
+/** The compacted topic's settings: one message per key kept, none deleted by age. */
+export const ERASURE_TOPIC_CONFIG = { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' } as const;
+
+export const erasureKey = (announcement: Pick<ErasureAnnouncement, 'environment' | 'userId'>) =>
+  `${announcement.environment}:${announcement.userId}`;
+
+export class ErasureAnnouncer {
+  private ready: Promise<{ producer: Producer; schemaId: number }> | undefined;
+
+  constructor(
+    private readonly kafka: Kafka,
+    private readonly registry: SchemaRegistry,
+    private readonly topic: string,
+  ) {}
+
+  /** Writes the announcement, acknowledged by every in-sync replica; throws when Kafka or the registry is away. */
+  async announce(announcement: ErasureAnnouncement): Promise<void> {
+    const { producer, schemaId } = await this.connected();
+    await producer.send({
+      topic: this.topic,
+      acks: -1,
+      messages: [
+        {
+          key: erasureKey(announcement),
+          value: encodeWire(schemaId, JSON.stringify(announcement)),
+          headers: { 'content-type': QUEUED_CONTENT_TYPE, 'x-schema-id': String(schemaId) },
+        },
+      ],
+    });
+  }
+
+  private connected(): Promise<{ producer: Producer; schemaId: number }> {
+    this.ready ??= (async () => {
+      await ensureTopic(this.kafka, this.topic, 1, 30_000, ERASURE_TOPIC_CONFIG);
+      const schemaId = await registerJsonSchema(this.registry, `${this.topic}-value`, erasureAnnouncementSchema);
+      const producer = createDurableProducer(this.kafka, { retries: 5, maxRetryTimeMs: 30_000 });
+      await producer.connect();
+      return { producer, schemaId };
+    })().catch((error: unknown) => {
+      this.ready = undefined;
+      throw error;
+    });
+    return this.ready;
+  }
+
+  async close(): Promise<void> {
+    const ready = this.ready;
+    this.ready = undefined;
+    if (ready) await (await ready.catch(() => undefined))?.producer.disconnect();
+  }
+}
