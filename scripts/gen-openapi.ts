@@ -63,6 +63,7 @@ const reasonOf: Record<number, string> = {
   429: 'Too many requests',
   500: 'Internal error',
   503: 'Unavailable',
+  504: 'Query timeout',
 };
 
 /** Error answers by status, each naming the errorTypes it carries. */
@@ -183,7 +184,7 @@ function analyticsOperation(route: (typeof analyticsRoutes)[number]): Json {
     })),
     responses: {
       200: { description: 'Rows of the rollup', content: { 'application/json': { schema: analyticsAnswerSchema } } },
-      ...errorResponses(['ValidationError', 'AuthError', 'Unavailable']),
+      ...errorResponses(['ValidationError', 'AuthError', 'Unavailable', 'QueryTimeout']),
     },
   };
 }

@@ -164,6 +164,7 @@ const gatewayCases: Record<ErrorType, Case | string> = {
     request: ingest({ ...record(), user: { ...record().user, id: 'someone-else' } }, { 'idempotency-key': 'table-422' }),
   },
   InternalError: { status: 500, before: () => void (world.produce = 'bug'), request: ingest(record()), message: 'Internal error.' },
+  QueryTimeout: 'the gateway runs no analytics query: only the admin service answers 504',
   Unavailable: { status: 503, before: () => void (world.produce = 'unavailable'), request: ingest(record()) },
   // Last: it uses up the key's allowance (20 at once, 1/s) with two batches of ten.
   RateLimited: {
@@ -191,6 +192,7 @@ const adminCases: Record<ErrorType, Case | string> = {
   },
   IdempotencyKeyReused: 'the admin service takes no Idempotency-Key: creating a key twice makes two keys (docs/analytics-api.md)',
   RateLimited: 'the admin service has no rate limit: one operator port on loopback, a 32-character token (docs/analytics-api.md)',
+  QueryTimeout: 'ClickHouse stopping a query at its limit: services/admin/src/analytics.integration.test.ts, over HTTP',
   InternalError: { status: 500, request: asAdmin({ method: 'GET', url: '/v1/crash' }), message: 'Internal error.' },
   Unavailable: {
     status: 503,

@@ -4,6 +4,8 @@
 export type Row = Record<string, any>;
 export interface Answer {
   rows: Row[];
+  /** Set (and rows empty) when the query failed: its message, e.g. a 504 saying what to narrow. */
+  failed?: string;
 }
 
 export const state = {
@@ -29,4 +31,14 @@ export function analytics(kind: 'usage' | 'latency' | 'errors', params: Record<s
   const query = new URLSearchParams({ since: state.since, ...params });
   if (state.environment) query.set('environment', state.environment);
   return api<Answer>(`/v1/analytics/${kind}?${query}`);
+}
+
+/** An analytics answer, or its failure as an empty answer with the message: each chart shows that message in its own place. */
+export async function analyticsOrFailure(kind: 'usage' | 'latency' | 'errors', params: Record<string, string>): Promise<Answer> {
+  try {
+    return await analytics(kind, params);
+  } catch (error) {
+    if (error instanceof Unauthorized) throw error;
+    return { rows: [], failed: (error as Error).message };
+  }
 }

@@ -1,7 +1,7 @@
 // The dashboard's pages: Overview, Models, Errors, Users and AI Module Configurations
 // (keys). Each renders into the element it is given, from the admin APIs.
-import { Unauthorized, analytics, api, state, type Row } from './api.js';
-import { bucketFor, card, empty, h, lineChart, money, ms, number, panel, percent, table, timeLabel } from './ui.js';
+import { Unauthorized, analyticsOrFailure as analytics, api, state, type Row } from './api.js';
+import { bucketFor, card, empty, failure, h, lineChart, money, ms, number, orFailure, panel, percent, table, timeLabel } from './ui.js';
 
 export async function overview(root: HTMLElement) {
   const bucket = bucketFor(state.since);
@@ -28,8 +28,9 @@ export async function overview(root: HTMLElement) {
       card('Cache hit ratio', percent(total.cacheHitRatio)),
       card('Ingest backlog', pipeline ? number(pipeline.lag) : '—'),
     ),
+    ...(totals.failed !== undefined ? [failure(totals.failed)] : []),
   );
-  if (series.rows.length === 0) {
+  if (series.rows.length === 0 && series.failed === undefined) {
     root.append(panel('Activity', empty()));
     return;
   }
@@ -39,23 +40,36 @@ export async function overview(root: HTMLElement) {
     h(
       'div',
       { class: 'grid' },
-      panel('Requests', lineChart(labels, [{ label: 'requests', data: series.rows.map((row) => row.requests) }])),
+      panel(
+        'Requests',
+        orFailure([series], () => lineChart(labels, [{ label: 'requests', data: series.rows.map((row) => row.requests) }])),
+      ),
       panel(
         'Tokens',
-        lineChart(
-          labels,
-          [
-            { label: 'input', data: series.rows.map((row) => row.inputTokens) },
-            { label: 'output', data: series.rows.map((row) => row.outputTokens) },
-          ],
-          { stacked: true, bar: true },
+        orFailure([series], () =>
+          lineChart(
+            labels,
+            [
+              { label: 'input', data: series.rows.map((row) => row.inputTokens) },
+              { label: 'output', data: series.rows.map((row) => row.outputTokens) },
+            ],
+            { stacked: true, bar: true },
+          ),
         ),
       ),
-      panel('Cost (USD)', lineChart(labels, [{ label: 'cost', data: series.rows.map((row) => row.costUsd) }])),
-      panel('Error rate', lineChart(labels, [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }])),
+      panel(
+        'Cost (USD)',
+        orFailure([series], () => lineChart(labels, [{ label: 'cost', data: series.rows.map((row) => row.costUsd) }])),
+      ),
+      panel(
+        'Error rate',
+        orFailure([series], () => lineChart(labels, [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }])),
+      ),
       panel(
         'p99 latency (ms)',
-        lineChart(labels, [{ label: 'p99', data: series.rows.map((row) => latencyByBucket.get(row.bucket)?.latencyP99Ms ?? null) }]),
+        orFailure([series, latency], () =>
+          lineChart(labels, [{ label: 'p99', data: series.rows.map((row) => latencyByBucket.get(row.bucket)?.latencyP99Ms ?? null) }]),
+        ),
       ),
     ),
   );
@@ -72,6 +86,10 @@ export async function models(root: HTMLElement) {
     ...latencyOf.get(`${row.provider}/${row.model}`),
     name: `${row.provider}/${row.model}`,
   }));
+  if (usage.failed !== undefined) {
+    root.append(panel('Models', failure(usage.failed)));
+    return;
+  }
   if (rows.length > 0) {
     const labels = rows.map((row) => row.name);
     root.append(
@@ -86,14 +104,16 @@ export async function models(root: HTMLElement) {
         ),
         panel(
           'Latency percentiles (ms)',
-          lineChart(
-            labels,
-            [
-              { label: 'p50', data: rows.map((row) => row.latencyP50Ms) },
-              { label: 'p90', data: rows.map((row) => row.latencyP90Ms) },
-              { label: 'p99', data: rows.map((row) => row.latencyP99Ms) },
-            ],
-            { bar: true },
+          orFailure([latency], () =>
+            lineChart(
+              labels,
+              [
+                { label: 'p50', data: rows.map((row) => row.latencyP50Ms) },
+                { label: 'p90', data: rows.map((row) => row.latencyP90Ms) },
+                { label: 'p99', data: rows.map((row) => row.latencyP99Ms) },
+              ],
+              { bar: true },
+            ),
           ),
         ),
       ),
@@ -137,34 +157,40 @@ export async function errors(root: HTMLElement) {
       { class: 'grid' },
       panel(
         'Error rate over time',
-        series.rows.length
-          ? lineChart(
-              series.rows.map((row) => timeLabel(row.bucket)),
-              [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }],
-            )
-          : empty(),
+        orFailure([series], () =>
+          series.rows.length
+            ? lineChart(
+                series.rows.map((row) => timeLabel(row.bucket)),
+                [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }],
+              )
+            : empty(),
+        ),
       ),
       panel(
         'Top error codes',
-        codes.rows.length
-          ? lineChart(
-              codes.rows.map((row) => row.errorCode || '(none)'),
-              [{ label: 'errors', data: codes.rows.map((row) => row.errors) }],
-              { bar: true },
-            )
-          : empty('No errors in this time range.'),
+        orFailure([codes], () =>
+          codes.rows.length
+            ? lineChart(
+                codes.rows.map((row) => row.errorCode || '(none)'),
+                [{ label: 'errors', data: codes.rows.map((row) => row.errors) }],
+                { bar: true },
+              )
+            : empty('No errors in this time range.'),
+        ),
       ),
     ),
     h('div', { class: 'gap-above' }),
     panel(
       'Top error messages',
-      table(
-        [
-          ['errorCode', 'Code'],
-          ['errorMessage', 'Message'],
-          ['errors', 'Count', number],
-        ],
-        messages.rows,
+      orFailure([messages], () =>
+        table(
+          [
+            ['errorCode', 'Code'],
+            ['errorMessage', 'Message'],
+            ['errors', 'Count', number],
+          ],
+          messages.rows,
+        ),
       ),
     ),
   );
@@ -181,37 +207,43 @@ export async function users(root: HTMLElement) {
       { class: 'grid' },
       panel(
         'Internal vs external (tokens)',
-        split.rows.length
-          ? lineChart(
-              split.rows.map((row) => row.userType),
-              [{ label: 'tokens', data: split.rows.map((row) => row.totalTokens) }],
-              { bar: true },
-            )
-          : empty(),
+        orFailure([split], () =>
+          split.rows.length
+            ? lineChart(
+                split.rows.map((row) => row.userType),
+                [{ label: 'tokens', data: split.rows.map((row) => row.totalTokens) }],
+                { bar: true },
+              )
+            : empty(),
+        ),
       ),
       panel(
         'Internal vs external (cost, USD)',
-        split.rows.length
-          ? lineChart(
-              split.rows.map((row) => row.userType),
-              [{ label: 'cost', data: split.rows.map((row) => row.costUsd) }],
-              { bar: true },
-            )
-          : empty(),
+        orFailure([split], () =>
+          split.rows.length
+            ? lineChart(
+                split.rows.map((row) => row.userType),
+                [{ label: 'cost', data: split.rows.map((row) => row.costUsd) }],
+                { bar: true },
+              )
+            : empty(),
+        ),
       ),
     ),
     h('div', { class: 'gap-above' }),
     panel(
       'Top users by tokens',
-      table(
-        [
-          ['userId', 'User'],
-          ['userType', 'Type'],
-          ['requests', 'Requests', number],
-          ['totalTokens', 'Tokens', number],
-          ['costUsd', 'Cost', money],
-        ],
-        top.rows,
+      orFailure([top], () =>
+        table(
+          [
+            ['userId', 'User'],
+            ['userType', 'Type'],
+            ['requests', 'Requests', number],
+            ['totalTokens', 'Tokens', number],
+            ['costUsd', 'Cost', money],
+          ],
+          top.rows,
+        ),
       ),
     ),
   );

@@ -43,6 +43,17 @@ export function panel(title: string, body: Node) {
   return h('section', { class: 'panel' }, h('h3', {}, title), body);
 }
 
+/** What a failed query said (a 504 names what to narrow), shown where its chart or table would be. */
+export function failure(message: string) {
+  return h('div', { class: 'error query-error' }, message);
+}
+
+/** The drawing, or the failure of the first failed answer it needs. */
+export function orFailure(answers: { failed?: string }[], draw: () => Node): Node {
+  const failed = answers.find((answer) => answer.failed !== undefined);
+  return failed ? failure(failed.failed!) : draw();
+}
+
 export function empty(text = 'No data in this time range yet. Post usage records to the gateway and they appear here within seconds.') {
   return h('div', { class: 'empty' }, text);
 }

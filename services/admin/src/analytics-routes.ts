@@ -3,11 +3,11 @@
 // results are bounded by `limit` (at most 10,000 rows).
 import type { FastifyInstance } from 'fastify';
 import type { JsonSchemaToTsProvider } from '@fastify/type-provider-json-schema-to-ts';
-import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { ServiceError } from '@otm/shared/errors';
 import {
   ERROR_DIMENSIONS,
   QueryError,
+  QueryLimitExceeded,
   USAGE_DIMENSIONS,
   analyticsQuerySchema,
   errorAnalytics,
@@ -15,9 +15,10 @@ import {
   parseAnalyticsQuery,
   usageAnalytics,
   type AnalyticsQuery,
+  type AnalyticsStore,
 } from './analytics.js';
 
-type Runner = (clickhouse: ClickHouseClient, query: AnalyticsQuery) => Promise<unknown[]>;
+type Runner = (store: AnalyticsStore, query: AnalyticsQuery) => Promise<unknown[]>;
 
 // The error rollup has no user or key columns: those filters are refused (400), never ignored.
 const { userId, keyId, userType, ...errorFilters } = analyticsQuerySchema.properties;
@@ -66,7 +67,7 @@ export const analyticsRoutes = [
   },
 ].map((route) => ({ ...route, url: `/v1/analytics/${route.name}` }));
 
-export function registerAnalyticsRoutes(app: FastifyInstance, clickhouse: ClickHouseClient): void {
+export function registerAnalyticsRoutes(app: FastifyInstance, store: AnalyticsStore): void {
   for (const { url, runner, dimensions, querystring } of analyticsRoutes) {
     // The query's type comes from the route's own schema (JsonSchemaToTsProvider).
     app.withTypeProvider<JsonSchemaToTsProvider>().get(url, { schema: { querystring } }, async (request) => {
@@ -79,8 +80,9 @@ export function registerAnalyticsRoutes(app: FastifyInstance, clickhouse: ClickH
       }
       let rows: unknown[];
       try {
-        rows = await runner(clickhouse, query);
-      } catch {
+        rows = await runner(store, query);
+      } catch (error) {
+        if (error instanceof QueryLimitExceeded) throw new ServiceError('QueryTimeout', error.message);
         throw new ServiceError('Unavailable', 'The analytics store is unavailable; retry later.');
       }
       return {

@@ -3,6 +3,7 @@
 // time zone; hours and days merge the minute states. Every value is a string
 // literal or a number we produced: ClickHouse 18.16 has no query parameters.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
 import type { FromSchema } from 'json-schema-to-ts';
@@ -169,13 +170,58 @@ export function rollupSql(spec: RollupQuery): string {
 
 type Row = Record<string, string | number | number[] | null>;
 
-async function run(clickhouse: ClickHouseClient, sql: string): Promise<Row[]> {
-  const result = await clickhouse.query({
-    query: sql,
-    format: 'JSONEachRow',
-    clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
-  });
-  return result.json<Row>();
+/** What one analytics query may cost (ANALYTICS_QUERY_TIMEOUT_MS, ANALYTICS_MAX_ROWS_TO_READ). */
+export interface QueryLimits {
+  timeoutMs: number;
+  /** Rows ClickHouse may read for one query; 0: no limit. */
+  maxRowsToRead: number;
+}
+
+/** Where analytics read, and what each query may cost. */
+export interface AnalyticsStore {
+  clickhouse: ClickHouseClient;
+  limits: QueryLimits;
+}
+
+const NARROW =
+  'narrow it: a shorter range (from/to or since), a coarser bucket, a filter (environment, provider, model, keyId, userId) or fewer groupBy dimensions';
+
+/** A query stopped at its execution limit: answered 504 QueryTimeout with what to narrow. */
+export class QueryLimitExceeded extends Error {}
+
+/** ClickHouse's codes for a query stopped by a limit: TOO_MANY_ROWS, TIMEOUT_EXCEEDED, TOO_SLOW, TOO_MANY_BYTES. */
+const LIMIT_CODES = new Map([
+  [158, 'rows'],
+  [159, 'time'],
+  [160, 'time'],
+  [307, 'rows'],
+]);
+
+async function run(store: AnalyticsStore, sql: string): Promise<Row[]> {
+  const { timeoutMs, maxRowsToRead } = store.limits;
+  const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));
+  // ClickHouse stops the query at the limit; the client gives up 2 s later, in case
+  // the server cannot answer at all (it still answers 504, never drops the request).
+  const abort = AbortSignal.timeout(seconds * 1000 + 2000);
+  try {
+    const result = await store.clickhouse.query({
+      query: sql,
+      format: 'JSONEachRow',
+      abort_signal: abort,
+      clickhouse_settings: {
+        output_format_json_quote_64bit_integers: 0,
+        max_execution_time: seconds,
+        timeout_overflow_mode: 'throw',
+        ...(maxRowsToRead > 0 ? { max_rows_to_read: String(maxRowsToRead), read_overflow_mode: 'throw' } : {}),
+      },
+    });
+    return await result.json<Row>();
+  } catch (error) {
+    const kind = abort.aborted ? 'time' : LIMIT_CODES.get(clickhouseErrorCode(error) ?? -1);
+    if (kind === 'time') throw new QueryLimitExceeded(`The query ran past its limit of ${seconds} s; ${NARROW}.`);
+    if (kind === 'rows') throw new QueryLimitExceeded(`The query would read more than ${maxRowsToRead} rows; ${NARROW}.`);
+    throw error;
+  }
 }
 
 function shape(rows: Row[]): Row[] {
@@ -203,9 +249,9 @@ export const USAGE_SQL = `
     sumMerge(cost_usd) AS costUsd,
     countIfMerge(unpriced) AS unpricedRequests`;
 
-export async function usageAnalytics(clickhouse: ClickHouseClient, query: AnalyticsQuery): Promise<Row[]> {
+export async function usageAnalytics(store: AnalyticsStore, query: AnalyticsQuery): Promise<Row[]> {
   const rows = await run(
-    clickhouse,
+    store,
     rollupSql({
       table: 'usage_rollup_minute',
       columns: DIMENSIONS,
@@ -229,9 +275,9 @@ export const LATENCY_SQL = `
     quantilesIfMerge(0.5, 0.9, 0.99)(ttft_ms) AS ttft,
     avgIfMerge(tokens_per_sec) AS outputTokensPerSec`;
 
-export async function latencyAnalytics(clickhouse: ClickHouseClient, query: AnalyticsQuery): Promise<Row[]> {
+export async function latencyAnalytics(store: AnalyticsStore, query: AnalyticsQuery): Promise<Row[]> {
   const rows = await run(
-    clickhouse,
+    store,
     rollupSql({ table: 'usage_rollup_minute', columns: DIMENSIONS, measures: LATENCY_SQL, query, order: byGroupsElse('requests') }),
   );
   return shape(rows).map(({ latency, ttft, outputTokensPerSec, ...rest }) => {
@@ -251,10 +297,10 @@ export async function latencyAnalytics(clickhouse: ClickHouseClient, query: Anal
   });
 }
 
-export async function errorAnalytics(clickhouse: ClickHouseClient, query: AnalyticsQuery): Promise<Row[]> {
+export async function errorAnalytics(store: AnalyticsStore, query: AnalyticsQuery): Promise<Row[]> {
   return shape(
     await run(
-      clickhouse,
+      store,
       rollupSql({
         table: 'usage_errors_minute',
         columns: ERROR_COLUMNS,

@@ -26,11 +26,13 @@ export interface AdminOptions {
   adminToken: string;
   connectionLimits: ConnectionLimits;
   jsonMaxDepth: number;
+  /** The analytics queries' execution limit: the connection is never closed before their answer. */
+  longestAnswerMs?: number;
 }
 
 export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Promise<FastifyInstance> {
   const serverOptions: FastifyServerOptions = {
-    ...edgeServerOptions(options.connectionLimits),
+    ...edgeServerOptions(options.connectionLimits, undefined, options.longestAnswerMs),
     loggerInstance: deps.logger,
     // Unknown query parameters are a 400, not silently dropped.
     ajv: { customOptions: { removeAdditional: false } },

@@ -15,6 +15,14 @@ export const adminSpec = {
     default: 300_000,
     desc: 'How long an erasure waits for one ClickHouse deletion before the job fails',
   }),
+  ANALYTICS_QUERY_TIMEOUT_MS: positiveInt({
+    default: 10_000,
+    desc: 'Execution limit of one analytics query (ClickHouse max_execution_time, whole seconds); past it the answer is 504 QueryTimeout',
+  }),
+  ANALYTICS_MAX_ROWS_TO_READ: nonNegativeInt({
+    default: 0,
+    desc: 'Rows one analytics query may read (ClickHouse max_rows_to_read); past it the answer is 504 QueryTimeout. 0: no limit',
+  }),
   ADMIN_TOKEN: str({ desc: 'Bearer token for the admin API and dashboard (at least 32 characters)' }),
 };
 

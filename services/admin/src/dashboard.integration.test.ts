@@ -224,3 +224,48 @@ describe('the page under its own security policy', () => {
     expect(await page.evaluate(() => (window as unknown as { cspViolations?: string[] }).cspViolations ?? [])).toEqual([]);
   });
 });
+
+describe('a query stopped at its execution limit', () => {
+  it('is answered 504 QueryTimeout with the documented body, and the dashboard shows its message in place of the charts', async () => {
+    // The same data behind a second admin service whose queries may read at most 1 row.
+    const limited = await startService(
+      'admin',
+      stackEnv({
+        ADMIN_TOKEN: adminToken,
+        ADMIN_PORT: 0,
+        CLICKHOUSE_DATABASE: n.database,
+        REDIS_KEY_PREFIX: n.keyPrefix,
+        USAGE_TOPIC: n.topic,
+        INGEST_GROUP_ID: n.groupId,
+        ANALYTICS_MAX_ROWS_TO_READ: 1,
+      }),
+      /admin listening/,
+    );
+    services.push(limited);
+    const answer = await fetch(`${limited.url}/v1/analytics/usage?since=24h&bucket=hour&groupBy=model`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+    });
+    expect(answer.status).toBe(504);
+    const body = (await answer.json()) as Record<string, unknown>;
+    expect(body).toEqual({
+      statusCode: 504,
+      errorType: 'QueryTimeout',
+      message:
+        'The query would read more than 1 rows; narrow it: a shorter range (from/to or since), a coarser bucket, a filter (environment, provider, model, keyId, userId) or fewer groupBy dimensions.',
+    });
+    expect(answer.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+
+    const limitedPage = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+    await limitedPage.goto(limited.url);
+    await limitedPage.fill('#token', adminToken);
+    await limitedPage.click('#sign-in');
+    await limitedPage.waitForSelector('body[data-ready="overview"]', { timeout: 15_000 });
+    // The totals and each of the five charts: the message where each would be.
+    const shown = await limitedPage.locator('#page-overview .query-error').allTextContents();
+    expect(shown).toHaveLength(6);
+    for (const text of shown) expect(text).toContain('The query would read more than 1 rows; narrow it');
+    expect(await limitedPage.locator('#page-overview canvas').count()).toBe(0);
+    await limitedPage.screenshot({ path: path.join(shots, 'overview-query-limit.png'), fullPage: true });
+    await limitedPage.close();
+  });
+});

@@ -81,13 +81,23 @@ const erasureJobs = new ErasureJobs(
 );
 
 const app = await buildAdminApp(
-  { adminToken: config.ADMIN_TOKEN, connectionLimits: connectionLimitsFrom(config), jsonMaxDepth: config.JSON_MAX_DEPTH },
+  {
+    adminToken: config.ADMIN_TOKEN,
+    connectionLimits: connectionLimitsFrom(config),
+    jsonMaxDepth: config.JSON_MAX_DEPTH,
+    // The query's own limit rounded up to seconds, plus the client's 2 s of grace.
+    longestAnswerMs: Math.ceil(config.ANALYTICS_QUERY_TIMEOUT_MS / 1000) * 1000 + 2000,
+  },
   {
     logger,
     keyStore: new KeyStore(redis, config.REDIS_KEY_PREFIX),
     audit,
     protectedRoutes: [
-      (secured) => registerAnalyticsRoutes(secured, clickhouse),
+      (secured) =>
+        registerAnalyticsRoutes(secured, {
+          clickhouse,
+          limits: { timeoutMs: config.ANALYTICS_QUERY_TIMEOUT_MS, maxRowsToRead: config.ANALYTICS_MAX_ROWS_TO_READ },
+        }),
       (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
       (secured) => registerErasureRoutes(secured, erasureJobs),
     ],

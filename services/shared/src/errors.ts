@@ -11,6 +11,7 @@ export const errorCatalog = {
   IdempotencyKeyReused: { statusCode: 422, retriable: false },
   RateLimited: { statusCode: 429, retriable: true },
   Unavailable: { statusCode: 503, retriable: true },
+  QueryTimeout: { statusCode: 504, retriable: false },
   InternalError: { statusCode: 500, retriable: true },
 } as const;
 

@@ -57,7 +57,12 @@ export function connectionLimitsFrom(config: {
  * of 5 s means about 5 s. A TLS handshake has the header limit; a socket that sends
  * nothing at all is closed by the idle timeout.
  */
-export function edgeServerOptions(limits: ConnectionLimits, tls?: { key: Buffer; cert: Buffer }): FastifyServerOptions & object {
+export function edgeServerOptions(
+  limits: ConnectionLimits,
+  tls?: { key: Buffer; cert: Buffer },
+  /** The longest a route may take to answer (the admin service's analytics limit): the socket's idle limit stays above it. */
+  longestAnswerMs = 0,
+): FastifyServerOptions & object {
   const node = {
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
@@ -68,7 +73,8 @@ export function edgeServerOptions(limits: ConnectionLimits, tls?: { key: Buffer;
     requestIdHeader: false,
     genReqId: () => uuidv7(),
     requestTimeout: limits.requestTimeoutMs,
-    connectionTimeout: limits.requestTimeoutMs,
+    // A socket silent this long is destroyed without an answer: never while a route is still within its own limit.
+    connectionTimeout: Math.max(limits.requestTimeoutMs, longestAnswerMs + 5000),
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     ...(tls ? { https: { ...tls, minVersion: 'TLSv1.2', handshakeTimeout: limits.headersTimeoutMs, ...node } } : { http: node }),
     clientErrorHandler: answerClientError,
