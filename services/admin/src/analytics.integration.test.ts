@@ -132,11 +132,16 @@ describe('rollups', () => {
       if (reported === 0) expect(got.cacheHitRatio, expected.model).toBeNull();
       else expect(got.cacheHitRatio, expected.model).toBeCloseTo(Number(expected.cachedInputTokens) / reported, 12);
       expect(got.costUsd).toBeCloseTo(Number(expected.costUsd), 9);
+      // Percentiles from t-digest states (the rollups of migration 0008): within 2 % of
+      // the exact values (docs/analytics-api.md states the accuracy measured).
       const l = apiLatency[index]!;
-      expect([l.latencyP50Ms, l.latencyP90Ms, l.latencyP99Ms]).toEqual(
-        (expected.latency as number[]).map((v) => (Number.isFinite(v) ? v : null)),
-      );
-      expect([l.ttftP50Ms, l.ttftP90Ms, l.ttftP99Ms]).toEqual((expected.ttft as number[]).map((v) => (Number.isFinite(v) ? v : null)));
+      const near = (got: (number | null)[], exact: number[]) =>
+        exact.forEach((value, i) => {
+          if (!Number.isFinite(value)) return expect(got[i], expected.model).toBeNull();
+          expect(Math.abs(got[i]! - value), `${expected.model} quantile ${i}: ${got[i]} vs ${value}`).toBeLessThanOrEqual(0.02 * value + 1);
+        });
+      near([l.latencyP50Ms, l.latencyP90Ms, l.latencyP99Ms], expected.latency as number[]);
+      near([l.ttftP50Ms, l.ttftP90Ms, l.ttftP99Ms], expected.ttft as number[]);
     });
     expect(api.reduce((sum, row) => sum + row.requests, 0)).toBe(COUNT);
   });

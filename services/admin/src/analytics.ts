@@ -1,11 +1,13 @@
-// Analytics over the ClickHouse rollups (usage_rollup_minute, usage_errors_minute).
+// Analytics over the ClickHouse rollups. Which table answers a query is decided in
+// rollup-plan.ts (the coarsest that answers it exactly); the SQL is built here.
 // Buckets are computed from epoch seconds so they are UTC whatever the server's
-// time zone; hours and days merge the minute states. Every value is a string
-// literal or a number we produced: ClickHouse 18.16 has no query parameters.
+// time zone. Every value is a string literal or a number we produced: ClickHouse
+// 18.16 has no query parameters.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
+import { planQuery, type Piece } from './rollup-plan.js';
 import type { FromSchema } from 'json-schema-to-ts';
 
 const BUCKET_NAMES = ['minute', 'hour', 'day', 'none'] as const;
@@ -168,6 +170,77 @@ export function rollupSql(spec: RollupQuery): string {
   ].join(' ');
 }
 
+/**
+ * A query over pieces of rollups (rollup-plan.ts): each table's pieces are one branch
+ * of a UNION ALL selecting the time, the dimensions needed and the aggregate states;
+ * the outer query buckets and merges them as one.
+ */
+export interface PiecesQuery {
+  pieces: readonly Piece[];
+  columns: Record<string, string>;
+  /** The aggregate-state columns the measures merge. */
+  states: readonly string[];
+  measures: string;
+  query: AnalyticsQuery;
+  order: (group: readonly string[]) => string;
+}
+
+export function piecesSql(spec: PiecesQuery): string {
+  const { query, columns } = spec;
+  const seconds = BUCKETS[query.bucket];
+  const bucketSelect = seconds === 0 ? '' : `intDiv(toUInt32(t), ${seconds}) * ${seconds} AS bucket, `;
+  const group = [...(seconds === 0 ? [] : ['bucket']), ...query.groupBy];
+  const dimensionColumns = [...new Set(query.groupBy.map((name) => columns[name]!))];
+  const filters = Object.entries(query.filters)
+    .filter(([, value]) => value !== undefined)
+    .map(([name, value]) => `${columns[name]} = ${sqlString(value!)}`);
+  const tables = [...new Set(spec.pieces.map((piece) => piece.table))];
+  const branches = tables.map((table) => {
+    const pieces = spec.pieces.filter((piece) => piece.table === table);
+    const time = pieces[0]!.time;
+    const ranges = pieces.map((piece) => `(${time} >= toDateTime(${piece.fromS}) AND ${time} < toDateTime(${piece.toS}))`).join(' OR ');
+    const select = [`${time} AS t`, ...dimensionColumns, ...spec.states].join(', ');
+    return `SELECT ${select} FROM ${table} WHERE (${ranges})${filters.map((filter) => ` AND ${filter}`).join('')}`;
+  });
+  const dimensions = query.groupBy.map((name) => `${columns[name]} AS ${name}, `).join('');
+  return [
+    `SELECT ${bucketSelect}${dimensions}${spec.measures.trim()}`,
+    `FROM (${branches.join(' UNION ALL ')})`,
+    ...(group.length ? [`GROUP BY ${group.join(', ')}`] : []),
+    `ORDER BY ${spec.order(group)} LIMIT ${query.limit}`,
+  ].join(' ');
+}
+
+/** One user's records (usage_events_by_user), aggregated as they are read. */
+export function byUserSql(spec: {
+  measures: string;
+  query: AnalyticsQuery;
+  fromS: number;
+  toS: number;
+  order: (group: readonly string[]) => string;
+}): string {
+  const { query } = spec;
+  const seconds = BUCKETS[query.bucket];
+  const bucketSelect = seconds === 0 ? '' : `intDiv(toUInt32(event_time), ${seconds}) * ${seconds} AS bucket, `;
+  const group = [...(seconds === 0 ? [] : ['bucket']), ...query.groupBy];
+  const conditions = [`event_time >= toDateTime(${spec.fromS})`, `event_time < toDateTime(${spec.toS})`];
+  for (const [name, value] of Object.entries(query.filters)) {
+    if (value !== undefined) conditions.push(`${DIMENSIONS[name as Dimension]} = ${sqlString(value)}`);
+  }
+  const dimensions = query.groupBy.map((name) => `${DIMENSIONS[name as Dimension]} AS ${name}, `).join('');
+  return [
+    `SELECT ${bucketSelect}${dimensions}${spec.measures.trim()}`,
+    `FROM usage_events_by_user WHERE ${conditions.join(' AND ')}`,
+    ...(group.length ? [`GROUP BY ${group.join(', ')}`] : []),
+    `ORDER BY ${spec.order(group)} LIMIT ${query.limit}`,
+  ].join(' ');
+}
+
+/** The range in whole minutes as the minute rollups count it: minutes starting at or after from, before to. */
+export function minuteRange(query: AnalyticsQuery): { fromS: number; toS: number } {
+  return { fromS: Math.ceil(query.from.getTime() / 60_000) * 60, toS: Math.ceil(query.to.getTime() / 60_000) * 60 };
+}
+
 type Row = Record<string, string | number | number[] | null>;
 
 /** What one analytics query may cost (ANALYTICS_QUERY_TIMEOUT_MS, ANALYTICS_MAX_ROWS_TO_READ). */
@@ -181,6 +254,28 @@ export interface QueryLimits {
 export interface AnalyticsStore {
   clickhouse: ClickHouseClient;
   limits: QueryLimits;
+  /** Whether the rollups of migration 0008 hold every stored record (their backfill has finished). */
+  backfilled(): Promise<boolean>;
+}
+
+/**
+ * Whether the backfill has finished, asked of ClickHouse at most every 30 s (false when
+ * the table is not there yet). Once true it stays true.
+ */
+export function backfillState(clickhouse: ClickHouseClient, everyMs = 30_000): () => Promise<boolean> {
+  let known = false;
+  let askedAt = -Infinity;
+  return async () => {
+    if (known || Date.now() - askedAt < everyMs) return known;
+    askedAt = Date.now();
+    try {
+      const result = await clickhouse.query({ query: 'SELECT count() AS n FROM rollup_backfill_done', format: 'JSONEachRow' });
+      known = Number((await result.json<{ n: string }>())[0]?.n ?? 0) > 0;
+    } catch {
+      known = false;
+    }
+    return known;
+  };
 }
 
 const NARROW =
@@ -249,18 +344,108 @@ export const USAGE_SQL = `
     sumMerge(cost_usd) AS costUsd,
     countIfMerge(unpriced) AS unpricedRequests`;
 
-export async function usageAnalytics(store: AnalyticsStore, query: AnalyticsQuery): Promise<Row[]> {
-  const rows = await run(
-    store,
-    rollupSql({
-      table: 'usage_rollup_minute',
-      columns: DIMENSIONS,
-      measures: USAGE_SQL,
-      query,
-      order: (group) => (query.orderBy ? `${query.orderBy} DESC` : byGroupsElse('requests')(group)),
-    }),
+/** What a route measures, on each kind of table. */
+interface RouteSql {
+  route: 'usage' | 'latency' | 'errors';
+  columns: Record<string, string>;
+  /** Over usage_rollup_minute / usage_errors_minute (before the backfill, and the fallback). */
+  legacy: { table: 'usage_rollup_minute' | 'usage_errors_minute'; measures: string };
+  /** Over the rollups of migration 0008, and the aggregate states they merge. */
+  rollups: { measures: string; states: readonly string[] };
+  /** Over one user's records. */
+  byUser?: string;
+  order: (group: readonly string[]) => string;
+}
+
+/**
+ * Plans the query (rollup-plan.ts) and runs it. When the plan counts a wider range
+ * than asked (whole days of per-user rollups), the query's from and to are set to the
+ * range counted, which the answer reports.
+ */
+async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: RouteSql): Promise<Row[]> {
+  const { fromS, toS } = minuteRange(query);
+  const names = [...new Set([...query.groupBy, ...Object.keys(query.filters).filter((name) => query.filters[name] !== undefined)])];
+  const planned = planQuery({
+    route: sql.route,
+    bucketSeconds: BUCKETS[query.bucket],
+    dimensions: names,
+    oneUser: query.filters.userId !== undefined,
+    fromS,
+    toS,
+    backfilled: await store.backfilled(),
+  });
+  if (planned.fromS !== fromS || planned.toS !== toS) {
+    query.from = new Date(planned.fromS * 1000);
+    query.to = new Date(planned.toS * 1000);
+  }
+  const { plan } = planned;
+  if (plan.kind === 'legacy') {
+    return shape(
+      await run(
+        store,
+        rollupSql({ table: sql.legacy.table, columns: sql.columns, measures: sql.legacy.measures, query, order: sql.order }),
+      ),
+    );
+  }
+  if (plan.kind === 'byUser') {
+    return shape(await run(store, byUserSql({ measures: sql.byUser!, query, fromS, toS, order: sql.order })));
+  }
+  if (plan.pieces.length === 0) return [];
+  return shape(
+    await run(
+      store,
+      piecesSql({
+        pieces: plan.pieces,
+        columns: sql.columns,
+        states: sql.rollups.states,
+        measures: sql.rollups.measures,
+        query,
+        order: sql.order,
+      }),
+    ),
   );
-  return shape(rows).map(({ cacheReportedInputTokens, ...row }) => ({
+}
+
+export const USAGE_STATES = [
+  'requests',
+  'successes',
+  'errors',
+  'input_tokens',
+  'output_tokens',
+  'total_tokens',
+  'cached_input_tokens',
+  'cache_write_tokens',
+  'reasoning_tokens',
+  'cache_reported_input_tokens',
+  'cost_usd',
+  'unpriced',
+] as const;
+
+/** The usage measures over raw records (one user's). */
+export const USAGE_RAW_SQL = `
+    count() AS requests,
+    countIf(status = 'success') AS successes,
+    countIf(status = 'error') AS errors,
+    sum(ifNull(input_tokens, toUInt64(0))) AS inputTokens,
+    sum(ifNull(output_tokens, toUInt64(0))) AS outputTokens,
+    sum(total_tokens) AS totalTokens,
+    sum(ifNull(cached_input_tokens, toUInt64(0))) AS cachedInputTokens,
+    sum(ifNull(cache_write_tokens, toUInt64(0))) AS cacheWriteTokens,
+    sum(ifNull(reasoning_tokens, toUInt64(0))) AS reasoningTokens,
+    sum(cache_reported_input_tokens) AS cacheReportedInputTokens,
+    sum(ifNull(cost_usd, toFloat64(0))) AS costUsd,
+    countIf(price_known = 0) AS unpricedRequests`;
+
+export async function usageAnalytics(store: AnalyticsStore, query: AnalyticsQuery): Promise<Row[]> {
+  const rows = await runPlanned(store, query, {
+    route: 'usage',
+    columns: DIMENSIONS,
+    legacy: { table: 'usage_rollup_minute', measures: USAGE_SQL },
+    rollups: { measures: USAGE_SQL, states: USAGE_STATES },
+    byUser: USAGE_RAW_SQL,
+    order: (group) => (query.orderBy ? `${query.orderBy} DESC` : byGroupsElse('requests')(group)),
+  });
+  return rows.map(({ cacheReportedInputTokens, ...row }) => ({
     ...row,
     // Cache reads over the input of the records that report cache reads (docs/tokens.md); null when none do.
     cacheHitRatio: Number(cacheReportedInputTokens) > 0 ? Number(row.cachedInputTokens) / Number(cacheReportedInputTokens) : null,
@@ -269,18 +454,37 @@ export async function usageAnalytics(store: AnalyticsStore, query: AnalyticsQuer
   }));
 }
 
+/** Latency over usage_rollup_minute: its quantile states (reservoir samples of up to 8,192 values each). */
 export const LATENCY_SQL = `
     countMerge(requests) AS requests,
     quantilesIfMerge(0.5, 0.9, 0.99)(latency_ms) AS latency,
     quantilesIfMerge(0.5, 0.9, 0.99)(ttft_ms) AS ttft,
     avgIfMerge(tokens_per_sec) AS outputTokensPerSec`;
 
+/** Latency over the rollups of migration 0008: t-digest states. */
+export const LATENCY_TDIGEST_SQL = `
+    countMerge(requests) AS requests,
+    quantilesTDigestIfMerge(0.5, 0.9, 0.99)(latency_ms) AS latency,
+    quantilesTDigestIfMerge(0.5, 0.9, 0.99)(ttft_ms) AS ttft,
+    avgIfMerge(tokens_per_sec) AS outputTokensPerSec`;
+
+/** Latency over one user's records: t-digest as the rollups, computed as they are read. */
+export const LATENCY_RAW_SQL = `
+    count() AS requests,
+    quantilesTDigestIf(0.5, 0.9, 0.99)(ifNull(latency_ms, toUInt64(0)), isNotNull(latency_ms)) AS latency,
+    quantilesTDigestIf(0.5, 0.9, 0.99)(ifNull(ttft_ms, toUInt64(0)), isNotNull(ttft_ms)) AS ttft,
+    avgIf(ifNull(output_tokens_per_sec, toFloat64(0)), isNotNull(output_tokens_per_sec)) AS outputTokensPerSec`;
+
 export async function latencyAnalytics(store: AnalyticsStore, query: AnalyticsQuery): Promise<Row[]> {
-  const rows = await run(
-    store,
-    rollupSql({ table: 'usage_rollup_minute', columns: DIMENSIONS, measures: LATENCY_SQL, query, order: byGroupsElse('requests') }),
-  );
-  return shape(rows).map(({ latency, ttft, outputTokensPerSec, ...rest }) => {
+  const rows = await runPlanned(store, query, {
+    route: 'latency',
+    columns: DIMENSIONS,
+    legacy: { table: 'usage_rollup_minute', measures: LATENCY_SQL },
+    rollups: { measures: LATENCY_TDIGEST_SQL, states: ['requests', 'latency_ms', 'ttft_ms', 'tokens_per_sec'] },
+    byUser: LATENCY_RAW_SQL,
+    order: byGroupsElse('requests'),
+  });
+  return rows.map(({ latency, ttft, outputTokensPerSec, ...rest }) => {
     const [l50, l90, l99] = (latency as number[]) ?? [];
     const [t50, t90, t99] = (ttft as number[]) ?? [];
     const finite = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : null);
@@ -298,19 +502,14 @@ export async function latencyAnalytics(store: AnalyticsStore, query: AnalyticsQu
 }
 
 export async function errorAnalytics(store: AnalyticsStore, query: AnalyticsQuery): Promise<Row[]> {
-  return shape(
-    await run(
-      store,
-      rollupSql({
-        table: 'usage_errors_minute',
-        columns: ERROR_COLUMNS,
-        measures: 'countMerge(errors) AS errors',
-        query,
-        // One table of errors per code when not over time: the most frequent first.
-        order: (group) => (query.bucket === 'none' ? 'errors DESC' : byGroupsElse('errors')(group)),
-      }),
-    ),
-  );
+  return runPlanned(store, query, {
+    route: 'errors',
+    columns: ERROR_COLUMNS,
+    legacy: { table: 'usage_errors_minute', measures: 'countMerge(errors) AS errors' },
+    rollups: { measures: 'countMerge(errors) AS errors', states: ['errors'] },
+    // One table of errors per code when not over time: the most frequent first.
+    order: (group) => (query.bucket === 'none' ? 'errors DESC' : byGroupsElse('errors')(group)),
+  });
 }
 
 export const USAGE_DIMENSIONS = Object.keys(DIMENSIONS);

@@ -11,6 +11,7 @@ import { createRegistry } from '@otm/shared/registry';
 import { migrate } from '@otm/shared/migrate';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { registerAnalyticsRoutes } from './analytics-routes.js';
+import { backfillState } from './analytics.js';
 import { registerDashboard } from './dashboard.js';
 import { registerPipelineRoutes } from './pipeline-routes.js';
 import { createKafka, type Admin } from '@otm/shared/kafka';
@@ -97,6 +98,7 @@ const app = await buildAdminApp(
         registerAnalyticsRoutes(secured, {
           clickhouse,
           limits: { timeoutMs: config.ANALYTICS_QUERY_TIMEOUT_MS, maxRowsToRead: config.ANALYTICS_MAX_ROWS_TO_READ },
+          backfilled: backfillState(clickhouse),
         }),
       (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
       (secured) => registerErasureRoutes(secured, erasureJobs),

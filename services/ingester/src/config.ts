@@ -27,6 +27,10 @@ export const ingesterSpec = {
   CANARY_CA_FILE: str({ default: '', desc: "PEM file the canary trusts for the gateway's certificate (default: the system's)" }),
   CANARY_INTERVAL_MS: positiveInt({ default: 15_000, desc: 'Pause between canary probes' }),
   CANARY_TIMEOUT_MS: positiveInt({ default: 300_000, desc: 'A probe not queryable after this long counts as a timeout' }),
+  INGEST_MIGRATIONS_UP_TO: str({
+    default: '',
+    desc: 'Tests only: apply the ClickHouse migrations up to this file name, as an installation from before the later ones',
+  }),
   INGEST_FAULT_INJECTION: str({
     default: '',
     choices: ['', 'consumer-crash', 'commit-before-load', 'undecodable-snappy'],

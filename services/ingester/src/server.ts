@@ -17,6 +17,8 @@ import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './seams
 import { createIngesterMetrics } from './metrics.js';
 import { ErasureStore } from '@otm/shared/erasures';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
+import { backfillRollups, isBackfilled } from '@otm/shared/rollup-backfill';
+import { randomUUID } from 'node:crypto';
 import { migrate } from '@otm/shared/migrate';
 import { PriceTable } from './prices.js';
 import { applyRetention, retentionPolicyFrom } from './retention.js';
@@ -34,7 +36,14 @@ if (config.INGEST_FAULT_INJECTION === 'undecodable-snappy') {
 const clickhouseSettings = clickhouseSettingsFrom(config);
 const server = createClickHouse(clickhouseSettings, null);
 const clickhouse = createClickHouse(clickhouseSettings);
-await migrate(server, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.info(line), clickhouseSettings.cluster);
+await migrate(
+  server,
+  clickhouse,
+  config.CLICKHOUSE_DATABASE,
+  (line) => logger.info(line),
+  clickhouseSettings.cluster,
+  config.INGEST_MIGRATIONS_UP_TO || undefined,
+);
 await server.close();
 
 const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-ingester` }, logger);
@@ -90,12 +99,13 @@ async function findCanaryKey(): Promise<boolean> {
   canaryKeyId = record?.id;
   return canaryKeyId !== undefined;
 }
+const erasureStore = new ErasureStore(redis, config.REDIS_KEY_PREFIX);
 const usageConsumer = new UsageConsumer(
   {
     consumer,
     decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL))),
     dedupe: new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS),
-    erasures: new ErasureStore(redis, config.REDIS_KEY_PREFIX),
+    erasures: erasureStore,
     store: new ClickHouseEventStore(clickhouse),
     deadLetters: new KafkaDeadLetters(dlqProducer, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),
@@ -181,6 +191,32 @@ const retentionTimers = [
 ];
 for (const timer of retentionTimers) timer.unref();
 
+// The backfill of migration 0008's rollups (rollup-backfill.ts): by one ingester at a
+// time (a lock in Redis), beside consuming, at start and every 10 minutes until done.
+const backfillRun = async () => {
+  if (await isBackfilled(clickhouse).catch(() => false)) {
+    clearInterval(backfillTimer);
+    return;
+  }
+  const lock = `${config.REDIS_KEY_PREFIX}rollup-backfill-lock`;
+  const token = randomUUID();
+  if ((await redis.set(lock, token, 'PX', 3_600_000, 'NX').catch(() => null)) !== 'OK') return;
+  try {
+    const outcome = await backfillRollups(clickhouse, erasureStore, {
+      cluster: clickhouseSettings.cluster,
+      log: (line) => logger.info(line),
+    });
+    if (outcome.done) clearInterval(backfillTimer);
+  } catch (error) {
+    logger.warn({ err: (error as Error).message }, 'rollup backfill failed; it resumes at the next attempt');
+  } finally {
+    if ((await redis.get(lock).catch(() => null)) === token) await redis.del(lock).catch(() => undefined);
+  }
+};
+const backfillTimer = setInterval(() => void backfillRun(), 600_000);
+backfillTimer.unref();
+void backfillRun();
+
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
@@ -188,6 +224,7 @@ async function shutdown(signal: string): Promise<void> {
   // The chunks already taken load and commit first, so a planned restart redelivers nothing.
   await canary?.stop();
   for (const timer of retentionTimers) clearTimeout(timer);
+  clearInterval(backfillTimer);
   await usageConsumer.drain(config.INGEST_SESSION_TIMEOUT_MS).catch(() => undefined);
   await consumer.disconnect().catch(() => undefined);
   await dlqProducer.disconnect().catch(() => undefined);

@@ -34,6 +34,8 @@ export async function migrate(
   database: string,
   log: (line: string) => void = () => {},
   cluster = '',
+  /** Tests only: apply the files up to this name (an installation from before a migration). */
+  upTo?: string,
 ): Promise<string[]> {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`CLICKHOUSE_DATABASE: not a plain identifier: ${database}`);
   if (cluster && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(cluster)) throw new Error(`CLICKHOUSE_CLUSTER: not a plain identifier: ${cluster}`);
@@ -53,7 +55,7 @@ export async function migrate(
     .sort();
   const appliedNow: string[] = [];
   for (const file of files) {
-    if (applied.has(file)) continue;
+    if (applied.has(file) || (upTo !== undefined && file > upTo)) continue;
     const written = splitStatements(fs.readFileSync(path.join(migrationsDir, file), 'utf8'));
     const statements = cluster ? written.flatMap((statement) => clusterStatements(statement, { cluster, database })) : written;
     for (const statement of statements) await apply(inDatabase, file, statement, log);

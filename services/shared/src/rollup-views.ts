@@ -6,7 +6,29 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { migrationsDir } from './migrate.js';
 
-export type RollupView = 'usage_rollup_minute_mv' | 'usage_errors_minute_mv';
+export type RollupView =
+  | 'usage_rollup_minute_mv'
+  | 'usage_errors_minute_mv'
+  | 'usage_rollup_by_minute_mv'
+  | 'usage_rollup_by_hour_mv'
+  | 'usage_rollup_key_by_hour_mv'
+  | 'usage_rollup_by_day_mv'
+  | 'usage_rollup_user_by_day_mv'
+  | 'usage_errors_by_hour_mv';
+
+/** The rollups of migration 0008, by view, with their time column and the seconds a row covers. */
+export const SCALED_ROLLUPS = [
+  { view: 'usage_rollup_by_minute_mv', table: 'usage_rollup_by_minute', time: 'minute', seconds: 60 },
+  { view: 'usage_rollup_by_hour_mv', table: 'usage_rollup_by_hour', time: 'hour', seconds: 3600 },
+  { view: 'usage_rollup_key_by_hour_mv', table: 'usage_rollup_key_by_hour', time: 'hour', seconds: 3600 },
+  { view: 'usage_rollup_by_day_mv', table: 'usage_rollup_by_day', time: 'day', seconds: 86_400 },
+  { view: 'usage_rollup_user_by_day_mv', table: 'usage_rollup_user_by_day', time: 'day', seconds: 86_400 },
+  { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600 },
+] as const satisfies readonly { view: RollupView; table: string; time: string; seconds: number }[];
+
+/** The columns usage_events_by_user copies from usage_events (migration 0008), in its order. */
+export const BY_USER_COLUMNS =
+  'environment, user_id, event_time, event_key, user_type, api_key_id, provider, model_id, status, input_tokens, output_tokens, total_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cache_reported_input_tokens, cost_usd, price_known, latency_ms, ttft_ms, output_tokens_per_sec, ingested_at';
 
 interface ViewQuery {
   table: string;
@@ -51,8 +73,11 @@ function load(): Map<string, ViewQuery> {
   return found;
 }
 
-/** `INSERT INTO <rollup> <the view's SELECT> WHERE <the view's condition> AND <condition> GROUP BY …` */
-export function rebuildRollupSql(view: RollupView, condition: string): string {
+/**
+ * `INSERT INTO <rollup> <the view's SELECT> WHERE <the view's condition> AND <condition> GROUP BY …`;
+ * `final` reads usage_events FINAL (a record loaded twice, not merged yet, counted once).
+ */
+export function rebuildRollupSql(view: RollupView, condition: string, final = false): string {
   views ??= load();
   const query = views.get(view);
   if (!query) throw new Error(`no migration defines the view ${view}`);
@@ -60,5 +85,6 @@ export function rebuildRollupSql(view: RollupView, condition: string): string {
     .filter(Boolean)
     .map((part) => `(${part})`)
     .join(' AND ');
-  return `INSERT INTO ${query.table} ${query.select} WHERE ${where} ${query.groupBy}`;
+  const select = final ? query.select.replace(/FROM usage_events$/, 'FROM usage_events FINAL') : query.select;
+  return `INSERT INTO ${query.table} ${select} WHERE ${where} ${query.groupBy}`;
 }

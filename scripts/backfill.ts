@@ -1,0 +1,33 @@
+// Copies the records stored before migration 0008 into its rollups (rollup-backfill.ts),
+// as every ingester does by itself at start; resumable, with its progress printed:
+//   npm run backfill
+// Reads the ClickHouse and Redis settings from the environment, like the ingester.
+import { infrastructureSpec, parseConfig } from '@otm/shared/config';
+import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { ErasureStore } from '@otm/shared/erasures';
+import { createRedis } from '@otm/shared/redis';
+import { backfillRollups } from '@otm/shared/rollup-backfill';
+import { randomUUID } from 'node:crypto';
+
+const config = parseConfig(process.env, infrastructureSpec);
+const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
+const redis = createRedis(config.REDIS_URL, { name: 'backfill-cli' });
+await redis.connect();
+const lock = `${config.REDIS_KEY_PREFIX}rollup-backfill-lock`;
+const token = randomUUID();
+try {
+  if ((await redis.set(lock, token, 'PX', 3_600_000, 'NX')) !== 'OK') {
+    console.error('another backfill is running (an ingester, or this command elsewhere); try again later');
+    process.exitCode = 1;
+  } else {
+    const outcome = await backfillRollups(clickhouse, new ErasureStore(redis, config.REDIS_KEY_PREFIX), {
+      cluster: config.CLICKHOUSE_CLUSTER,
+      log: (line) => console.log(line),
+    });
+    console.log(`${outcome.days} days, ${outcome.rows} records copied; ${outcome.done ? 'done' : 'not done'}`);
+  }
+} finally {
+  if ((await redis.get(lock)) === token) await redis.del(lock);
+  redis.disconnect();
+  await clickhouse.close();
+}

@@ -1,0 +1,116 @@
+// Which rollup answers an analytics query (migration 0008, docs/analytics-api.md,
+// "Which table answers"). The range [from, to) is in whole minutes; it is cut into the
+// coarsest pieces a table holds: whole UTC days from the day rollup, the hours around
+// them from an hour rollup, the minutes at the edges from the minute rollup. Every
+// piece is exact, so the sum is: a 30-day query reads about 30 day rows per group plus
+// at most two days of hours and two hours of minutes, whatever the traffic was.
+//
+//   query                                   tables (coarsest first)
+//   a userId filter                         usage_events_by_user (that user's records)
+//   grouped by userId (usage, day or none)  usage_rollup_user_by_day: the range widened to
+//                                           whole UTC days (the answer's from/to say so)
+//   grouped by userId otherwise             usage_rollup_minute (every dimension)
+//   anything else                           usage_rollup_by_day, usage_rollup_by_hour or
+//                                           usage_rollup_key_by_hour (with keyId),
+//                                           usage_rollup_by_minute
+//   errors                                  usage_errors_by_hour, usage_errors_minute
+//
+// Until the backfill of migration 0008 has finished, every usage and latency query reads
+// usage_rollup_minute and every errors query usage_errors_minute, as before it.
+
+const MINUTE = 60;
+const HOUR = 3600;
+const DAY = 86_400;
+
+export interface Level {
+  /** Seconds a row of the table covers. */
+  seconds: number;
+  table: string;
+  /** The table's time column. */
+  time: string;
+}
+
+/** A range of one table to read: [fromS, toS) in epoch seconds. */
+export interface Piece {
+  table: string;
+  time: string;
+  fromS: number;
+  toS: number;
+}
+
+/**
+ * Cuts [fromS, toS) into pieces of the coarsest level whose rows fit whole, then the next
+ * level around them, down to the last level, which takes what is left. Levels coarsest first.
+ */
+export function cover(fromS: number, toS: number, levels: readonly Level[]): Piece[] {
+  if (fromS >= toS || levels.length === 0) return [];
+  const [level, ...finer] = levels as [Level, ...Level[]];
+  if (finer.length === 0) return [{ table: level.table, time: level.time, fromS, toS }];
+  const start = Math.ceil(fromS / level.seconds) * level.seconds;
+  const end = Math.floor(toS / level.seconds) * level.seconds;
+  if (start >= end) return cover(fromS, toS, finer);
+  return [{ table: level.table, time: level.time, fromS: start, toS: end }, ...cover(fromS, start, finer), ...cover(end, toS, finer)];
+}
+
+export type Plan =
+  /** Pieces of rollups with the 0008 measures (t-digest quantiles), merged together. */
+  | { kind: 'rollups'; pieces: Piece[] }
+  /** One user's records, aggregated as they are read. */
+  | { kind: 'byUser' }
+  /** usage_rollup_minute (or usage_errors_minute), every dimension, as before 0008. */
+  | { kind: 'legacy' };
+
+export interface PlanInput {
+  route: 'usage' | 'latency' | 'errors';
+  /** Bucket seconds; 0 for none. */
+  bucketSeconds: number;
+  /** Dimensions grouped by or filtered on (API names). */
+  dimensions: readonly string[];
+  /** Whether the query is for one user (a userId filter). */
+  oneUser: boolean;
+  fromS: number;
+  toS: number;
+  /** Whether the backfill of migration 0008 has finished. */
+  backfilled: boolean;
+}
+
+/** The levels usable for a bucket: a level's rows must fall inside one bucket each. */
+const fits = (bucketSeconds: number) => (level: Level) => bucketSeconds === 0 || bucketSeconds % level.seconds === 0;
+
+const USER_DAY_DIMENSIONS = new Set(['environment', 'userType', 'userId']);
+
+/** The plan for a query; `fromS`/`toS` come back changed when the plan counts a wider range. */
+export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: number } {
+  const { route, bucketSeconds, dimensions, fromS, toS } = input;
+  const same = (plan: Plan) => ({ plan, fromS, toS });
+  if (!input.backfilled) return same({ kind: 'legacy' });
+  if (route === 'errors') {
+    const levels = [
+      { seconds: HOUR, table: 'usage_errors_by_hour', time: 'hour' },
+      { seconds: MINUTE, table: 'usage_errors_minute', time: 'minute' },
+    ].filter(fits(bucketSeconds));
+    return same({ kind: 'rollups', pieces: cover(fromS, toS, levels) });
+  }
+  if (input.oneUser) return same({ kind: 'byUser' });
+  if (dimensions.includes('userId')) {
+    // Grouped (not filtered) by user: per-user days, or every dimension per minute.
+    if (route === 'usage' && (bucketSeconds === 0 || bucketSeconds === DAY) && dimensions.every((d) => USER_DAY_DIMENSIONS.has(d))) {
+      const wideFrom = Math.floor(fromS / DAY) * DAY;
+      const wideTo = Math.ceil(toS / DAY) * DAY;
+      return {
+        plan: { kind: 'rollups', pieces: [{ table: 'usage_rollup_user_by_day', time: 'day', fromS: wideFrom, toS: wideTo }] },
+        fromS: wideFrom,
+        toS: wideTo,
+      };
+    }
+    return same({ kind: 'legacy' });
+  }
+  const levels = [
+    { seconds: DAY, table: 'usage_rollup_by_day', time: 'day' },
+    dimensions.includes('keyId')
+      ? { seconds: HOUR, table: 'usage_rollup_key_by_hour', time: 'hour' }
+      : { seconds: HOUR, table: 'usage_rollup_by_hour', time: 'hour' },
+    { seconds: MINUTE, table: 'usage_rollup_by_minute', time: 'minute' },
+  ].filter(fits(bucketSeconds));
+  return same({ kind: 'rollups', pieces: cover(fromS, toS, levels) });
+}
