@@ -110,5 +110,31 @@ describe('recost', () => {
       `SELECT sum(cost_usd) AS cost FROM usage_events WHERE price_table_version = 'test-2026-12'`,
     );
     expect(Number(raw!.cost)).toBeCloseTo(expected, 12);
+    // The rollups of migration 0008 (rebuilt over the whole days) and the copy ordered by
+    // user agree with the raw rows too.
+    const [all] = await queryRows<{ cost: number; n: string }>(
+      clickhouse,
+      'SELECT sum(ifNull(cost_usd, 0)) AS cost, count() AS n FROM usage_events',
+    );
+    for (const table of [
+      'usage_rollup_by_minute',
+      'usage_rollup_by_hour',
+      'usage_rollup_key_by_hour',
+      'usage_rollup_by_day',
+      'usage_rollup_user_by_day',
+    ]) {
+      const [row] = await queryRows<{ cost: number; n: string }>(
+        clickhouse,
+        `SELECT sumMerge(cost_usd) AS cost, countMerge(requests) AS n, countIfMerge(unpriced) AS unpriced FROM ${table}`,
+      );
+      expect(Number(row!.n), table).toBe(6);
+      expect(Number(row!.cost), table).toBeCloseTo(Number(all!.cost), 12);
+    }
+    const [byUser] = await queryRows<{ cost: number; unpriced: string }>(
+      clickhouse,
+      'SELECT sum(ifNull(cost_usd, 0)) AS cost, countIf(price_known = 0) AS unpriced FROM usage_events_by_user',
+    );
+    expect(Number(byUser!.cost)).toBeCloseTo(Number(all!.cost), 12);
+    expect(Number(byUser!.unpriced)).toBe(0);
   });
 });

@@ -3,15 +3,17 @@
 // stored rows of a time range with a price table, and rebuilds the rollup rows of
 // that range from them. Idempotent: a second run with the same table changes nothing.
 //
-// The range is widened to whole minutes (the rollups' bucket). While the job runs the
-// range is fenced (erasures.ts): an ingester holding a record of it waits, so a row
-// is never counted both by the materialized view and by the rebuild. Re-cost past
-// ranges: a range reaching the present holds the current records until it is done.
+// The range is widened to whole minutes (the minute rollups' bucket); the rollups of
+// migration 0008 are rebuilt over the whole UTC days around it (their hours and days
+// hold rows of the range and beside it, all rebuilt from usage_events). While the job
+// runs those days are fenced (erasures.ts): an ingester holding a record of them waits,
+// so a row is never counted both by a materialized view and by the rebuild. Re-cost
+// past ranges: a range reaching today holds today's records until it is done.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { formatDateTime, sqlString } from '@otm/shared/clickhouse-values';
 import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
 import { mutate } from '@otm/shared/mutations';
-import { rebuildRollupSql } from '@otm/shared/rollup-views';
+import { SCALED_ROLLUPS, rebuildRollupSql } from '@otm/shared/rollup-views';
 import type { Price, PriceTable } from './prices.js';
 
 export interface RecostScope {
@@ -38,6 +40,7 @@ export interface RecostOutcome {
 }
 
 const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
 
 export async function recost(
   clickhouse: ClickHouseClient,
@@ -94,14 +97,19 @@ export async function recost(
       : `multiIf(${priced.map((pair) => `${isPair(pair)}, ${costOf(pair)}`).join(', ')}, NULL)`;
   const known = priced.length === 0 ? '0' : `multiIf(${priced.map((pair) => `${isPair(pair)}, 1`).join(', ')}, 0)`;
 
-  const interval: FenceInterval = { kind: 'all', fromMs, toMs };
+  const dayFromS = Math.floor(fromMs / DAY_MS) * 86_400;
+  const dayToS = Math.ceil(toMs / DAY_MS) * 86_400;
+  const interval: FenceInterval = { kind: 'all', fromMs: dayFromS * 1000, toMs: dayToS * 1000 };
   await fence.fence([interval]);
   try {
     await fence.waitForInsertsInFlight();
+    const update = `UPDATE cost_usd = ${cost}, price_known = ${known}, price_table_version = ${sqlString(prices.version)} WHERE ${where}`;
+    await mutate(clickhouse, 'usage_events', update, options.mutationTimeoutMs, options.cluster);
+    // The copy ordered by user (migration 0008) has no price_table_version: the rest is the same.
     await mutate(
       clickhouse,
-      'usage_events',
-      `UPDATE cost_usd = ${cost}, price_known = ${known}, price_table_version = ${sqlString(prices.version)} WHERE ${where}`,
+      'usage_events_by_user',
+      `UPDATE cost_usd = ${cost}, price_known = ${known} WHERE ${where}`,
       options.mutationTimeoutMs,
       options.cluster,
     );
@@ -109,6 +117,20 @@ export async function recost(
     await mutate(clickhouse, 'usage_rollup_minute', `DELETE WHERE ${rollupWhere}`, options.mutationTimeoutMs, options.cluster);
     // The view's own SELECT (migration 0002) over the range: it counts as the view does.
     await clickhouse.command({ query: rebuildRollupSql('usage_rollup_minute_mv', where) });
+    // The rollups of migration 0008 that carry cost, over the whole days: those keyed by
+    // provider and model for that pair only, the per-user days entirely.
+    const pairOnly = [
+      ...(scope.provider !== undefined ? [`provider = ${sqlString(scope.provider)}`] : []),
+      ...(scope.model !== undefined ? [`model_id = ${sqlString(scope.model)}`] : []),
+    ];
+    for (const { view, table, time } of SCALED_ROLLUPS) {
+      if (table === 'usage_errors_by_hour') continue;
+      const byPair = table !== 'usage_rollup_user_by_day';
+      const days = (column: string) =>
+        [`${column} >= toDateTime(${dayFromS})`, `${column} < toDateTime(${dayToS})`, ...(byPair ? pairOnly : [])].join(' AND ');
+      await mutate(clickhouse, table, `DELETE WHERE ${days(time)}`, options.mutationTimeoutMs, options.cluster);
+      await clickhouse.command({ query: rebuildRollupSql(view, days('event_time')) });
+    }
   } finally {
     await fence.liftFence([interval]);
   }

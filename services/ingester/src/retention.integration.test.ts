@@ -74,13 +74,24 @@ describe('applyRetention', () => {
     const outcome = await applyRetention(clickhouse, policy, now);
     expect(outcome.dropped).toEqual(dryRun.dropped);
 
-    // usage_events: 400 days back is 2025-10-19, so January to September 2025 go.
+    // usage_events: 400 days back is 2025-10-19, so January to September 2025 go; the
+    // copy of its numbers ordered by user (usage_events_by_user) goes with it.
     expect(await partitionsOf('usage_events')).toEqual(all.filter((p) => p >= '202510'));
+    expect(await partitionsOf('usage_events_by_user')).toEqual(all.filter((p) => p >= '202510'));
     // usage_io: 30 days back is 2026-10-24, so everything before October 2026 goes.
     expect(await partitionsOf('usage_io')).toEqual(['202610', '202611']);
     // Rollups are kept for ever: analytics over old months still answer.
-    expect(await partitionsOf('usage_rollup_minute')).toEqual(all);
-    expect(outcome.dropped).toHaveLength(9 + 21);
+    for (const rollup of [
+      'usage_rollup_minute',
+      'usage_rollup_by_minute',
+      'usage_rollup_by_hour',
+      'usage_rollup_key_by_hour',
+      'usage_rollup_by_day',
+      'usage_rollup_user_by_day',
+    ]) {
+      expect(await partitionsOf(rollup), rollup).toEqual(all);
+    }
+    expect(outcome.dropped).toHaveLength(9 + 9 + 21);
     // The canary's probes older than 7 days are deleted (a mutation: it lands shortly).
     await eventually(
       async () =>
@@ -89,5 +100,17 @@ describe('applyRetention', () => {
     );
     // Again: nothing more to drop, nothing fails.
     expect((await applyRetention(clickhouse, policy, now)).dropped).toEqual([]);
+    // Rollups kept 400 days: every rollup loses the same months.
+    await applyRetention(clickhouse, { ...policy, rollupsDays: 400 }, now);
+    for (const rollup of [
+      'usage_rollup_minute',
+      'usage_rollup_by_minute',
+      'usage_rollup_by_hour',
+      'usage_rollup_key_by_hour',
+      'usage_rollup_by_day',
+      'usage_rollup_user_by_day',
+    ]) {
+      expect(await partitionsOf(rollup), rollup).toEqual(all.filter((p) => p >= '202510'));
+    }
   });
 });

@@ -16,7 +16,7 @@ export interface RetentionPolicy {
   eventsDays: number;
   /** usage_io: prompt and response text. */
   ioDays: number;
-  /** usage_rollup_minute and usage_errors_minute: the aggregates analytics read. */
+  /** The rollups (usage_rollup_minute, usage_errors_minute and those of migration 0008): the aggregates analytics read. */
   rollupsDays: number;
   /** canary_probes: the freshness canary's synthetic records. */
   canaryDays: number;
@@ -65,6 +65,14 @@ const MONTHLY_TABLES = {
   usage_io: 'ioDays',
   usage_rollup_minute: 'rollupsDays',
   usage_errors_minute: 'rollupsDays',
+  // Migration 0008: a user's records as usage_events holds them, and the rollups.
+  usage_events_by_user: 'eventsDays',
+  usage_rollup_by_minute: 'rollupsDays',
+  usage_rollup_by_hour: 'rollupsDays',
+  usage_rollup_key_by_hour: 'rollupsDays',
+  usage_rollup_by_day: 'rollupsDays',
+  usage_rollup_user_by_day: 'rollupsDays',
+  usage_errors_by_hour: 'rollupsDays',
 } as const satisfies Record<string, keyof RetentionPolicy>;
 
 export type MonthlyTable = keyof typeof MONTHLY_TABLES;
