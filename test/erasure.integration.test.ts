@@ -112,6 +112,8 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
       await post(failure(kept));
     }
     await eventually(async () => (await count(`SELECT count() AS n FROM usage_events WHERE startsWith(user_id, '${tag}')`)) === 10, 60_000);
+    // The views fill their tables after usage_events is written (ClickHouse pushes an insert to them in turn).
+    await eventually(async () => (await totals(kept)).requests === 5 && (await totals(erased)).requests === 5, 10_000);
     const keptBefore = await totals(kept);
     expect(keptBefore).toEqual({ requests: 5, tokens: 2 * (101 + 201 + 301) });
     expect(await totals(erased)).toEqual({ requests: 5, tokens: 2 * (100 + 200 + 300) });
@@ -150,6 +152,23 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     expect(await count(`SELECT count() AS n FROM usage_io WHERE position(prompt, 'prompt of ${kept}') > 0`)).toBe(4);
     // The errors rollup counts only the other user's two errors now.
     expect(await errorRollup()).toBe(2);
+    // The tables of migration 0008: nothing of the user in those keyed by user, and those
+    // without a user column (rebuilt for the user's keys) add up to what usage_events holds.
+    expect(await count(`SELECT count() AS n FROM usage_events_by_user WHERE user_id = '${erased}'`)).toBe(0);
+    expect(await count(`SELECT count() AS n FROM usage_rollup_user_by_day WHERE user_id = '${erased}'`)).toBe(0);
+    expect(await count(`SELECT countMerge(requests) AS n FROM usage_rollup_user_by_day WHERE user_id = '${kept}'`)).toBe(6);
+    const [raw] = await queryRows<{ requests: string; tokens: string; errors: string }>(
+      clickhouse,
+      "SELECT count() AS requests, sum(total_tokens) AS tokens, countIf(status = 'error') AS errors FROM usage_events",
+    );
+    for (const table of ['usage_rollup_by_minute', 'usage_rollup_by_hour', 'usage_rollup_key_by_hour', 'usage_rollup_by_day']) {
+      const [rollup] = await queryRows<{ requests: string; tokens: string }>(
+        clickhouse,
+        `SELECT countMerge(requests) AS requests, sumMerge(total_tokens) AS tokens FROM ${table}`,
+      );
+      expect([Number(rollup!.requests), Number(rollup!.tokens)], table).toEqual([Number(raw!.requests), Number(raw!.tokens)]);
+    }
+    expect(await count('SELECT countMerge(errors) AS n FROM usage_errors_by_hour')).toBe(Number(raw!.errors));
     const metrics = await httpRequest(`http://127.0.0.1:${ingester.metricsPort}/metrics`);
     expect(metrics.text).toMatch(/^otm_ingester_erased_dropped_total 1$/m);
 

@@ -29,7 +29,16 @@ import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
 import type { Logger } from '@otm/shared/logger';
 import type { Redis } from '@otm/shared/redis';
 import { mutate } from '@otm/shared/mutations';
-import { rebuildRollupSql } from '@otm/shared/rollup-views';
+import { SCALED_ROLLUPS, rebuildRollupSql } from '@otm/shared/rollup-views';
+import { isBackfilled } from '@otm/shared/rollup-backfill';
+
+/** The dimensions of the rollups of migration 0008 that have no user column (erasure rebuilds their rows). */
+const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = {
+  usage_rollup_by_minute: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
+  usage_rollup_by_hour: ['environment', 'provider', 'model_id', 'user_type'],
+  usage_rollup_key_by_hour: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
+  usage_rollup_by_day: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
+};
 
 export interface ErasureJob {
   id: string;
@@ -125,32 +134,60 @@ export class ErasureJobs {
       job.erasedAt = erasedAt;
       await this.erasures.waitForInsertsInFlight();
 
-      await step('noting and fencing the error-rollup keys');
+      await step('noting and fencing the rollup keys');
+      // The user's records are looked up in usage_events_by_user (ordered by user) once
+      // it holds every record (the backfill of migration 0008 is done); before, in usage_events.
+      const source = (await isBackfilled(this.clickhouse).catch(() => false)) ? 'usage_events_by_user' : 'usage_events';
       const errorKeys = await this.rows<ErrorKey>(
         `SELECT toString(m) AS minute, toString(toUInt64(m) * 1000) AS minute_ms, provider, model_id, error_code,
                 hex(error_message) AS error_message_hex
-         FROM usage_events WHERE ${user} AND status = 'error'
+         FROM ${source} WHERE ${user} AND status = 'error'
          GROUP BY toStartOfMinute(event_time) AS m, provider, model_id, ifNull(error_code, '') AS error_code,
                   substring(ifNull(error_message, ''), 1, 200) AS error_message`,
       );
-      fence = [...new Set(errorKeys.map((key) => Number(key.minute_ms)))].map((ms) => ({
-        kind: 'errors' as const,
-        fromMs: ms,
-        toMs: ms + 60_000,
-      }));
+      // The rows of the rollups without a user column that the user's records count in
+      // (migration 0008): rebuilt below from what usage_events holds then.
+      const rollupKeys = new Map<string, string[]>();
+      for (const { table, seconds } of SCALED_ROLLUPS) {
+        const dimensions = SCALED_DIMENSIONS[table];
+        if (!dimensions) continue;
+        const keys = await this.rows<Record<string, string>>(
+          `SELECT DISTINCT toString(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}) AS t, ${dimensions.join(', ')} FROM ${source} WHERE ${user}`,
+        );
+        rollupKeys.set(
+          table,
+          keys.map((row) => `(toDateTime(${Number(row.t)}), ${dimensions.map((column) => sqlString(row[column]!)).join(', ')})`),
+        );
+      }
+      const days = await this.rows<{ day: string }>(
+        `SELECT DISTINCT toString(intDiv(toUInt32(event_time), 86400) * 86400000) AS day FROM ${source} WHERE ${user}`,
+      );
+      fence = [
+        ...[...new Set(errorKeys.map((key) => Number(key.minute_ms)))].map((ms) => ({
+          kind: 'errors' as const,
+          fromMs: ms,
+          toMs: ms + 60_000,
+        })),
+        // Every record of the user's days waits while the rollups without a user are rebuilt.
+        ...days.map((row) => ({ kind: 'all' as const, fromMs: Number(row.day), toMs: Number(row.day) + 86_400_000 })),
+      ];
       const [counts] = await this.rows<{ events: string; io: string }>(
-        `SELECT (SELECT count() FROM usage_events WHERE ${user}) AS events,
-                (SELECT count() FROM usage_io WHERE event_key IN (SELECT event_key FROM usage_events WHERE ${user})) AS io`,
+        `SELECT (SELECT count() FROM ${source} WHERE ${user}) AS events,
+                (SELECT count() FROM usage_io WHERE event_key IN (SELECT event_key FROM ${source} WHERE ${user})) AS io`,
       );
       await this.erasures.fence(fence);
       await this.erasures.waitForInsertsInFlight();
 
       await step('deleting usage_io');
-      await this.mutate('usage_io', `event_key IN (SELECT event_key FROM usage_events WHERE ${user})`);
-      await step('deleting usage_events and usage_rollup_minute');
-      await Promise.all([this.mutate('usage_events', user), this.mutate('usage_rollup_minute', user)]);
+      await this.mutate('usage_io', `event_key IN (SELECT event_key FROM ${source} WHERE ${user})`);
+      await step('deleting usage_events and the rollups keyed by user');
+      await Promise.all(
+        ['usage_events', 'usage_rollup_minute', 'usage_events_by_user', 'usage_rollup_user_by_day'].map((table) =>
+          this.mutate(table, user),
+        ),
+      );
 
-      await step('rebuilding the errors rollup');
+      await step('rebuilding the errors rollups');
       for (let start = 0; start < errorKeys.length; start += 500) {
         const chunk = errorKeys.slice(start, start + 500);
         const tuples = chunk
@@ -167,6 +204,41 @@ export class ErasureJobs {
             `(toStartOfMinute(event_time), environment, provider, model_id, ifNull(error_code, ''), substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})`,
           ),
         });
+      }
+      const errorHours = [
+        ...new Set(
+          errorKeys.map(
+            (k) =>
+              `(toDateTime(${Math.floor(Number(k.minute_ms) / 3_600_000) * 3600}), ${sqlString(environment)}, ${sqlString(k.provider)}, ${sqlString(k.model_id)}, ${sqlString(k.error_code)}, unhex(${sqlString(k.error_message_hex)}))`,
+          ),
+        ),
+      ];
+      for (let start = 0; start < errorHours.length; start += 500) {
+        const tuples = errorHours.slice(start, start + 500).join(', ');
+        await this.mutate('usage_errors_by_hour', `(hour, environment, provider, model_id, error_code, error_message) IN (${tuples})`);
+        await this.clickhouse.command({
+          query: rebuildRollupSql(
+            'usage_errors_by_hour_mv',
+            `(toDateTime(intDiv(toUInt32(event_time), 3600) * 3600), environment, provider, model_id, ifNull(error_code, ''), substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})`,
+          ),
+        });
+      }
+
+      await step('rebuilding the rollups without a user');
+      for (const { view, table, time, seconds } of SCALED_ROLLUPS) {
+        const dimensions = SCALED_DIMENSIONS[table];
+        const keys = rollupKeys.get(table) ?? [];
+        if (!dimensions) continue;
+        for (let start = 0; start < keys.length; start += 500) {
+          const tuples = keys.slice(start, start + 500).join(', ');
+          await this.mutate(table, `(${time}, ${dimensions.join(', ')}) IN (${tuples})`);
+          await this.clickhouse.command({
+            query: rebuildRollupSql(
+              view,
+              `(toDateTime(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}), ${dimensions.join(', ')}) IN (${tuples})`,
+            ),
+          });
+        }
       }
       await this.erasures.liftFence(fence);
 

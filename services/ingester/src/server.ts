@@ -17,7 +17,7 @@ import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './seams
 import { createIngesterMetrics } from './metrics.js';
 import { ErasureStore } from '@otm/shared/erasures';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
-import { backfillRollups, isBackfilled } from '@otm/shared/rollup-backfill';
+import { backfillRollups, isBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
 import { randomUUID } from 'node:crypto';
 import { migrate } from '@otm/shared/migrate';
 import { PriceTable } from './prices.js';
@@ -162,6 +162,8 @@ const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, 
 // Every ingester given CANARY_API_KEY recognises the canary's records, including
 // probes another instance sent: the key is looked up before consuming starts.
 if (config.CANARY_API_KEY) await findCanaryKey();
+// A new installation (no record yet) has nothing to backfill: recorded before consuming.
+if (!config.INGEST_MIGRATIONS_UP_TO) await markBackfilledIfEmpty(clickhouse).catch(() => false);
 await usageConsumer.start();
 const metricsAddress = metricsServer.address();
 logger.info(

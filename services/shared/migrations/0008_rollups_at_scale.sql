@@ -334,6 +334,8 @@ CREATE TABLE IF NOT EXISTS usage_events_by_user
     latency_ms Nullable(UInt64),
     ttft_ms Nullable(UInt64),
     output_tokens_per_sec Nullable(Float64),
+    error_code Nullable(String),
+    error_message Nullable(String),
     ingested_at DateTime
 )
 ENGINE = ReplacingMergeTree(ingested_at)
@@ -344,7 +346,8 @@ CREATE MATERIALIZED VIEW IF NOT EXISTS usage_events_by_user_mv TO usage_events_b
 SELECT
     environment, user_id, event_time, event_key, user_type, api_key_id, provider, model_id, status,
     input_tokens, output_tokens, total_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens,
-    cache_reported_input_tokens, cost_usd, price_known, latency_ms, ttft_ms, output_tokens_per_sec, ingested_at
+    cache_reported_input_tokens, cost_usd, price_known, latency_ms, ttft_ms, output_tokens_per_sec, error_code, error_message,
+    ingested_at
 FROM usage_events;
 
 -- The backfill's progress: a row per UTC day of usage_events copied into the tables

@@ -42,6 +42,19 @@ export async function isBackfilled(clickhouse: ClickHouseClient): Promise<boolea
   return Number(row?.n ?? 0) > 0;
 }
 
+/**
+ * Records the backfill as done when usage_events is empty: called after the migrations
+ * (the views exist), no record can be older than the views, so there is nothing to
+ * copy. A new installation never runs the backfill.
+ */
+export async function markBackfilledIfEmpty(clickhouse: ClickHouseClient): Promise<boolean> {
+  if (await isBackfilled(clickhouse)) return true;
+  const [row] = await rows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events');
+  if (Number(row?.n ?? 0) > 0) return false;
+  await clickhouse.insert({ table: 'rollup_backfill_done', format: 'JSONEachRow', values: [{ done_at: formatDateTime(Date.now()) }] });
+  return true;
+}
+
 export async function backfillRollups(
   clickhouse: ClickHouseClient,
   fence: Pick<ErasureStore, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>,
