@@ -6,10 +6,12 @@
 // at most two days of hours and two hours of minutes, whatever the traffic was.
 //
 //   query                                   tables (coarsest first)
-//   a userId filter                         usage_events_by_user (that user's records)
-//   grouped by userId (usage, day or none)  usage_rollup_user_by_day: the range widened to
-//                                           whole UTC days (the answer's from/to say so)
-//   grouped by userId otherwise             usage_rollup_minute (every dimension)
+//   a userId filter                         usage_events_by_user (that user's records, found
+//                                           by its sorting key)
+//   grouped by userId (usage, day or none,  usage_rollup_user_by_day: the range widened to
+//   with environment or userType at most)   whole UTC days (the answer's from/to say so)
+//   grouped by userId otherwise             usage_events_by_user, every record of the range
+//                                           (exact; slow over long ranges: not a dashboard view)
 //   anything else                           usage_rollup_by_day, usage_rollup_by_hour or
 //                                           usage_rollup_key_by_hour (with keyId),
 //                                           usage_rollup_by_minute
@@ -55,7 +57,7 @@ export function cover(fromS: number, toS: number, levels: readonly Level[]): Pie
 export type Plan =
   /** Pieces of rollups with the 0008 measures (t-digest quantiles), merged together. */
   | { kind: 'rollups'; pieces: Piece[] }
-  /** One user's records, aggregated as they are read. */
+  /** usage_events_by_user, aggregated as it is read (one user's records, or a range's). */
   | { kind: 'byUser' }
   /** usage_rollup_minute (or usage_errors_minute), every dimension, as before 0008. */
   | { kind: 'legacy' };
@@ -103,7 +105,7 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
         toS: wideTo,
       };
     }
-    return same({ kind: 'legacy' });
+    return same({ kind: 'byUser' });
   }
   const levels = [
     { seconds: DAY, table: 'usage_rollup_by_day', time: 'day' },

@@ -10,7 +10,7 @@
 -- (services/shared/src/rollup-backfill.ts), day by day under a fence, recorded in
 -- rollup_backfill_days; until it has finished the API reads usage_rollup_minute.
 
--- usage_rollup_by_minute: every dimension but the user, per minute: the edges of a range that hours and days do not cover, and minute buckets.
+-- usage_rollup_by_minute: per minute without the user: the edges of a range that hours and days do not cover, and minute buckets.
 CREATE TABLE IF NOT EXISTS usage_rollup_by_minute
 (
     minute DateTime,
@@ -228,7 +228,7 @@ SELECT
 FROM usage_events
 GROUP BY day, environment, api_key_id, provider, model_id, user_type;
 
--- usage_rollup_user_by_day: per UTC day by user: top users.
+-- usage_rollup_user_by_day: per UTC day by user, usage only (no latency): top users.
 CREATE TABLE IF NOT EXISTS usage_rollup_user_by_day
 (
     day DateTime,
@@ -246,10 +246,7 @@ CREATE TABLE IF NOT EXISTS usage_rollup_user_by_day
     reasoning_tokens AggregateFunction(sum, UInt64),
     cache_reported_input_tokens AggregateFunction(sum, UInt64),
     cost_usd AggregateFunction(sum, Float64),
-    unpriced AggregateFunction(countIf, UInt8),
-    latency_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8),
-    ttft_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8),
-    tokens_per_sec AggregateFunction(avgIf, Float64, UInt8)
+    unpriced AggregateFunction(countIf, UInt8)
 )
 ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(day)
@@ -272,10 +269,7 @@ SELECT
     sumState(ifNull(reasoning_tokens, toUInt64(0))) AS reasoning_tokens,
     sumState(cache_reported_input_tokens) AS cache_reported_input_tokens,
     sumState(ifNull(cost_usd, toFloat64(0))) AS cost_usd,
-    countIfState(price_known = 0) AS unpriced,
-    quantilesTDigestIfState(0.5, 0.9, 0.99)(ifNull(latency_ms, toUInt64(0)), isNotNull(latency_ms)) AS latency_ms,
-    quantilesTDigestIfState(0.5, 0.9, 0.99)(ifNull(ttft_ms, toUInt64(0)), isNotNull(ttft_ms)) AS ttft_ms,
-    avgIfState(ifNull(output_tokens_per_sec, toFloat64(0)), isNotNull(output_tokens_per_sec)) AS tokens_per_sec
+    countIfState(price_known = 0) AS unpriced
 FROM usage_events
 GROUP BY day, environment, user_id, user_type;
 

@@ -1,0 +1,105 @@
+// Which rollup answers a query: the range is cut into pieces that cover it exactly
+// (no gap, no overlap, each aligned to its table's rows), and each kind of query goes
+// to the table the plan promises.
+import { describe, expect, it } from 'vitest';
+import { cover, planQuery, type Piece } from './rollup-plan.js';
+
+const LEVELS = [
+  { seconds: 86_400, table: 'day', time: 'day' },
+  { seconds: 3600, table: 'hour', time: 'hour' },
+  { seconds: 60, table: 'minute', time: 'minute' },
+];
+
+function expectExactCover(pieces: Piece[], fromS: number, toS: number) {
+  const sorted = [...pieces].sort((a, b) => a.fromS - b.fromS);
+  let at = fromS;
+  for (const piece of sorted) {
+    expect(piece.fromS).toBe(at);
+    expect(piece.toS).toBeGreaterThan(piece.fromS);
+    const seconds = LEVELS.find((level) => level.table === piece.table)!.seconds;
+    expect(piece.fromS % seconds, `${piece.table} start aligned`).toBe(0);
+    expect(piece.toS % seconds, `${piece.table} end aligned`).toBe(0);
+    at = piece.toS;
+  }
+  expect(at).toBe(toS);
+}
+
+describe('cover', () => {
+  it('30 days from mid-afternoon: whole days, the hours around them, the minutes at the edges', () => {
+    const fromS = Date.UTC(2026, 9, 26, 14, 37) / 1000;
+    const toS = Date.UTC(2026, 10, 25, 9, 13) / 1000;
+    const pieces = cover(fromS, toS, LEVELS);
+    expectExactCover(pieces, fromS, toS);
+    const of = (table: string) => pieces.filter((piece) => piece.table === table);
+    expect(of('day')).toEqual([{ table: 'day', time: 'day', fromS: Date.UTC(2026, 9, 27) / 1000, toS: Date.UTC(2026, 10, 25) / 1000 }]);
+    // 9 hours before the first whole day (15:00-24:00), 9 after the last (00:00-09:00).
+    expect(of('hour').reduce((sum, piece) => sum + (piece.toS - piece.fromS) / 3600, 0)).toBe(18);
+    // 23 minutes to 15:00, 13 minutes from 09:00.
+    expect(of('minute').reduce((sum, piece) => sum + (piece.toS - piece.fromS) / 60, 0)).toBe(36);
+  });
+
+  it('covers every range exactly, whatever its ends (random ranges up to 40 days)', () => {
+    let seed = 7;
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    for (let i = 0; i < 500; i++) {
+      const fromS = 1_760_000_040 + Math.floor(random() * 86_400 * 60) * 60;
+      const toS = fromS + 60 * Math.floor(random() * 60 * 24 * 40 + 1);
+      expectExactCover(cover(fromS, toS, LEVELS), fromS, toS);
+    }
+  });
+
+  it('an empty range has no pieces; a range inside one hour is minutes only', () => {
+    expect(cover(600, 600, LEVELS)).toEqual([]);
+    expect(cover(3600 + 60, 3600 + 600, LEVELS)).toEqual([{ table: 'minute', time: 'minute', fromS: 3660, toS: 4200 }]);
+  });
+});
+
+describe('planQuery', () => {
+  const base = { route: 'usage' as const, bucketSeconds: 0, dimensions: [], oneUser: false, fromS: 0, toS: 30 * 86_400, backfilled: true };
+  const tables = (input: Parameters<typeof planQuery>[0]) => {
+    const { plan } = planQuery(input);
+    return plan.kind === 'rollups' ? [...new Set(plan.pieces.map((piece) => piece.table))] : plan.kind;
+  };
+
+  it('reads usage_rollup_minute until the backfill is done', () => {
+    expect(tables({ ...base, backfilled: false })).toBe('legacy');
+    expect(tables({ ...base, route: 'errors', backfilled: false })).toBe('legacy');
+  });
+
+  it('days when the buckets allow them, hours otherwise, the key tables when the key is asked for', () => {
+    expect(tables({ ...base, fromS: 1800, toS: 30 * 86_400 + 1800 })).toEqual([
+      'usage_rollup_by_day',
+      'usage_rollup_by_hour',
+      'usage_rollup_by_minute',
+    ]);
+    expect(tables({ ...base, bucketSeconds: 3600, fromS: 1800, toS: 2 * 86_400 })).toEqual([
+      'usage_rollup_by_hour',
+      'usage_rollup_by_minute',
+    ]);
+    expect(tables({ ...base, bucketSeconds: 60, toS: 86_400 })).toEqual(['usage_rollup_by_minute']);
+    expect(tables({ ...base, dimensions: ['keyId'], fromS: 1800, toS: 30 * 86_400 + 1800 })).toEqual([
+      'usage_rollup_by_day',
+      'usage_rollup_key_by_hour',
+      'usage_rollup_by_minute',
+    ]);
+    expect(tables({ ...base, route: 'latency', dimensions: ['model'], toS: 86_400 * 7 })).toEqual(['usage_rollup_by_day']);
+  });
+
+  it("one user's queries read that user's records; top users read the per-user days, widened to whole days", () => {
+    expect(tables({ ...base, oneUser: true, dimensions: ['userId', 'model'] })).toBe('byUser');
+    const top = planQuery({ ...base, dimensions: ['userId'], fromS: 86_400 + 600, toS: 3 * 86_400 + 60 });
+    expect(top.plan).toEqual({
+      kind: 'rollups',
+      pieces: [{ table: 'usage_rollup_user_by_day', time: 'day', fromS: 86_400, toS: 4 * 86_400 }],
+    });
+    expect([top.fromS, top.toS]).toEqual([86_400, 4 * 86_400]);
+    // By user and model, or per hour, or latency: every record of the range, exactly.
+    expect(tables({ ...base, dimensions: ['userId', 'model'] })).toBe('byUser');
+    expect(tables({ ...base, dimensions: ['userId'], bucketSeconds: 3600 })).toBe('byUser');
+    expect(tables({ ...base, route: 'latency', dimensions: ['userId'] })).toBe('byUser');
+  });
+
+  it('errors read the hours and the minutes at the edges', () => {
+    expect(tables({ ...base, route: 'errors', fromS: 1800, toS: 86_400 })).toEqual(['usage_errors_by_hour', 'usage_errors_minute']);
+  });
+});
