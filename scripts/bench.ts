@@ -15,6 +15,7 @@ import { benchRevocation } from './bench/sections/revocation.js';
 import { benchRedaction } from './bench/sections/redaction.js';
 import { benchHostile } from './bench/sections/hostile.js';
 import { benchCodecs } from './bench/sections/codecs.js';
+import { benchAnalytics } from './bench/sections/analytics.js';
 import { writeReport } from './bench/report.js';
 
 // In this order: each section starts and stops its own services.
@@ -30,6 +31,7 @@ const sections: [string, () => Promise<void>][] = [
   ['redaction', benchRedaction],
   ['hostile', benchHostile],
   ['codecs', benchCodecs],
+  ['analytics', benchAnalytics],
 ];
 for (const [name, run] of sections) if (section(name)) await run();
 await writeReport();

@@ -156,12 +156,18 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     // without a user column (rebuilt for the user's keys) add up to what usage_events holds.
     expect(await count(`SELECT count() AS n FROM usage_events_by_user WHERE user_id = '${erased}'`)).toBe(0);
     expect(await count(`SELECT count() AS n FROM usage_rollup_user_by_day WHERE user_id = '${erased}'`)).toBe(0);
-    expect(await count(`SELECT countMerge(requests) AS n FROM usage_rollup_user_by_day WHERE user_id = '${kept}'`)).toBe(6);
+    expect(await count(`SELECT sum(requests) AS n FROM usage_rollup_user_by_day WHERE user_id = '${kept}'`)).toBe(6);
     const [raw] = await queryRows<{ requests: string; tokens: string; errors: string }>(
       clickhouse,
       "SELECT count() AS requests, sum(total_tokens) AS tokens, countIf(status = 'error') AS errors FROM usage_events",
     );
-    for (const table of ['usage_rollup_by_minute', 'usage_rollup_by_hour', 'usage_rollup_key_by_hour', 'usage_rollup_by_day']) {
+    for (const table of [
+      'usage_rollup_by_minute',
+      'usage_rollup_by_hour',
+      'usage_rollup_key_by_hour',
+      'usage_rollup_by_day',
+      'usage_rollup_key_by_day',
+    ]) {
       const [rollup] = await queryRows<{ requests: string; tokens: string }>(
         clickhouse,
         `SELECT countMerge(requests) AS requests, sumMerge(total_tokens) AS tokens FROM ${table}`,

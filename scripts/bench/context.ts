@@ -28,7 +28,7 @@ export const options = new Command('bench')
   )
   .option(
     '--only <sections>',
-    'comma-separated subset: gateway,batch,produce,ingester,scaleOut,freshness,endToEnd,revocation,redaction (latest.json keeps the other figures)',
+    'comma-separated subset: gateway,batch,produce,ingester,scaleOut,freshness,endToEnd,revocation,redaction,hostile,codecs,analytics (latest.json keeps the other figures)',
   )
   .parse(process.argv)
   .opts<{ quick?: boolean; runs: string; only?: string; profile?: boolean }>();
@@ -323,7 +323,22 @@ export const kafka = createKafka({ brokers: addresses.KAFKA_BROKERS.split(','), 
 export const latestFile = path.join(root, 'bench/results/latest.json');
 export const previous = only && fs.existsSync(latestFile) ? (JSON.parse(fs.readFileSync(latestFile, 'utf8')) as Record<string, any>) : {};
 export const results: Record<string, Record<string, number | string | Figure | Record<string, unknown>[]>> = Object.fromEntries(
-  ['gateway', 'batch', 'produce', 'clickhouseCeiling', 'ingester', 'scaleOut', 'freshness', 'endToEnd', 'revocation', 'redaction', 'memory']
+  [
+    'gateway',
+    'batch',
+    'produce',
+    'clickhouseCeiling',
+    'ingester',
+    'scaleOut',
+    'freshness',
+    'endToEnd',
+    'revocation',
+    'redaction',
+    'memory',
+    'hostile',
+    'codecs',
+    'analytics',
+  ]
     .filter((key) => previous[key])
     .map((key) => [key, previous[key]]),
 );

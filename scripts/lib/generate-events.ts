@@ -11,12 +11,10 @@
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 
 export interface GeneratedEvents {
-  /** Events to generate now. */
+  /** Events to generate, spread evenly over the days. */
   count: number;
-  /** The row number of the first (events from earlier calls keep theirs: generate in steps). */
+  /** The number of the first event (its event key and its draws): a second set of events needs its own. */
   offset?: number;
-  /** Of how many in all: events spread by their row number over `total`. */
-  total: number;
   days: number;
   endMs: number;
   users: number;
@@ -30,7 +28,9 @@ const STEP = 2_000_000;
 export function generateEventsSql(spec: GeneratedEvents, from: number, count: number): string {
   const spanS = spec.days * 86_400;
   const startS = Math.floor(spec.endMs / 1000) - spanS;
-  const n = `(number + ${from})`;
+  // i: the event's place in time; n: its identity (key and draws).
+  const i = `(number + ${from})`;
+  const n = `(number + ${from + (spec.offset ?? 0)})`;
   const user = `(cityHash64(${n}, 3) % ${spec.users})`;
   const env = `(${user} % 3)`;
   const model = `(cityHash64(${n}, 1) % ${spec.models})`;
@@ -39,7 +39,7 @@ export function generateEventsSql(spec: GeneratedEvents, from: number, count: nu
   const input = `(cityHash64(${n}, 5) % 4000)`;
   const output = `(cityHash64(${n}, 6) % 1000)`;
   const latency = `(200 + cityHash64(${n}, 7) % 19800)`;
-  const time = `toDateTime(${startS} + intDiv(${n} * ${spanS}, ${spec.total}))`;
+  const time = `toDateTime(${startS} + intDiv(${i} * ${spanS}, ${spec.count}))`;
   return `INSERT INTO usage_events (event_key, request_id, event_time, event_date, received_at, received_at_ms, api_key_id, environment,
       gateway_id, model_id, provider, status, user_id, user_type, input_tokens, output_tokens, sent_total_tokens, start_time_ms,
       error_code, error_message, context, total_tokens, latency_ms, ttft_ms, output_tokens_per_sec, cost_usd, price_known,
@@ -67,11 +67,10 @@ export async function generateEvents(
   spec: GeneratedEvents,
   progress: (done: number) => void = () => {},
 ): Promise<void> {
-  const first = spec.offset ?? 0;
   for (let done = 0; done < spec.count; done += STEP) {
     const count = Math.min(STEP, spec.count - done);
     await clickhouse.command({
-      query: generateEventsSql(spec, first + done, count),
+      query: generateEventsSql(spec, done, count),
       clickhouse_settings: { max_insert_block_size: '1048576' },
     });
     progress(done + count);

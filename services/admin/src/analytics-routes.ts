@@ -73,7 +73,7 @@ export function registerAnalyticsRoutes(app: FastifyInstance, store: AnalyticsSt
     app.withTypeProvider<JsonSchemaToTsProvider>().get(url, { schema: { querystring } }, async (request) => {
       let query: AnalyticsQuery;
       try {
-        query = parseAnalyticsQuery(request.query, dimensions);
+        query = { ...parseAnalyticsQuery(request.query, dimensions), queryId: request.id };
       } catch (error) {
         if (!(error instanceof QueryError)) throw error;
         throw new ServiceError('ValidationError', 'Invalid query parameters.', { errors: [{ path: error.path, message: error.message }] });

@@ -45,6 +45,8 @@ export interface AnalyticsQuery {
   filters: Partial<Record<string, string>>;
   limit: number;
   orderBy?: string;
+  /** The request's id, given to ClickHouse as the query id: system.query_log finds the query by it. */
+  queryId?: string;
 }
 
 /** JSON Schema of the query string, shared by every analytics route (Fastify validates it). */
@@ -292,7 +294,7 @@ const LIMIT_CODES = new Map([
   [307, 'rows'],
 ]);
 
-async function run(store: AnalyticsStore, sql: string): Promise<Row[]> {
+async function run(store: AnalyticsStore, sql: string, queryId?: string): Promise<Row[]> {
   const { timeoutMs, maxRowsToRead } = store.limits;
   const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));
   // ClickHouse stops the query at the limit; the client gives up 2 s later, in case
@@ -303,8 +305,11 @@ async function run(store: AnalyticsStore, sql: string): Promise<Row[]> {
       query: sql,
       format: 'JSONEachRow',
       abort_signal: abort,
+      ...(queryId ? { query_id: queryId } : {}),
       clickhouse_settings: {
         output_format_json_quote_64bit_integers: 0,
+        // Every analytics query in system.query_log, under the request's id: what it read and how long it took.
+        log_queries: 1,
         max_execution_time: seconds,
         timeout_overflow_mode: 'throw',
         ...(maxRowsToRead > 0 ? { max_rows_to_read: String(maxRowsToRead), read_overflow_mode: 'throw' } : {}),
@@ -384,13 +389,16 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
       await run(
         store,
         rollupSql({ table: sql.legacy.table, columns: sql.columns, measures: sql.legacy.measures, query, order: sql.order }),
+        query.queryId,
       ),
     );
   }
   if (plan.kind === 'byUser') {
-    return shape(await run(store, byUserSql({ measures: sql.byUser!, query, fromS, toS, order: sql.order })));
+    return shape(await run(store, byUserSql({ measures: sql.byUser!, query, fromS, toS, order: sql.order }), query.queryId));
   }
   if (plan.pieces.length === 0) return [];
+  // The per-user days hold plain sums (SummingMergeTree), not states.
+  const measures = plan.pieces.every((piece) => piece.table === 'usage_rollup_user_by_day') ? USER_DAY_SQL : sql.rollups.measures;
   return shape(
     await run(
       store,
@@ -398,10 +406,11 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
         pieces: plan.pieces,
         columns: sql.columns,
         states: sql.rollups.states,
-        measures: sql.rollups.measures,
+        measures,
         query,
         order: sql.order,
       }),
+      query.queryId,
     ),
   );
 }
@@ -420,6 +429,21 @@ export const USAGE_STATES = [
   'cost_usd',
   'unpriced',
 ] as const;
+
+/** The usage measures over usage_rollup_user_by_day: plain sums. */
+export const USER_DAY_SQL = `
+    sum(requests) AS requests,
+    sum(successes) AS successes,
+    sum(errors) AS errors,
+    sum(input_tokens) AS inputTokens,
+    sum(output_tokens) AS outputTokens,
+    sum(total_tokens) AS totalTokens,
+    sum(cached_input_tokens) AS cachedInputTokens,
+    sum(cache_write_tokens) AS cacheWriteTokens,
+    sum(reasoning_tokens) AS reasoningTokens,
+    sum(cache_reported_input_tokens) AS cacheReportedInputTokens,
+    sum(cost_usd) AS costUsd,
+    sum(unpriced) AS unpricedRequests`;
 
 /** The usage measures over raw records (one user's). */
 export const USAGE_RAW_SQL = `

@@ -78,7 +78,7 @@ describe('planQuery', () => {
     ]);
     expect(tables({ ...base, bucketSeconds: 60, toS: 86_400 })).toEqual(['usage_rollup_by_minute']);
     expect(tables({ ...base, dimensions: ['keyId'], fromS: 1800, toS: 30 * 86_400 + 1800 })).toEqual([
-      'usage_rollup_by_day',
+      'usage_rollup_key_by_day',
       'usage_rollup_key_by_hour',
       'usage_rollup_by_minute',
     ]);

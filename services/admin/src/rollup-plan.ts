@@ -12,8 +12,9 @@
 //   with environment or userType at most)   whole UTC days (the answer's from/to say so)
 //   grouped by userId otherwise             usage_events_by_user, every record of the range
 //                                           (exact; slow over long ranges: not a dashboard view)
-//   anything else                           usage_rollup_by_day, usage_rollup_by_hour or
-//                                           usage_rollup_key_by_hour (with keyId),
+//   anything else                           usage_rollup_by_day and usage_rollup_by_hour,
+//                                           or usage_rollup_key_by_day and
+//                                           usage_rollup_key_by_hour (with keyId), then
 //                                           usage_rollup_by_minute
 //   errors                                  usage_errors_by_hour, usage_errors_minute
 //
@@ -107,9 +108,10 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
     }
     return same({ kind: 'byUser' });
   }
+  const keyed = dimensions.includes('keyId');
   const levels = [
-    { seconds: DAY, table: 'usage_rollup_by_day', time: 'day' },
-    dimensions.includes('keyId')
+    keyed ? { seconds: DAY, table: 'usage_rollup_key_by_day', time: 'day' } : { seconds: DAY, table: 'usage_rollup_by_day', time: 'day' },
+    keyed
       ? { seconds: HOUR, table: 'usage_rollup_key_by_hour', time: 'hour' }
       : { seconds: HOUR, table: 'usage_rollup_by_hour', time: 'hour' },
     { seconds: MINUTE, table: 'usage_rollup_by_minute', time: 'minute' },

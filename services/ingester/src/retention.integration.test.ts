@@ -87,6 +87,7 @@ describe('applyRetention', () => {
       'usage_rollup_by_hour',
       'usage_rollup_key_by_hour',
       'usage_rollup_by_day',
+      'usage_rollup_key_by_day',
       'usage_rollup_user_by_day',
     ]) {
       expect(await partitionsOf(rollup), rollup).toEqual(all);
@@ -108,6 +109,7 @@ describe('applyRetention', () => {
       'usage_rollup_by_hour',
       'usage_rollup_key_by_hour',
       'usage_rollup_by_day',
+      'usage_rollup_key_by_day',
       'usage_rollup_user_by_day',
     ]) {
       expect(await partitionsOf(rollup), rollup).toEqual(all.filter((p) => p >= '202510'));

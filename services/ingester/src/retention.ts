@@ -71,6 +71,7 @@ const MONTHLY_TABLES = {
   usage_rollup_by_hour: 'rollupsDays',
   usage_rollup_key_by_hour: 'rollupsDays',
   usage_rollup_by_day: 'rollupsDays',
+  usage_rollup_key_by_day: 'rollupsDays',
   usage_rollup_user_by_day: 'rollupsDays',
   usage_errors_by_hour: 'rollupsDays',
 } as const satisfies Record<string, keyof RetentionPolicy>;

@@ -13,6 +13,7 @@ export type RollupView =
   | 'usage_rollup_by_hour_mv'
   | 'usage_rollup_key_by_hour_mv'
   | 'usage_rollup_by_day_mv'
+  | 'usage_rollup_key_by_day_mv'
   | 'usage_rollup_user_by_day_mv'
   | 'usage_errors_by_hour_mv';
 
@@ -22,6 +23,7 @@ export const SCALED_ROLLUPS = [
   { view: 'usage_rollup_by_hour_mv', table: 'usage_rollup_by_hour', time: 'hour', seconds: 3600 },
   { view: 'usage_rollup_key_by_hour_mv', table: 'usage_rollup_key_by_hour', time: 'hour', seconds: 3600 },
   { view: 'usage_rollup_by_day_mv', table: 'usage_rollup_by_day', time: 'day', seconds: 86_400 },
+  { view: 'usage_rollup_key_by_day_mv', table: 'usage_rollup_key_by_day', time: 'day', seconds: 86_400 },
   { view: 'usage_rollup_user_by_day_mv', table: 'usage_rollup_user_by_day', time: 'day', seconds: 86_400 },
   { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600 },
 ] as const satisfies readonly { view: RollupView; table: string; time: string; seconds: number }[];

@@ -1,0 +1,237 @@
+// 9. Analytics at scale ---------------------------------------------------------
+// Events generated inside ClickHouse (scripts/lib/generate-events.ts: 30 days, 100,000
+// users, 50 models, 48 keys, 2 % errors), first a tenth of BENCH_ANALYTICS_EVENTS
+// (default 100 million), then the rest; at each size every request each dashboard page
+// makes and each documented API shape (grouped by model, provider, environment, user,
+// key; one user; top users by cost; latency; errors; over 24 h, 7 d and 30 d) is asked of
+// a real admin service 5 times: p50 and p95 of the answer's time, and the rows and
+// bytes ClickHouse read for it (system.query_log, found by the request's id). At the
+// full size: one user's erasure, one day's re-costing, and each dashboard page's time
+// until its charts are drawn in Chromium.
+//
+// The generated database is what the ingesters build, except usage_rollup_minute: its
+// view is detached while the events are generated (it is the costliest of the views,
+// and the API no longer reads it once the backfill is recorded done, which this
+// database is).
+import { createClient } from '@clickhouse/client';
+import { chromium } from 'playwright-core';
+import { migrate } from '@otm/shared/migrate';
+import { ErasureStore } from '@otm/shared/erasures';
+import { generateEvents } from '../../lib/generate-events.js';
+import { ensureChromium } from '../../stack/services.js';
+import { startService } from '../../lib/service-process.js';
+import { PriceTable } from '../../../services/ingester/src/prices.js';
+import { recost } from '../../../services/ingester/src/recost.js';
+import { addresses, log, percentile, quick, redis, results, runId } from '../context.js';
+
+interface Shape {
+  name: string;
+  /** The request's path and query string (`since` is added). */
+  path: string;
+}
+
+const RANGES = ['24h', '7d', '30d'] as const;
+const bucketFor = (since: string) => ({ '24h': 'hour', '7d': 'hour', '30d': 'day' })[since] ?? 'hour';
+
+/** The documented shapes, per range. */
+function shapes(since: string): Shape[] {
+  const bucket = bucketFor(since);
+  const q = (route: string, params: Record<string, string>) => `/v1/analytics/${route}?${new URLSearchParams({ since, ...params })}`;
+  return [
+    { name: `usage by model (${since}, ${bucket})`, path: q('usage', { bucket, groupBy: 'model' }) },
+    { name: `usage by provider (${since}, none)`, path: q('usage', { bucket: 'none', groupBy: 'provider' }) },
+    { name: `usage by environment (${since}, ${bucket})`, path: q('usage', { bucket, groupBy: 'environment' }) },
+    { name: `usage by key (${since}, none)`, path: q('usage', { bucket: 'none', groupBy: 'keyId' }) },
+    { name: `usage by key (${since}, ${bucket})`, path: q('usage', { bucket, groupBy: 'keyId' }) },
+    { name: `top users by cost (${since})`, path: q('usage', { bucket: 'none', groupBy: 'userId', orderBy: 'costUsd', limit: '10' }) },
+    { name: `one user (${since}, ${bucket})`, path: q('usage', { bucket, userId: 'user-123' }) },
+    { name: `one user by model (${since}, none)`, path: q('usage', { bucket: 'none', userId: 'user-123', groupBy: 'model' }) },
+    { name: `latency by model (${since}, ${bucket})`, path: q('latency', { bucket, groupBy: 'model' }) },
+    { name: `errors by code (${since}, none)`, path: q('errors', { bucket: 'none', groupBy: 'errorCode' }) },
+    { name: `errors over time (${since}, ${bucket})`, path: q('errors', { bucket }) },
+  ];
+}
+
+/** The requests each dashboard page makes (services/admin/dashboard/pages.ts), for `since`. */
+function pageRequests(since: string): Shape[] {
+  const bucket = bucketFor(since);
+  const q = (route: string, params: Record<string, string>) => `/v1/analytics/${route}?${new URLSearchParams({ since, ...params })}`;
+  return [
+    { name: `overview: totals (${since})`, path: q('usage', { bucket: 'none' }) },
+    { name: `overview: series (${since})`, path: q('usage', { bucket }) },
+    { name: `overview: latency (${since})`, path: q('latency', { bucket }) },
+    { name: `models: usage (${since})`, path: q('usage', { bucket: 'none', groupBy: 'provider,model', orderBy: 'totalTokens' }) },
+    { name: `models: latency (${since})`, path: q('latency', { bucket: 'none', groupBy: 'provider,model' }) },
+    { name: `errors: codes (${since})`, path: q('errors', { bucket: 'none', groupBy: 'errorCode', limit: '10' }) },
+    { name: `errors: messages (${since})`, path: q('errors', { bucket: 'none', groupBy: 'errorCode,errorMessage', limit: '10' }) },
+    {
+      name: `users: top (${since})`,
+      path: q('usage', { bucket: 'none', groupBy: 'userId,userType', orderBy: 'totalTokens', limit: '20' }),
+    },
+    { name: `users: split (${since})`, path: q('usage', { bucket: 'none', groupBy: 'userType' }) },
+  ];
+}
+
+interface Timed {
+  name: string;
+  p50Ms: number;
+  p95Ms: number;
+  rowsRead: number;
+  bytesRead: number;
+  status: number;
+}
+
+export async function benchAnalytics(): Promise<void> {
+  const events = Number(process.env.BENCH_ANALYTICS_EVENTS ?? (quick ? 2_000_000 : 100_000_000));
+  const first = Math.round(events / 10);
+  const database = `bench_analytics_${runId}`;
+  log(`9. analytics at scale: ${first.toLocaleString('en-US')} then ${events.toLocaleString('en-US')} generated events in ${database}`);
+  const server = createClient({ url: addresses.CLICKHOUSE_URL, request_timeout: 1_800_000 });
+  const clickhouse = createClient({ url: addresses.CLICKHOUSE_URL, database, request_timeout: 1_800_000 });
+  await migrate(server as never, clickhouse as never, database);
+  await clickhouse.command({ query: 'DETACH TABLE usage_rollup_minute_mv' });
+  await clickhouse.insert({ table: 'rollup_backfill_done', format: 'JSONEachRow', values: [{ done_at: '2026-01-01 00:00:00' }] });
+  const endMs = Date.now();
+  const spec = { days: 30, endMs, users: 100_000, models: 50, keys: 50 };
+  const adminToken = `bench-analytics-${runId}-0123456789abcdef`;
+  const admin = await startService(
+    'admin',
+    {
+      ...process.env,
+      ...addresses,
+      CLICKHOUSE_DATABASE: database,
+      REDIS_KEY_PREFIX: `bench-analytics-${runId}:`,
+      ADMIN_TOKEN: adminToken,
+      ADMIN_PORT: '0',
+      LOG_LEVEL: 'info',
+    },
+    /admin listening/,
+    90_000,
+  );
+  const auth = { authorization: `Bearer ${adminToken}` };
+  const out: Record<string, unknown> = { events, first };
+
+  const measure = async (list: Shape[]): Promise<Timed[]> => {
+    const timed: Timed[] = [];
+    for (const shape of list) {
+      const times: number[] = [];
+      const ids: string[] = [];
+      let status = 0;
+      for (let i = 0; i < 5; i++) {
+        const started = performance.now();
+        const response = await fetch(`${admin.url}${shape.path}`, { headers: auth });
+        await response.text();
+        times.push(performance.now() - started);
+        ids.push(response.headers.get('x-request-id') ?? '');
+        status = response.status;
+      }
+      timed.push({ name: shape.name, p50Ms: percentile(times, 50), p95Ms: percentile(times, 95), rowsRead: 0, bytesRead: 0, status });
+      (timed[timed.length - 1] as Timed & { ids?: string[] }).ids = ids;
+    }
+    // What ClickHouse read for each (the last of the five), from its query log.
+    await clickhouse.command({ query: 'SYSTEM FLUSH LOGS' });
+    for (const entry of timed as (Timed & { ids?: string[] })[]) {
+      const id = entry.ids!.at(-1)!;
+      const [row] = await (
+        await clickhouse.query({
+          query: `SELECT read_rows, read_bytes FROM system.query_log WHERE query_id = '${id}' AND type = 2 ORDER BY event_time DESC LIMIT 1`,
+          format: 'JSONEachRow',
+        })
+      ).json<{ read_rows: string; read_bytes: string }>();
+      entry.rowsRead = Number(row?.read_rows ?? NaN);
+      entry.bytesRead = Number(row?.read_bytes ?? NaN);
+      delete entry.ids;
+    }
+    return timed;
+  };
+  const all = () => [...RANGES.flatMap(shapes), ...RANGES.flatMap(pageRequests)];
+
+  try {
+    let started = Date.now();
+    await generateEvents(clickhouse as never, { ...spec, count: first }, (done) => log(`  generated ${done.toLocaleString('en-US')}`));
+    out.firstGenerateSeconds = (Date.now() - started) / 1000;
+    log(`  ${first.toLocaleString('en-US')} events in ${out.firstGenerateSeconds} s; timing the queries`);
+    out.atFirst = await measure(all());
+
+    started = Date.now();
+    await generateEvents(clickhouse as never, { ...spec, count: events - first, offset: first }, (done) =>
+      log(`  generated ${(first + done).toLocaleString('en-US')}`),
+    );
+    out.restGenerateSeconds = (Date.now() - started) / 1000;
+    log(`  ${events.toLocaleString('en-US')} events (${out.restGenerateSeconds} s more); timing the queries`);
+    out.atFull = await measure(all());
+
+    const sizes = await (
+      await clickhouse.query({
+        query: `SELECT table, sum(rows) AS rows, sum(bytes_on_disk) AS bytes FROM system.parts WHERE database = '${database}' AND active GROUP BY table ORDER BY table`,
+        format: 'JSONEachRow',
+      })
+    ).json<{ table: string; rows: string; bytes: string }>();
+    out.tables = sizes.map((row) => ({ table: row.table, rows: Number(row.rows), bytes: Number(row.bytes) }));
+
+    // An unfiltered 30-day query: the rollup rows it reads, against the events.
+    const wide = (out.atFull as Timed[]).find((entry) => entry.name === 'usage by model (30d, day)');
+    out.wideRowsShare = wide ? wide.rowsRead / events : NaN;
+
+    // One user's erasure and one day's re-costing at the full size (figures, not targets).
+    started = Date.now();
+    const erase = await fetch(`${admin.url}/v1/admin/users/user-4242/data?environment=${['prod', 'qa', 'dev'][4242 % 3]}`, {
+      method: 'DELETE',
+      headers: auth,
+    });
+    const job = (await erase.json()) as { statusUrl: string };
+    let state = 'running';
+    while (state === 'running' && Date.now() - started < 1_800_000) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      state = ((await (await fetch(`${admin.url}${job.statusUrl}`, { headers: auth })).json()) as { state: string }).state;
+    }
+    out.erasureSeconds = (Date.now() - started) / 1000;
+    out.erasureState = state;
+    started = Date.now();
+    const dayMs = Math.floor(endMs / 86_400_000) * 86_400_000 - 10 * 86_400_000;
+    const recosted = await recost(clickhouse as never, new ErasureStore(redis, `bench-analytics-${runId}:`), PriceTable.load(), {
+      fromMs: dayMs,
+      toMs: dayMs + 86_400_000,
+    });
+    out.recostSeconds = (Date.now() - started) / 1000;
+    out.recostRows = recosted.rows;
+
+    // Each dashboard page, in Chromium: from choosing the page to its charts drawn.
+    const browser = await chromium.launch({ executablePath: ensureChromium(), args: ['--headless', '--no-sandbox', '--disable-gpu'] });
+    try {
+      const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+      await page.goto(admin.url);
+      await page.fill('#token', adminToken);
+      await page.click('#sign-in');
+      await page.waitForSelector('body[data-ready="overview"]', { timeout: 120_000 });
+      // The last 30 days (a change of range renders the page again).
+      await page.evaluate(() => delete document.body.dataset.ready);
+      await page.selectOption('#range', '30d');
+      await page.waitForSelector('body[data-ready="overview"]', { timeout: 120_000 });
+      const pages: { page: string; ms: number; charts: number; errors: number }[] = [];
+      for (const id of ['models', 'errors', 'users', 'overview']) {
+        await page.evaluate(() => delete document.body.dataset.ready);
+        const at = performance.now();
+        await page.evaluate((target) => (location.hash = target), id);
+        await page.waitForSelector(`body[data-ready="${id}"]`, { timeout: 120_000 });
+        pages.push({
+          page: id,
+          ms: performance.now() - at,
+          charts: await page.locator('canvas').count(),
+          errors: await page.locator('.error').count(),
+        });
+      }
+      out.pages = pages;
+    } finally {
+      await browser.close();
+    }
+  } finally {
+    await admin.stop();
+    // 18.16 keeps a detached view's metadata in the database's folder: attached again before the drop.
+    await clickhouse.command({ query: 'ATTACH TABLE usage_rollup_minute_mv' }).catch(() => undefined);
+    await server.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
+    await clickhouse.close();
+    await server.close();
+  }
+  results.analytics = out as never;
+}
