@@ -5,6 +5,7 @@
 // the audit log holds the request and the rows removed. The erasure is announced on
 // the compacted erasure topic, and the Python example consumer, run before and after
 // it, ends holding none of the user's records received before it.
+import { USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -161,13 +162,7 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
       clickhouse,
       "SELECT count() AS requests, sum(total_tokens) AS tokens, countIf(status = 'error') AS errors FROM usage_events",
     );
-    for (const table of [
-      'usage_rollup_by_minute',
-      'usage_rollup_by_hour',
-      'usage_rollup_key_by_hour',
-      'usage_rollup_by_day',
-      'usage_rollup_key_by_day',
-    ]) {
+    for (const table of USAGE_ROLLUP_TABLES.filter((table) => table !== 'usage_rollup_user_by_day')) {
       const [rollup] = await queryRows<{ requests: string; tokens: string }>(
         clickhouse,
         `SELECT countMerge(requests) AS requests, sumMerge(total_tokens) AS tokens FROM ${table}`,

@@ -107,7 +107,36 @@ function renderMarkdown(data: Output): string {
   const met = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**');
   const num = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
   const check = (value: unknown, test: (x: number) => boolean) => (num(value) === undefined ? undefined : test(num(value)!));
+  const an = (data.analytics ?? {}) as Record<string, any>;
+  const atFirst = new Map(((an.atFirst ?? []) as Record<string, any>[]).map((row) => [row.name, row]));
+  const atFull = (an.atFull ?? []) as Record<string, any>[];
+  const ratios = atFull.map((row) => row.p95Ms / (atFirst.get(row.name)?.p95Ms ?? NaN)).filter(Number.isFinite);
+  const mb = (bytes: unknown) => f(Number(bytes) / 1_048_576, 1);
+  const analyticsRows = atFull
+    .map((row) => {
+      const small = atFirst.get(row.name) ?? {};
+      return `| ${row.name} | ${f(small.p50Ms)} / ${f(small.p95Ms)} ms | ${f(small.rowsRead)} | ${f(row.p50Ms)} / ${f(row.p95Ms)} ms | ${f(row.rowsRead)} | ${mb(row.bytesRead)} MB | ${f(row.p95Ms / small.p95Ms, 2)} |${row.status === 200 ? '' : ` answered ${row.status}`}`;
+    })
+    .join('\n');
+  const tableRows = ((an.tables ?? []) as Record<string, any>[])
+    .map((row) => `| ${row.table} | ${f(row.rows)} | ${mb(row.bytes)} MB |`)
+    .join('\n');
+  const pageRows = ((an.pages ?? []) as Record<string, any>[])
+    .map((row) => `| ${row.page} | ${f(row.ms)} ms | ${f(row.charts)} | ${f(row.errors)} |`)
+    .join('\n');
+  const worstP95 = atFull.length ? Math.max(...atFull.map((row) => row.p95Ms)) : undefined;
   const targets = [
+    ['analytics: every p95 ≤ 300 ms at the full size', `${f(worstP95)} ms (the slowest)`, check(worstP95, (x) => x <= 300)],
+    [
+      'analytics: p95 at the full size / at a tenth ≤ 1.5',
+      `${f(ratios.length ? Math.max(...ratios) : undefined, 2)} (the largest)`,
+      check(ratios.length ? Math.max(...ratios) : undefined, (x) => x <= 1.5),
+    ],
+    [
+      'analytics: rollup rows read by an unfiltered 30-day query ≤ 1 % of events',
+      `${f(an.wideRowsShare * 100, 3)} %`,
+      check(an.wideRowsShare, (x) => x <= 0.01),
+    ],
     [
       'batch endpoint ≥ 20,000 accepted records/s into Kafka',
       `${f(b.recordsPerS)}/s (one process per core ${f(b.perCoreRecordsPerS)}/s)`,
@@ -198,7 +227,25 @@ ${hostileRows || '| not measured | | | | | | |'}
 
 Gateway RSS ${f(h.rssBeforeMb)} MB before the attacks (after a warm-up of normal batches), ${f(h.rssAfterAttacksMb)} MB after them, ${f(h.rssSettledMb)} MB ${f(h.settleSeconds)} s later (budget: back within 50 MB within a minute).
 
-Targets (issue "Pipeline throughput" and the batch-ingest issue), as measured by this run:
+Analytics at scale (\`--only analytics\`; docs/analytics-api.md): ${f(an.first)} then ${f(an.events)} usage events generated inside ClickHouse (30 days, 100,000 users, 50 models, 48 keys, 2 % errors; ${f(an.firstGenerateSeconds)} s and ${f(an.restGenerateSeconds)} s more, every view filling its table except usage_rollup_minute's, which the API no longer reads), then each request asked of the admin service 5 times; p50 / p95 of the answer's time and what ClickHouse read for it (system.query_log, by the request's id):
+
+| request | at ${f(an.first)}: p50 / p95 | rows read | at ${f(an.events)}: p50 / p95 | rows read | bytes read | p95 ratio |
+| --- | --- | --- | --- | --- | --- | --- |
+${analyticsRows || '| not measured | | | | | | |'}
+
+At ${f(an.events)} events: one user's erasure ${f(an.erasureSeconds, 1)} s (${an.erasureState ?? 'n/a'}), one day's re-costing (${f(an.recostRows)} records) ${f(an.recostSeconds, 1)} s. Each dashboard page over the last 30 days in Chromium, from choosing it to its charts drawn:
+
+| page | time | charts | error messages |
+| --- | --- | --- | --- |
+${pageRows || '| not measured | | | |'}
+
+The tables at ${f(an.events)} events:
+
+| table | rows | on disk |
+| --- | --- | --- |
+${tableRows || '| not measured | | |'}
+
+Targets, as measured by this run:
 
 | target | measured | |
 | --- | --- | --- |

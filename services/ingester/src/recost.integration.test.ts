@@ -2,6 +2,7 @@
 // honouring the fence: a changed price moves the analytics totals of the range by
 // the hand-computed amount, nothing outside the range moves, rows carry the table's
 // version, and a second run changes nothing.
+import { USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ErasureStore } from '@otm/shared/erasures';
 import type { UsageRecord } from '@otm/schemas';
@@ -116,14 +117,7 @@ describe('recost', () => {
       clickhouse,
       'SELECT sum(ifNull(cost_usd, 0)) AS cost, count() AS n FROM usage_events',
     );
-    for (const table of [
-      'usage_rollup_by_minute',
-      'usage_rollup_by_hour',
-      'usage_rollup_key_by_hour',
-      'usage_rollup_by_day',
-      'usage_rollup_key_by_day',
-      'usage_rollup_user_by_day',
-    ]) {
+    for (const table of USAGE_ROLLUP_TABLES) {
       const [row] = await queryRows<{ cost: number; n: string }>(
         clickhouse,
         table === 'usage_rollup_user_by_day'

@@ -357,7 +357,8 @@ GROUP BY hour, environment, provider, model_id, error_code, error_message;
 -- usage_events_by_user: the numbers of each record again, ordered by user, so that one
 -- user's records (their analytics, an erasure's look-ups) are read without scanning
 -- usage_events, whose key is the event key. ReplacingMergeTree with the same identity
--- (a replay carries the same event key and event time).
+-- (a replay carries the same event key and event time). Small index granules: a
+-- user's few records are read without reading thousands of others'.
 CREATE TABLE IF NOT EXISTS usage_events_by_user
 (
     environment String,
@@ -387,7 +388,8 @@ CREATE TABLE IF NOT EXISTS usage_events_by_user
 )
 ENGINE = ReplacingMergeTree(ingested_at)
 PARTITION BY toYYYYMM(event_time)
-ORDER BY (environment, user_id, event_time, event_key);
+ORDER BY (environment, user_id, event_time, event_key)
+SETTINGS index_granularity = 1024;
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS usage_events_by_user_mv TO usage_events_by_user AS
 SELECT

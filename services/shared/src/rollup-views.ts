@@ -28,6 +28,9 @@ export const SCALED_ROLLUPS = [
   { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600 },
 ] as const satisfies readonly { view: RollupView; table: string; time: string; seconds: number }[];
 
+/** The usage rollups of migration 0008 (all but the errors'), by table name. */
+export const USAGE_ROLLUP_TABLES = SCALED_ROLLUPS.map(({ table }) => table).filter((table) => table !== 'usage_errors_by_hour');
+
 /** The columns usage_events_by_user copies from usage_events (migration 0008), in its order. */
 export const BY_USER_COLUMNS =
   'environment, user_id, event_time, event_key, user_type, api_key_id, provider, model_id, status, input_tokens, output_tokens, total_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cache_reported_input_tokens, cost_usd, price_known, latency_ms, ttft_ms, output_tokens_per_sec, error_code, error_message, ingested_at';
