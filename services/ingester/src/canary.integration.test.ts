@@ -76,7 +76,11 @@ describe('freshness canary', () => {
       `SELECT count() AS n FROM usage_events WHERE api_key_id = '${canaryKey.id}' OR model_id = 'otm-canary'`,
     );
     expect(Number(canaryRows!.n)).toBe(0);
-    const [rollup] = await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute');
-    expect(Number(rollup!.n)).toBe(5);
+    // An insert fills usage_events before its views: wait for the rollup, then it must hold
+    // exactly the five user records (no canary probe counted).
+    const rollupCount = async () =>
+      Number((await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute'))[0]!.n);
+    await eventually(async () => (await rollupCount()) >= 5, 30_000);
+    expect(await rollupCount()).toBe(5);
   }, 120_000);
 });

@@ -240,8 +240,12 @@ async function expectExactContent(clickhouse: ClickHouseClient, load: ReturnType
   expect(Number(row!.tokens)).toBe(expectedTokens);
   // The rollups count every row inserted into usage_events: a row inserted twice would
   // be counted twice here even after ReplacingMergeTree collapsed it in the raw table.
-  const [rollup] = await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute');
-  expect(Number(rollup!.n)).toBe(distinct);
+  // An insert fills usage_events before its views: wait for the views to catch up, then
+  // the count must be exact (a row inserted twice would leave it above distinct).
+  const rollupCount = async () =>
+    Number((await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute'))[0]!.n);
+  await eventually(async () => (await rollupCount()) >= distinct, 30_000, 200);
+  expect(await rollupCount()).toBe(distinct);
 }
 
 describe('crash safety', () => {
