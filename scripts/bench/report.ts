@@ -227,7 +227,7 @@ ${hostileRows || '| not measured | | | | | | |'}
 
 Gateway RSS ${f(h.rssBeforeMb)} MB before the attacks (after a warm-up of normal batches), ${f(h.rssAfterAttacksMb)} MB after them, ${f(h.rssSettledMb)} MB ${f(h.settleSeconds)} s later (budget: back within 50 MB within a minute).
 
-Analytics at scale (\`--only analytics\`; docs/analytics-api.md): ${f(an.first)} then ${f(an.events)} usage events generated inside ClickHouse (30 days, 100,000 users, 50 models, 48 keys, 2 % errors; ${f(an.firstGenerateSeconds)} s and ${f(an.restGenerateSeconds)} s more, every view filling its table except usage_rollup_minute's, which the API no longer reads), then each request asked of the admin service 5 times; p50 / p95 of the answer's time and what ClickHouse read for it (system.query_log, by the request's id):
+Analytics at scale (\`--only analytics\`; docs/analytics-api.md): ${f(an.first)} then ${f(an.events)} usage events generated inside ClickHouse (30 days, 100,000 users, 50 models, 48 keys, 2 % errors; ${f(an.firstGenerateSeconds)} s and ${f(an.restGenerateSeconds)} s more, every view filling its table except usage_rollup_minute's, which the API no longer reads; then the hour, day and per-user rollups merged as a month of background merges would leave them: ${f(an.firstSettle?.seconds)} s and ${f(an.fullSettle?.seconds)} s, their rows ${f(an.fullSettle?.rowsBefore)} → ${f(an.fullSettle?.rowsAfter)} at the full size), then each request asked of the admin service 5 times; p50 / p95 of the answer's time and what ClickHouse read for it (system.query_log, by the request's id):
 
 | request | at ${f(an.first)}: p50 / p95 | rows read | at ${f(an.events)}: p50 / p95 | rows read | bytes read | p95 ratio |
 | --- | --- | --- | --- | --- | --- | --- |

@@ -182,16 +182,32 @@ describe('rollups', () => {
       [...errors.body.rows].sort((a: any, b: any) => a.errorCode.localeCompare(b.errorCode)).map((row: any) => [row.errorCode, row.errors]),
     ).toEqual(rawErrors.map((row) => [row.code, Number(row.n)]));
 
-    const rawUsers = await queryRows<{ user: string; tokens: string }>(
+    // Top users run in two steps (the groups, then every measure of those users only):
+    // each measure of the rows kept equals the raw rows', in the same order.
+    const rawUsers = await queryRows<{ user: string; type: string; tokens: string; requests: string; errors: string; cost: number }>(
       clickhouse,
-      'SELECT u AS user, sum(t) AS tokens FROM (SELECT event_key, any(user_id) AS u, any(total_tokens) AS t FROM usage_events GROUP BY event_key) GROUP BY user ORDER BY tokens DESC, user LIMIT 5',
+      `SELECT u AS user, ut AS type, sum(t) AS tokens, count() AS requests, countIf(s = 'error') AS errors, sum(c) AS cost FROM (SELECT event_key, any(user_id) AS u, any(user_type) AS ut, any(total_tokens) AS t, any(status) AS s, any(ifNull(cost_usd, 0)) AS c FROM usage_events GROUP BY event_key) GROUP BY user, type ORDER BY tokens DESC, user, type LIMIT 5`,
     );
     const top = await httpRequest(
-      `${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userId&orderBy=totalTokens&limit=5`,
+      `${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userId,userType&orderBy=totalTokens&limit=5`,
       { headers: auth },
     );
-    expect(top.body.rows.map((row: any) => [row.userId, row.totalTokens])).toEqual(rawUsers.map((row) => [row.user, Number(row.tokens)]));
+    expect(top.body.rows.map((row: any) => [row.userId, row.userType, row.totalTokens, row.requests, row.errors])).toEqual(
+      rawUsers.map((row) => [row.user, row.type, Number(row.tokens), Number(row.requests), Number(row.errors)]),
+    );
+    top.body.rows.forEach((row: any, index: number) => expect(Math.abs(row.costUsd - rawUsers[index]!.cost)).toBeLessThan(1e-9));
     expect(top.body.truncated).toBe(true);
+    // Without orderBy: the groups in their own order.
+    const firstUsers = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userId&limit=3`, {
+      headers: auth,
+    });
+    const rawFirst = await queryRows<{ user: string; requests: string }>(
+      clickhouse,
+      'SELECT u AS user, count() AS requests FROM (SELECT event_key, any(user_id) AS u FROM usage_events GROUP BY event_key) GROUP BY user ORDER BY user LIMIT 3',
+    );
+    expect(firstUsers.body.rows.map((row: any) => [row.userId, row.requests])).toEqual(
+      rawFirst.map((row) => [row.user, Number(row.requests)]),
+    );
 
     const split = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userType`, {
       headers: auth,

@@ -185,6 +185,8 @@ export interface PiecesQuery {
   measures: string;
   query: AnalyticsQuery;
   order: (group: readonly string[]) => string;
+  /** Conditions added to every branch (the second step of a top-N query). */
+  where?: readonly string[];
 }
 
 export function piecesSql(spec: PiecesQuery): string {
@@ -195,7 +197,8 @@ export function piecesSql(spec: PiecesQuery): string {
   const dimensionColumns = [...new Set(query.groupBy.map((name) => columns[name]!))];
   const filters = Object.entries(query.filters)
     .filter(([, value]) => value !== undefined)
-    .map(([name, value]) => `${columns[name]} = ${sqlString(value!)}`);
+    .map(([name, value]) => `${columns[name]} = ${sqlString(value!)}`)
+    .concat(spec.where ?? []);
   const tables = [...new Set(spec.pieces.map((piece) => piece.table))];
   const branches = tables.map((table) => {
     const pieces = spec.pieces.filter((piece) => piece.table === table);
@@ -397,8 +400,10 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
     return shape(await run(store, byUserSql({ measures: sql.byUser!, query, fromS, toS, order: sql.order }), query.queryId));
   }
   if (plan.pieces.length === 0) return [];
+  const userDays = plan.pieces.every((piece) => piece.table === 'usage_rollup_user_by_day');
+  if (userDays && query.bucket === 'none') return shape(await topUsers(store, query, plan.pieces, sql));
   // The per-user days hold plain sums (SummingMergeTree), not states.
-  const measures = plan.pieces.every((piece) => piece.table === 'usage_rollup_user_by_day') ? USER_DAY_SQL : sql.rollups.measures;
+  const measures = userDays ? USER_DAY_SQL : sql.rollups.measures;
   return shape(
     await run(
       store,
@@ -412,6 +417,54 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
       }),
       query.queryId,
     ),
+  );
+}
+
+/** The per-user days' column of each metric an answer may be ordered by. */
+const USER_DAY_ORDER_COLUMNS: Record<string, string> = {
+  requests: 'requests',
+  totalTokens: 'total_tokens',
+  costUsd: 'cost_usd',
+  errors: 'errors',
+};
+
+/**
+ * Users over a range (grouped by user, no time buckets), in two steps over the per-user
+ * days: the first reads only the groups and the metric they are ordered by and keeps
+ * the first `limit`; the second sums every measure for those users only. Exact: a
+ * group left out by the first step is ordered after every group it kept, and the
+ * second step computes the same sums for the groups kept. Both steps run under the
+ * request's limits; the second carries the request's id (system.query_log), the first
+ * the id with `-groups`.
+ */
+async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: readonly Piece[], sql: RouteSql): Promise<Row[]> {
+  const orderColumn = query.orderBy ? USER_DAY_ORDER_COLUMNS[query.orderBy] : undefined;
+  const groups = await run(
+    store,
+    piecesSql({
+      pieces,
+      columns: sql.columns,
+      states: orderColumn ? [orderColumn] : [],
+      measures: orderColumn ? `sum(${orderColumn}) AS ${query.orderBy}` : 'count() AS n',
+      query,
+      order: sql.order,
+    }),
+    query.queryId ? `${query.queryId}-groups` : undefined,
+  );
+  const users = [...new Set(groups.map((row) => String(row.userId)))];
+  if (users.length === 0) return [];
+  return run(
+    store,
+    piecesSql({
+      pieces,
+      columns: sql.columns,
+      states: sql.rollups.states,
+      measures: USER_DAY_SQL,
+      query,
+      order: sql.order,
+      where: [`user_id IN (${users.map(sqlString).join(', ')})`],
+    }),
+    query.queryId,
   );
 }
 
@@ -467,7 +520,8 @@ export async function usageAnalytics(store: AnalyticsStore, query: AnalyticsQuer
     legacy: { table: 'usage_rollup_minute', measures: USAGE_SQL },
     rollups: { measures: USAGE_SQL, states: USAGE_STATES },
     byUser: USAGE_RAW_SQL,
-    order: (group) => (query.orderBy ? `${query.orderBy} DESC` : byGroupsElse('requests')(group)),
+    // Ordered by a metric: ties in the groups' order, so the same query gives the same rows.
+    order: (group) => (query.orderBy ? [`${query.orderBy} DESC`, ...group].join(', ') : byGroupsElse('requests')(group)),
   });
   return rows.map(({ cacheReportedInputTokens, ...row }) => ({
     ...row,

@@ -34,7 +34,8 @@ import { isBackfilled } from '@otm/shared/rollup-backfill';
 
 /** The dimensions of the rollups of migration 0008 that have no user column (erasure rebuilds their rows). */
 const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = {
-  usage_rollup_by_minute: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
+  usage_rollup_by_minute: ['environment', 'provider', 'model_id', 'user_type'],
+  usage_rollup_key_by_minute: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
   usage_rollup_by_hour: ['environment', 'provider', 'model_id', 'user_type'],
   usage_rollup_key_by_hour: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
   usage_rollup_by_day: ['environment', 'provider', 'model_id', 'user_type'],

@@ -80,7 +80,7 @@ describe('planQuery', () => {
     expect(tables({ ...base, dimensions: ['keyId'], fromS: 1800, toS: 30 * 86_400 + 1800 })).toEqual([
       'usage_rollup_key_by_day',
       'usage_rollup_key_by_hour',
-      'usage_rollup_by_minute',
+      'usage_rollup_key_by_minute',
     ]);
     expect(tables({ ...base, route: 'latency', dimensions: ['model'], toS: 86_400 * 7 })).toEqual(['usage_rollup_by_day']);
   });

@@ -15,7 +15,7 @@
 //   anything else                           usage_rollup_by_day and usage_rollup_by_hour,
 //                                           or usage_rollup_key_by_day and
 //                                           usage_rollup_key_by_hour (with keyId), then
-//                                           usage_rollup_by_minute
+//                                           usage_rollup_by_minute (usage_rollup_key_by_minute)
 //   errors                                  usage_errors_by_hour, usage_errors_minute
 //
 // Until the backfill of migration 0008 has finished, every usage and latency query reads
@@ -114,7 +114,9 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
     keyed
       ? { seconds: HOUR, table: 'usage_rollup_key_by_hour', time: 'hour' }
       : { seconds: HOUR, table: 'usage_rollup_by_hour', time: 'hour' },
-    { seconds: MINUTE, table: 'usage_rollup_by_minute', time: 'minute' },
+    keyed
+      ? { seconds: MINUTE, table: 'usage_rollup_key_by_minute', time: 'minute' }
+      : { seconds: MINUTE, table: 'usage_rollup_by_minute', time: 'minute' },
   ].filter(fits(bucketSeconds));
   return same({ kind: 'rollups', pieces: cover(fromS, toS, levels) });
 }

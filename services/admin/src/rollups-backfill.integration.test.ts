@@ -105,6 +105,12 @@ const ROLLUPS = [
     table: 'usage_rollup_by_minute',
     time: 'minute',
     bucket: 'toStartOfMinute(event_time)',
+    dims: ['environment', 'provider', 'model_id', 'user_type'],
+  },
+  {
+    table: 'usage_rollup_key_by_minute',
+    time: 'minute',
+    bucket: 'toStartOfMinute(event_time)',
     dims: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
   },
   { table: 'usage_rollup_by_hour', time: 'hour', bucket: HOUR, dims: ['environment', 'provider', 'model_id', 'user_type'] },

@@ -68,6 +68,7 @@ const MONTHLY_TABLES = {
   // Migration 0008: a user's records as usage_events holds them, and the rollups.
   usage_events_by_user: 'eventsDays',
   usage_rollup_by_minute: 'rollupsDays',
+  usage_rollup_key_by_minute: 'rollupsDays',
   usage_rollup_by_hour: 'rollupsDays',
   usage_rollup_key_by_hour: 'rollupsDays',
   usage_rollup_by_day: 'rollupsDays',

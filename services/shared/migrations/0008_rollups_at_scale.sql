@@ -10,8 +10,61 @@
 -- (services/shared/src/rollup-backfill.ts), day by day under a fence, recorded in
 -- rollup_backfill_days; until it has finished the API reads usage_rollup_minute.
 
--- usage_rollup_by_minute: per minute without the user: the edges of a range that hours and days do not cover, and minute buckets.
+-- usage_rollup_by_minute: per minute without the user and the key: the edges of a range that hours and days do not cover, and minute buckets.
 CREATE TABLE IF NOT EXISTS usage_rollup_by_minute
+(
+    minute DateTime,
+    environment String,
+    provider String,
+    model_id String,
+    user_type String,
+    requests AggregateFunction(count),
+    successes AggregateFunction(countIf, UInt8),
+    errors AggregateFunction(countIf, UInt8),
+    input_tokens AggregateFunction(sum, UInt64),
+    output_tokens AggregateFunction(sum, UInt64),
+    total_tokens AggregateFunction(sum, UInt64),
+    cached_input_tokens AggregateFunction(sum, UInt64),
+    cache_write_tokens AggregateFunction(sum, UInt64),
+    reasoning_tokens AggregateFunction(sum, UInt64),
+    cache_reported_input_tokens AggregateFunction(sum, UInt64),
+    cost_usd AggregateFunction(sum, Float64),
+    unpriced AggregateFunction(countIf, UInt8),
+    latency_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8),
+    ttft_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8),
+    tokens_per_sec AggregateFunction(avgIf, Float64, UInt8)
+)
+ENGINE = AggregatingMergeTree()
+PARTITION BY toYYYYMM(minute)
+ORDER BY (minute, environment, provider, model_id, user_type);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_rollup_by_minute_mv TO usage_rollup_by_minute AS
+SELECT
+    toStartOfMinute(event_time) AS minute,
+    environment,
+    provider,
+    model_id,
+    user_type,
+    countState() AS requests,
+    countIfState(status = 'success') AS successes,
+    countIfState(status = 'error') AS errors,
+    sumState(ifNull(input_tokens, toUInt64(0))) AS input_tokens,
+    sumState(ifNull(output_tokens, toUInt64(0))) AS output_tokens,
+    sumState(total_tokens) AS total_tokens,
+    sumState(ifNull(cached_input_tokens, toUInt64(0))) AS cached_input_tokens,
+    sumState(ifNull(cache_write_tokens, toUInt64(0))) AS cache_write_tokens,
+    sumState(ifNull(reasoning_tokens, toUInt64(0))) AS reasoning_tokens,
+    sumState(cache_reported_input_tokens) AS cache_reported_input_tokens,
+    sumState(ifNull(cost_usd, toFloat64(0))) AS cost_usd,
+    countIfState(price_known = 0) AS unpriced,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(ifNull(latency_ms, toUInt64(0)), isNotNull(latency_ms)) AS latency_ms,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(ifNull(ttft_ms, toUInt64(0)), isNotNull(ttft_ms)) AS ttft_ms,
+    avgIfState(ifNull(output_tokens_per_sec, toFloat64(0)), isNotNull(output_tokens_per_sec)) AS tokens_per_sec
+FROM usage_events
+GROUP BY minute, environment, provider, model_id, user_type;
+
+-- usage_rollup_key_by_minute: per minute by key, without the user: the edges of a keyed range that hours and days do not cover.
+CREATE TABLE IF NOT EXISTS usage_rollup_key_by_minute
 (
     minute DateTime,
     environment String,
@@ -39,7 +92,7 @@ ENGINE = AggregatingMergeTree()
 PARTITION BY toYYYYMM(minute)
 ORDER BY (minute, environment, api_key_id, provider, model_id, user_type);
 
-CREATE MATERIALIZED VIEW IF NOT EXISTS usage_rollup_by_minute_mv TO usage_rollup_by_minute AS
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_rollup_key_by_minute_mv TO usage_rollup_key_by_minute AS
 SELECT
     toStartOfMinute(event_time) AS minute,
     environment,

@@ -10,6 +10,7 @@ export type RollupView =
   | 'usage_rollup_minute_mv'
   | 'usage_errors_minute_mv'
   | 'usage_rollup_by_minute_mv'
+  | 'usage_rollup_key_by_minute_mv'
   | 'usage_rollup_by_hour_mv'
   | 'usage_rollup_key_by_hour_mv'
   | 'usage_rollup_by_day_mv'
@@ -20,6 +21,7 @@ export type RollupView =
 /** The rollups of migration 0008, by view, with their time column and the seconds a row covers. */
 export const SCALED_ROLLUPS = [
   { view: 'usage_rollup_by_minute_mv', table: 'usage_rollup_by_minute', time: 'minute', seconds: 60 },
+  { view: 'usage_rollup_key_by_minute_mv', table: 'usage_rollup_key_by_minute', time: 'minute', seconds: 60 },
   { view: 'usage_rollup_by_hour_mv', table: 'usage_rollup_by_hour', time: 'hour', seconds: 3600 },
   { view: 'usage_rollup_key_by_hour_mv', table: 'usage_rollup_key_by_hour', time: 'hour', seconds: 3600 },
   { view: 'usage_rollup_by_day_mv', table: 'usage_rollup_by_day', time: 'day', seconds: 86_400 },
