@@ -87,7 +87,7 @@ describe('deploy/prometheus/alerts.yml', () => {
     const exported = exportedNames();
     for (const rule of rules) {
       const named = [...rule.expr!.matchAll(/\b(otm_[a-z_]+)\b/g)].map((match) => match[1]!);
-      expect(named.length, rule.alert).toBeGreaterThan(rule.alert === 'OtmIngesterDown' ? -1 : 0);
+      expect(named.length, rule.alert).toBeGreaterThan(['OtmIngesterDown', 'OtmGatewayDown'].includes(rule.alert!) ? -1 : 0);
       for (const name of named) expect(exported, `${rule.alert}: ${name}`).toContain(name);
     }
   });

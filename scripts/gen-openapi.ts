@@ -197,9 +197,10 @@ export function buildOpenApiDocument(): Json {
     openapi: '3.1.0',
     info: {
       title: 'otm-telemetry',
-      version: '1.0.0',
+      // One version for the project: the root package's (docs/versioning.md).
+      version: (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version,
       description:
-        'Ingestion of LLM usage records (one per call) and analytics over them. A record answered 202 is durably on Kafka (acks=all) and is stored once, whatever retries happen. Every error answer has the ErrorBody shape.',
+        'Ingestion of LLM usage records (one per call) and analytics over them. A record answered 202 is durably on Kafka (acks=all) and is stored once, whatever retries happen. Every error answer has the ErrorBody shape, except on the OTLP route, which answers a google.rpc.Status as the OTLP specification asks.',
     },
     servers: [{ url: 'https://127.0.0.1:8443', description: 'The gateway (local default)' }],
     tags: [

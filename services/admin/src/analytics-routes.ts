@@ -38,7 +38,7 @@ export const analyticsAnswerSchema = {
     bucket: { type: 'string' },
     groupBy: { type: 'array', items: { type: 'string' } },
     rows: { type: 'array', items: { type: 'object', additionalProperties: true } },
-    truncated: { type: 'boolean', description: 'true when `limit` rows were returned (there may be more)' },
+    truncated: { type: 'boolean', description: 'true when more rows than `limit` exist (the rows are the first `limit`)' },
   },
 } as const;
 
@@ -79,6 +79,10 @@ export function registerAnalyticsRoutes(app: FastifyInstance, store: AnalyticsSt
         throw new ServiceError('ValidationError', 'Invalid query parameters.', { errors: [{ path: error.path, message: error.message }] });
       }
       let rows: unknown[];
+      const limit = query.limit;
+      // One row more than asked: whether more rows exist is known, not guessed. (The
+      // runner sets from and to when it counts a wider range: the answer reports them.)
+      query = { ...query, limit: limit + 1 };
       try {
         rows = await runner(store, query);
       } catch (error) {
@@ -90,8 +94,8 @@ export function registerAnalyticsRoutes(app: FastifyInstance, store: AnalyticsSt
         to: query.to.toISOString(),
         bucket: query.bucket,
         groupBy: query.groupBy,
-        rows,
-        truncated: rows.length >= query.limit,
+        rows: rows.slice(0, limit),
+        truncated: rows.length > limit,
       };
     });
   }

@@ -213,6 +213,20 @@ describe('rollups', () => {
       headers: auth,
     });
     expect(split.body.rows.map((row: any) => row.userType).sort()).toEqual(['external', 'internal']);
+    expect(split.body.truncated).toBe(false);
+    // truncated says whether more rows exist: not at exactly `limit` rows, yes beyond.
+    for (const [limit, truncated] of [
+      [2, false],
+      [1, true],
+    ] as const) {
+      const answer = await httpRequest(
+        `${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userType&limit=${limit}`,
+        {
+          headers: auth,
+        },
+      );
+      expect([answer.body.rows.length, answer.body.truncated], `limit ${limit}`).toEqual([limit, truncated]);
+    }
   });
 
   it('filters by environment', async () => {

@@ -52,7 +52,10 @@ export const gatewaySpec = {
   PRODUCE_TIMEOUT_MS: positiveInt({ default: 5000, desc: 'Bound on waiting for a broker acknowledgement before 503' }),
   RETRY_AFTER_SECONDS: positiveInt({ default: 5, desc: 'Retry-After of a 503 answer' }),
   RATE_LIMIT_PER_SECOND: nonNegativeInt({ default: 2000, desc: 'Records per key per second, sustained; 0 turns the limit off' }),
-  RATE_LIMIT_BURST: positiveInt({ default: 4000, desc: 'Records per key accepted at once (a window of BURST / PER_SECOND seconds)' }),
+  RATE_LIMIT_BURST: positiveInt({
+    default: 4000,
+    desc: 'Records per key accepted at once: a fixed window of BURST / PER_SECOND seconds, rounded to a whole number (at least 1), holds BURST records, so the sustained rate is BURST / that window (PER_SECOND 3000 with BURST 4000: a 1 s window, 4,000/s)',
+  }),
   TIMESTAMP_EARLIEST: str({ default: '2000-01-01T00:00:00Z', desc: 'Timestamps before this are refused (RFC 3339)' }),
   TIMESTAMP_MAX_FUTURE_HOURS: positiveInt({ default: 24, desc: "Timestamps more than this after the gateway's clock are refused" }),
   CONTEXT_MAX_ARRAY_ITEMS: positiveInt({ default: 256, desc: 'Items in one array inside context' }),
