@@ -2,12 +2,19 @@
 // as every ingester does by itself at start; resumable, with its progress printed:
 //   npm run backfill
 // Reads the ClickHouse and Redis settings from the environment, like the ingester.
+import { Command } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { ErasureStore } from '@otm/shared/erasures';
 import { createRedis } from '@otm/shared/redis';
 import { backfillRollups } from '@otm/shared/rollup-backfill';
 import { randomUUID } from 'node:crypto';
+
+new Command('backfill')
+  .description(
+    'Copy the records stored before migration 0008 into its rollups, day ranges under a fence, resumable (CLICKHOUSE_* and REDIS_* variables say where)',
+  )
+  .parse(process.argv);
 
 const config = parseConfig(process.env, infrastructureSpec);
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));

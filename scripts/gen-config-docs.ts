@@ -4,12 +4,19 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
 import { format, resolveConfig } from 'prettier';
 import { infrastructureSpec } from '@otm/shared/config';
 import { connectionLimitsSpec } from '@otm/shared/http-edge';
 import { gatewayClusterSpec, gatewaySpec } from '../services/gateway/src/config.js';
 import { ingesterSpec } from '../services/ingester/src/config.js';
 import { adminSpec } from '../services/admin/src/config.js';
+
+const { check } = new Command('gen:config')
+  .description("Write docs/configuration.md from the services' configuration specs")
+  .option('--check', 'write nothing; exit 1 when the page is stale')
+  .parse(process.argv)
+  .opts<{ check?: boolean }>();
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const target = 'docs/configuration.md';
@@ -88,7 +95,7 @@ for (const group of groups) lines.push(`## ${group.title}`, '', group.about, '',
 
 const text = await format(lines.join('\n'), { ...(await resolveConfig(path.join(root, target))), filepath: path.join(root, target) });
 const file = path.join(root, target);
-if (process.argv.includes('--check')) {
+if (check) {
   if (!fs.existsSync(file) || fs.readFileSync(file, 'utf8') !== text) {
     console.error(`${target} is stale: run npm run gen:config`);
     process.exitCode = 1;

@@ -10,22 +10,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { parseArgs } from 'node:util';
 import { init, type ModuleInfos } from 'license-checker-rseidelsohn';
+import { Command } from 'commander';
 import { format, resolveConfig } from 'prettier';
 import { ALLOWED_LICENSES, licenseAllowed } from './lib/licenses.js';
 
-const USAGE = `usage: npm run gen:licenses [-- --check]
-
-Writes docs/dependency-licenses.md from the runtime dependencies' licenses.
-  --check   write nothing; exit 1 when the page is stale or a license is not allowed
-  --help    this text`;
-
-const { values: options } = parseArgs({ options: { check: { type: 'boolean' }, help: { type: 'boolean' } } });
-if (options.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
+const options = new Command('gen:licenses')
+  .description("Write docs/dependency-licenses.md from the runtime dependencies' licenses; exit 1 when one is not allowed")
+  .option('--check', 'write nothing; exit 1 when the page is stale or a license is not allowed')
+  .parse(process.argv)
+  .opts<{ check?: boolean }>();
 
 /**
  * Packages whose license the checker guesses wrong, read by hand from the file the

@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
 import { format, resolveConfig } from 'prettier';
 import { usageRecordSchema } from '@otm/schemas';
 import { errorCatalog, type ErrorType } from '@otm/shared/errors';
@@ -13,6 +14,12 @@ import { errorBodySchema, ingestRoutes, type RouteDoc } from '../services/gatewa
 import { analyticsAnswerSchema, analyticsRoutes } from '../services/admin/src/analytics-routes.js';
 import { pipelineAnswerSchema, pipelineRoute } from '../services/admin/src/pipeline-routes.js';
 import { loadGatewayConfig } from '../services/gateway/src/config.js';
+
+const { check } = new Command('gen:openapi')
+  .description('Write schemas/openapi.json and docs/api.md from the routes, the schemas and the error catalog')
+  .option('--check', 'write nothing; exit 1 when either file is stale')
+  .parse(process.argv)
+  .opts<{ check?: boolean }>();
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 type Json = Record<string, unknown>;
@@ -342,7 +349,6 @@ const outputs: Record<string, string> = {
   'schemas/openapi.json': await formatted('schemas/openapi.json', JSON.stringify(document)),
   'docs/api.md': await formatted('docs/api.md', renderMarkdown(document)),
 };
-const check = process.argv.includes('--check');
 let stale = false;
 for (const [file, content] of Object.entries(outputs)) {
   const target = path.join(root, file);

@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Command } from 'commander';
 import { format, resolveConfig } from 'prettier';
 import { buildQueuedRecordSchema, QUEUED_MESSAGE_HEADERS, usageRecordSchema } from '@otm/schemas';
 import { infrastructureSpec } from '@otm/shared/config';
@@ -14,6 +15,12 @@ import { SUBJECT_COMPATIBILITY } from '@otm/shared/registry';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { DEAD_LETTER_HEADERS } from '../services/ingester/src/dead-letter.js';
 import { BROKER_RETENTION_HOURS } from './stack/services.js';
+
+const { check } = new Command('gen:contract')
+  .description("Rewrite the generated tables of docs/topic-contract.md from the code's topics, headers and schemas")
+  .option('--check', 'write nothing; exit 1 when the page is stale')
+  .parse(process.argv)
+  .opts<{ check?: boolean }>();
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const target = 'docs/topic-contract.md';
@@ -166,7 +173,7 @@ for (const [name, render] of Object.entries(sections)) {
 }
 next = await format(next, { ...(await resolveConfig(file)), filepath: file });
 
-if (process.argv.includes('--check')) {
+if (check) {
   if (next !== current) {
     console.error(`${target} is stale: run npm run gen:contract`);
     process.exitCode = 1;
