@@ -1,0 +1,3 @@
+module otm-telemetry/examples/go-ingest
+
+go 1.22
