@@ -30,5 +30,7 @@ describe('versions', () => {
       expect((JSON.parse(read(file)) as { license?: string }).license, file).toBe('Apache-2.0');
     }
     expect(read('LICENSE')).toContain('Apache License');
+    // The SDK ships the license in its package: the same text.
+    expect(read('clients/typescript/LICENSE')).toBe(read('LICENSE'));
   });
 });

@@ -1,9 +1,12 @@
-// The HTTP ingest examples of examples/ (Python with the standard library, Go with the
-// standard library) against a real gateway and ingester, run the way their READMEs
-// say: each sends its records in batches, trusting the gateway's certificate through
-// its CA option, and every record reaches ClickHouse once. Without python3 or go on
-// the PATH the test of that language says it skipped and why.
+// Clients an application team installs, against a real gateway and ingester, run the
+// way their READMEs say: the TypeScript SDK as npm packs it (installed from its tarball
+// into an empty project), and the HTTP ingest examples of examples/ (Python and Go,
+// standard library only). Each sends its records in batches, trusting the gateway's
+// certificate as a private CA (NODE_EXTRA_CA_CERTS for Node, a CA-file option for the
+// others), and every record reaches ClickHouse once. Without python3 or go on the PATH
+// the test of that language says it skipped and why.
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -60,7 +63,55 @@ const stored = async (user: string) =>
 const rows = async (user: string) =>
   Number((await queryRows<{ n: string }>(clickhouse, `SELECT count() AS n FROM usage_events FINAL WHERE user_id = '${user}'`))[0]!.n);
 
-describe('HTTP ingest examples', () => {
+describe('clients an application installs', () => {
+  it('the TypeScript SDK, packed and installed from its tarball, sends 120 records that reach ClickHouse once', async () => {
+    const user = `sdk-${names.groupId}`;
+    const project = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-sdk-pack-'));
+    try {
+      // npm pack builds the package (its prepare script) and writes the tarball a registry would hold.
+      const { stdout: packed } = await run('npm', ['pack', '--json', '--pack-destination', project], {
+        cwd: path.join(projectRoot, 'clients/typescript'),
+        timeout: 180_000,
+      });
+      const [tarball] = JSON.parse(packed.slice(packed.indexOf('['))) as { filename: string; files: { path: string }[] }[];
+      expect(tarball!.files.map((file) => file.path)).toEqual(
+        expect.arrayContaining(['LICENSE', 'README.md', 'dist/index.js', 'dist/index.d.ts']),
+      );
+      expect(tarball!.files.some((file) => file.path.startsWith('src/'))).toBe(false);
+      fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'sdk-pack-check', private: true, type: 'module' }));
+      await run('npm', ['install', '--no-audit', '--no-fund', '--offline', path.join(project, tarball!.filename)], {
+        cwd: project,
+        timeout: 120_000,
+      });
+      fs.writeFileSync(
+        path.join(project, 'send.mjs'),
+        `import { createClient } from '@otm/client';
+const telemetry = createClient({ endpoint: process.env.OTM_ENDPOINT, apiKey: process.env.OTM_API_KEY, flushAt: 50 });
+for (let i = 0; i < 120; i++) {
+  telemetry.record({
+    request: { modelId: 'gpt-4o-mini', status: 'success', provider: 'openai' },
+    user: { id: process.env.OTM_USER, type: 'external' },
+    tokens: { input: 100 + i, output: 20, total: 120 + i },
+  });
+}
+await telemetry.shutdown();
+console.log(JSON.stringify(telemetry.stats()));
+`,
+      );
+      const { stdout } = await run(process.execPath, ['send.mjs'], {
+        cwd: project,
+        timeout: 60_000,
+        // Trusting a private CA, as the SDK's quick start says.
+        env: { ...process.env, NODE_EXTRA_CA_CERTS: caFile, OTM_ENDPOINT: gateway.url, OTM_API_KEY: key, OTM_USER: user },
+      });
+      expect(JSON.parse(stdout)).toMatchObject({ sent: 120, failed: 0, dropped: 0, queued: 0 });
+      await eventually(async () => (await stored(user)) === 120, 60_000);
+      expect(await rows(user)).toBe(120);
+    } finally {
+      fs.rmSync(project, { recursive: true, force: true });
+    }
+  }, 300_000);
+
   it('Python (standard library): 250 records in batches of 100 reach ClickHouse once', async (context) => {
     const python = await systemPython();
     if (!python) {
