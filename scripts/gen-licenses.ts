@@ -65,8 +65,8 @@ const rows: { id: string; license: string; note: string }[] = [];
 const binaries: { id: string; license: string; note: string }[] = [];
 for (const id of [...runtime].sort()) {
   const info = everything[id];
-  // The project's own workspaces are private: not dependencies.
-  if (!info) continue;
+  // The project's own packages (its workspaces) are not dependencies.
+  if (!info || id.startsWith('@otm/')) continue;
   const byHand = READ_BY_HAND[id];
   const license = byHand?.license ?? (Array.isArray(info.licenses) ? info.licenses.join(' OR ') : (info.licenses ?? 'UNKNOWN'));
   const manifest = JSON.parse(fs.readFileSync(path.join(info.path!, 'package.json'), 'utf8')) as { os?: unknown; cpu?: unknown };

@@ -13,6 +13,7 @@ import { errorCatalog, type ErrorType } from '@otm/shared/errors';
 import { errorBodySchema, ingestRoutes, type RouteDoc } from '../services/gateway/src/ingest-routes.js';
 import { analyticsAnswerSchema, analyticsRoutes } from '../services/admin/src/analytics-routes.js';
 import { pipelineAnswerSchema, pipelineRoute } from '../services/admin/src/pipeline-routes.js';
+import { adminRouteDocs, type AdminRouteDoc } from '../services/admin/src/admin-route-docs.js';
 import { loadGatewayConfig } from '../services/gateway/src/config.js';
 
 const { check } = new Command('gen:openapi')
@@ -180,7 +181,7 @@ function analyticsOperation(route: (typeof analyticsRoutes)[number]): Json {
     summary: route.summary,
     operationId: `${route.name}Analytics`,
     tags: ['analytics'],
-    servers: [{ url: 'http://127.0.0.1:8480', description: 'The admin service (local default)' }],
+    servers: ADMIN_SERVER,
     security: [{ adminToken: [] }],
     parameters: Object.entries(properties).map(([name, schema]) => ({
       name,
@@ -196,6 +197,58 @@ function analyticsOperation(route: (typeof analyticsRoutes)[number]): Json {
   };
 }
 
+const ADMIN_SERVER = [{ url: 'http://127.0.0.1:8480', description: 'the admin service, local default' }];
+
+/** `/v1/keys/:id` as OpenAPI writes it: `/v1/keys/{id}`. */
+export const openApiPath = (url: string) => url.replace(/:(\w+)/g, '{$1}');
+
+/** Parameters of an object schema (path or query). */
+function parametersOf(schema: object | undefined, where: 'path' | 'query'): Json[] {
+  const properties = ((schema as Json | undefined)?.properties ?? {}) as Record<string, Json>;
+  const required = new Set(((schema as Json | undefined)?.required as string[] | undefined) ?? []);
+  return Object.entries(properties).map(([name, property]) => {
+    const { description, ...rest } = property;
+    return { name, in: where, required: where === 'path' || required.has(name), ...(description ? { description } : {}), schema: rest };
+  });
+}
+
+function adminOperation(route: AdminRouteDoc): Json {
+  const pathNames = [...route.url.matchAll(/:(\w+)/g)].map((match) => match[1]!);
+  const declared = parametersOf(route.params, 'path');
+  const pathParameters = pathNames.map(
+    (name) => declared.find((parameter) => parameter.name === name) ?? { name, in: 'path', required: true, schema: { type: 'string' } },
+  );
+  return {
+    summary: route.summary,
+    ...(route.description ? { description: route.description } : {}),
+    operationId: route.operationId,
+    tags: ['admin'],
+    servers: ADMIN_SERVER,
+    security: [{ adminToken: [] }],
+    parameters: [...pathParameters, ...parametersOf(route.querystring, 'query')],
+    ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } } : {}),
+    responses: {
+      ...Object.fromEntries(
+        Object.entries(route.answers).map(([status, answer]) => [
+          status,
+          { description: answer.description, ...(answer.schema ? { content: { 'application/json': { schema: answer.schema } } } : {}) },
+        ]),
+      ),
+      ...errorResponses(route.errors),
+    },
+  };
+}
+
+/** The admin routes grouped by path, as OpenAPI's `paths` holds them. */
+function adminPaths(): Record<string, Json> {
+  const paths: Record<string, Json> = {};
+  for (const route of adminRouteDocs) {
+    const at = openApiPath(route.url);
+    paths[at] = { ...(paths[at] ?? {}), [route.method]: adminOperation(route) };
+  }
+  return paths;
+}
+
 const gatewayDefaults = loadGatewayConfig({ GATEWAY_PLAIN_HTTP: 'true' });
 
 export function buildOpenApiDocument(): Json {
@@ -209,10 +262,14 @@ export function buildOpenApiDocument(): Json {
       description:
         'Ingestion of LLM usage records (one per call) and analytics over them. A record answered 202 is durably on Kafka (acks=all) and is stored once, whatever retries happen. Every error answer has the ErrorBody shape, except on the OTLP route, which answers a google.rpc.Status as the OTLP specification asks.',
     },
-    servers: [{ url: 'https://127.0.0.1:8443', description: 'The gateway (local default)' }],
+    servers: [{ url: 'https://127.0.0.1:8443', description: 'the gateway, local default' }],
     tags: [
       { name: 'ingest', description: 'The gateway: authenticated with an ingest key' },
       { name: 'analytics', description: 'The admin service: authenticated with the admin token' },
+      {
+        name: 'admin',
+        description: 'The admin service: keys, capture policies, the audit log, erasure; authenticated with the admin token',
+      },
       { name: 'operations', description: 'Health and this document' },
     ],
     paths: {
@@ -225,7 +282,7 @@ export function buildOpenApiDocument(): Json {
           summary: pipelineRoute.summary,
           operationId: 'pipeline',
           tags: ['analytics'],
-          servers: [{ url: 'http://127.0.0.1:8480', description: 'The admin service (local default)' }],
+          servers: ADMIN_SERVER,
           security: [{ adminToken: [] }],
           responses: {
             200: { description: 'The lag as Kafka reports it', content: { 'application/json': { schema: pipelineAnswerSchema } } },
@@ -233,6 +290,7 @@ export function buildOpenApiDocument(): Json {
           },
         },
       },
+      ...adminPaths(),
       '/openapi.json': {
         get: { summary: 'This document', operationId: 'openApi', tags: ['operations'], security: [], responses: probe },
       },
@@ -284,6 +342,8 @@ function renderMarkdown(document: Json): string {
   for (const [url, operations] of Object.entries(document.paths as Record<string, Record<string, Json>>)) {
     for (const [method, operation] of Object.entries(operations)) {
       lines.push(`## ${method.toUpperCase()} ${url}`, '', `**${operation.summary as string}**`, '');
+      const servers = (operation.servers ?? document.servers) as { url: string; description: string }[];
+      lines.push(`Server: ${servers.map((server) => `\`${server.url}\` (${server.description})`).join(', ')}.`, '');
       if (operation.description) lines.push(operation.description as string, '');
       const parameters = (operation.parameters as Json[] | undefined) ?? [];
       if (parameters.length > 0) {
@@ -298,13 +358,17 @@ function renderMarkdown(document: Json): string {
         lines.push('');
       }
       const body = (operation.requestBody as Json | undefined)?.content as Json | undefined;
-      if (body)
+      if (body) {
         lines.push(
           `Request body: ${Object.keys(body)
             .map((type) => `\`${type}\``)
             .join(' or ')}.`,
           '',
         );
+        const schema = (body['application/json'] as Json | undefined)?.schema as Json | undefined;
+        // The admin bodies are small: their members shown (the usage record has its own pages).
+        if (schema?.properties && !schema.title) lines.push(...propertiesTable(schema), '');
+      }
       lines.push('| status | answer |', '| --- | --- |');
       const bodies = new Map<string, Json>();
       for (const [status, answer] of Object.entries(operation.responses as Record<string, Json>)) {
@@ -327,7 +391,7 @@ function renderMarkdown(document: Json): string {
   lines.push(
     '## Error body',
     '',
-    'Every error answer, from every route, has this shape; a 400 or 503 of the batch endpoint adds `results`, one entry per item as in a 207:',
+    'Every error answer has this shape (the OTLP route excepted: it answers a google.rpc.Status); a 400 or 503 of the batch endpoint adds `results`, one entry per item as in a 207:',
     '',
     '```json',
     '{ "statusCode": 400, "errorType": "ValidationError", "message": "…", "errors": [ { "path": "/tokens/input", "message": "must be integer" } ] }',

@@ -20,7 +20,7 @@
 // Every step can run again: a failed job is retried by asking again.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { ENVIRONMENTS, type Environment, type ErasureAnnouncement } from '@otm/schemas';
+import { type Environment, type ErasureAnnouncement } from '@otm/schemas';
 import { AuditUnavailableError, type AuditLog } from '@otm/shared/audit';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
@@ -31,6 +31,7 @@ import type { Redis } from '@otm/shared/redis';
 import { mutate } from '@otm/shared/mutations';
 import { SCALED_ROLLUPS, rebuildRollupSql } from '@otm/shared/rollup-views';
 import { isBackfilled } from '@otm/shared/rollup-backfill';
+import { erasureParams, erasureQuery } from './admin-route-docs.js';
 
 /** The dimensions of the rollups of migration 0008 that have no user column (erasure rebuilds their rows). */
 const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = {
@@ -296,15 +297,7 @@ export function registerErasureRoutes(app: FastifyInstance, jobs: ErasureJobs): 
   app.delete<{ Params: { userId: string }; Querystring: { environment: Environment } }>(
     '/v1/admin/users/:userId/data',
     {
-      schema: {
-        params: { type: 'object', properties: { userId: { type: 'string', minLength: 1, maxLength: 1024 } } },
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['environment'],
-          properties: { environment: { type: 'string', enum: [...ENVIRONMENTS] } },
-        },
-      },
+      schema: { params: erasureParams, querystring: erasureQuery },
     },
     async (request, reply) => {
       let job: ErasureJob;

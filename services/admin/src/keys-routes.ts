@@ -3,28 +3,10 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuditUnavailableError, type AuditEntry, type AuditLog } from '@otm/shared/audit';
 import { generateKeyId } from '@otm/shared/keys/key-format';
-import { CAPTURE_POLICIES, ENVIRONMENTS, isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
+import { isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
 import type { ApiKeyRecord, KeyStore } from '@otm/shared/keys/key-store';
-
-const createBody = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['environment', 'name'],
-  properties: {
-    environment: { type: 'string', enum: [...ENVIRONMENTS] },
-    name: { type: 'string', minLength: 1, maxLength: 200 },
-    description: { type: 'string', maxLength: 1000 },
-    capture: { type: 'string', enum: [...CAPTURE_POLICIES] },
-  },
-} as const;
-
-const captureBody = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['capture'],
-  properties: { capture: { type: 'string', enum: [...CAPTURE_POLICIES] } },
-} as const;
+import { auditQuery, captureBody, environmentParams, keyCreateBody } from './admin-route-docs.js';
 
 export type KeyRoutesStore = Pick<KeyStore, 'list' | 'create' | 'delete' | 'setCapture' | 'environmentCaptures' | 'setEnvironmentCapture'>;
 
@@ -70,7 +52,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore, a
 
   app.post<{ Body: { environment: Environment; name: string; description?: string; capture?: CapturePolicy } }>(
     '/v1/keys',
-    { schema: { body: createBody } },
+    { schema: { body: keyCreateBody } },
     async (request, reply) => {
       // A name is shown to operators in lists, logs and the dashboard: no control
       // characters or bidi overrides that could disguise what they read.
@@ -122,10 +104,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore, a
   app.put<{ Params: { environment: Environment }; Body: { capture: CapturePolicy } }>(
     '/v1/capture-policies/:environment',
     {
-      schema: {
-        params: { type: 'object', properties: { environment: { type: 'string', enum: [...ENVIRONMENTS] } } },
-        body: captureBody,
-      },
+      schema: { params: environmentParams, body: captureBody },
     },
     async (request) => {
       await audited(audit, request, { action: 'environment.capture', target: request.params.environment, details: request.body }, () =>
@@ -138,9 +117,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore, a
   app.get<{ Querystring: { limit?: number } }>(
     '/v1/audit',
     {
-      schema: {
-        querystring: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 1000 } } },
-      },
+      schema: { querystring: auditQuery },
     },
     async (request) => {
       try {
