@@ -92,6 +92,13 @@ for (let i = 0; i < 120; i++) {
     request: { modelId: 'gpt-4o-mini', status: 'success', provider: 'openai' },
     user: { id: process.env.OTM_USER, type: 'external' },
     tokens: { input: 100 + i, output: 20, total: 120 + i },
+    timing: {
+      startTime: new Date(Date.now() - 2000).toISOString(),
+      firstTokenTime: new Date(Date.now() - 1800).toISOString(),
+      lastTokenTime: new Date(Date.now() - 500).toISOString(),
+      latencyMs: 1500,
+    },
+    io: { prompt: 'Question ' + i, response: 'Answer ' + i },
   });
 }
 await telemetry.shutdown();

@@ -36,16 +36,22 @@ func main() {
 			"user":    map[string]any{"id": *user, "type": "external"},
 			"tokens":  map[string]any{"input": 100 + i, "output": 20 + i%50, "total": 120 + i + i%50},
 			"timing": map[string]any{
-				"startTime":     start.Format("2006-01-02T15:04:05.000Z"),
-				"lastTokenTime": start.Add(time.Duration(latency) * time.Millisecond).Format("2006-01-02T15:04:05.000Z"),
-				"latencyMs":     latency,
+				"startTime":      start.Format("2006-01-02T15:04:05.000Z"),
+				"firstTokenTime": start.Add(time.Duration(latency/3) * time.Millisecond).Format("2006-01-02T15:04:05.000Z"),
+				"lastTokenTime":  start.Add(time.Duration(latency) * time.Millisecond).Format("2006-01-02T15:04:05.000Z"),
+				"latencyMs":      latency,
 			},
+			"io":      map[string]any{"prompt": fmt.Sprintf("Question %d", i), "response": fmt.Sprintf("Answer %d", i)},
 			"context": map[string]any{"feature": "go-ingest-example"},
 		})
 	}
 	outcome := client.Close()
 	summary, _ := json.Marshal(map[string]int{"accepted": outcome.Accepted, "refused": len(outcome.Refused), "gaveUp": outcome.GaveUp})
 	fmt.Println(string(summary))
+	if len(outcome.Refused) > 0 {
+		first, _ := json.Marshal(outcome.Refused[0])
+		fmt.Fprintf(os.Stderr, "first refusal: %s\n", first)
+	}
 	if outcome.Accepted != *records {
 		os.Exit(1)
 	}

@@ -170,9 +170,11 @@ def sample_record(index: int, user: str) -> dict[str, Any]:
         "tokens": {"input": 100 + index, "output": 20 + index % 50, "total": 120 + index + index % 50},
         "timing": {
             "startTime": start.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "firstTokenTime": (start + timedelta(milliseconds=latency // 3)).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "lastTokenTime": (start + timedelta(milliseconds=latency)).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "latencyMs": latency,
         },
+        "io": {"prompt": f"Question {index}", "response": f"Answer {index}"},
         "context": {"feature": "python-ingest-example"},
     }
 
@@ -191,6 +193,8 @@ def main() -> int:
         client.record(sample_record(index, args.user))
     outcome = client.close()
     print(json.dumps({"accepted": outcome.accepted, "refused": len(outcome.refused), "gaveUp": outcome.gave_up}))
+    if outcome.refused:
+        print(f"first refusal: {json.dumps(outcome.refused[0])}", file=sys.stderr)
     return 0 if outcome.accepted == args.records else 1
 
 
