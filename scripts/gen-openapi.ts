@@ -297,7 +297,7 @@ export function buildOpenApiDocument(): Json {
       '/healthz': { get: { summary: 'Liveness', operationId: 'healthz', tags: ['operations'], security: [], responses: probe } },
       '/readyz': {
         get: {
-          summary: 'Readiness: Kafka, Redis and the registry reachable',
+          summary: 'Readiness: Kafka and the registry reachable (not Redis: known keys are answered from the key cache while it is away)',
           operationId: 'readyz',
           tags: ['operations'],
           security: [],

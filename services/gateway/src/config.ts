@@ -60,6 +60,10 @@ export const gatewaySpec = {
   TIMESTAMP_MAX_FUTURE_HOURS: positiveInt({ default: 24, desc: "Timestamps more than this after the gateway's clock are refused" }),
   CONTEXT_MAX_ARRAY_ITEMS: positiveInt({ default: 256, desc: 'Items in one array inside context' }),
   KEY_CACHE_TTL_MS: positiveInt({ default: 1000, desc: 'Lifetime of a cached key look-up (must stay under 2000)' }),
+  KEY_CACHE_OUTAGE_TTL_MS: nonNegativeInt({
+    default: 600_000,
+    desc: 'While Redis does not answer, a known key is still accepted for this long after its last successful look-up (a key deleted meanwhile is refused once Redis answers or this time is up); 0: refused at once (503)',
+  }),
   KEY_CACHE_MISS_TTL_MS: positiveInt({ default: 250, desc: 'Lifetime of a cached look-up of an unknown key' }),
   KEY_CACHE_MAX_ENTRIES: positiveInt({ default: 100_000, desc: 'Known keys held in the key cache at most (least recently used go first)' }),
   KEY_CACHE_MAX_UNKNOWN_ENTRIES: positiveInt({

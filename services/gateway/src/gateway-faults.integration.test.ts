@@ -15,7 +15,9 @@ import {
   type HttpAnswer,
   type ServiceProcess,
 } from '../../../test/helpers/stack.js';
-import { startPrivateKafka } from '../../../test/helpers/private-services.js';
+import { startPrivateKafka, startPrivateRedis } from '../../../test/helpers/private-services.js';
+import { createRedis } from '@otm/shared/redis';
+import { KeyStore } from '@otm/shared/keys/key-store';
 
 const keyPrefix = `${uniqueName('gwf')}:`;
 let apiKey: string;
@@ -199,4 +201,51 @@ describe('SIGTERM', () => {
     const ids = new Set(records.map((record) => record.value.meta.requestId));
     expect(acceptedIds.filter((id) => !ids.has(id))).toEqual([]);
   });
+});
+
+describe('Redis stopped', () => {
+  it('a cached key keeps getting 202 (Kafka is the only dependency a 202 needs), an unknown key 503; both as before once Redis is back', async () => {
+    const privateRedis = await startPrivateRedis(26479);
+    let gateway: ServiceProcess | undefined;
+    try {
+      const prefix = `${uniqueName('gwredis')}:`;
+      const redis = createRedis(privateRedis.address);
+      await redis.connect();
+      const created = await new KeyStore(redis, prefix).create({ environment: 'prod', name: 'redis-down' });
+      const unknown = await new KeyStore(redis, prefix).create({ environment: 'prod', name: 'never-used' });
+      redis.disconnect();
+      gateway = await startGateway({ topic: uniqueName('gwredis'), keyPrefix: prefix, extraEnv: { REDIS_URL: privateRedis.address } });
+      const post = (key: string) => postUsage(gateway!.url, fixture('valid/success.json'), { 'x-api-key': key });
+      expect((await post(created.key)).status).toBe(202);
+
+      await privateRedis.stop();
+      // Well past the cache entry's lifetime (1 s) and the subscriber's loss.
+      const statuses: number[] = [];
+      const until = Date.now() + 5000;
+      while (Date.now() < until) {
+        statuses.push((await post(created.key)).status);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(new Set(statuses)).toEqual(new Set([202]));
+      // A key the gateway never saw cannot be checked: 503 with Retry-After, not 401.
+      const refused = await post(unknown.key);
+      expect([refused.status, refused.body.errorType]).toEqual([503, 'Unavailable']);
+      expect(refused.headers['retry-after']).toBeDefined();
+      // Readiness is Kafka's: the gateway stays in its Service.
+      expect((await httpRequest(`${gateway.url}/readyz`)).status).toBe(200);
+
+      await privateRedis.start();
+      const back = Date.now() + 15_000;
+      let status = 0;
+      while (status !== 202 && Date.now() < back) {
+        status = (await post(unknown.key)).status;
+        if (status !== 202) await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect(status).toBe(202);
+      expect((await post(created.key)).status).toBe(202);
+    } finally {
+      await gateway?.stop();
+      await privateRedis.stop();
+    }
+  }, 120_000);
 });

@@ -93,4 +93,65 @@ describe('KeyCache', () => {
     expect(fake.lookups()).toBe(before);
     expect(cache.peek('never-seen')).toBeUndefined();
   });
+  it('while the store fails, a known key is answered from its last entry until outageTtlMs, an unknown key is not', async () => {
+    let down = false;
+    const fake = fakeStore(async () => {
+      if (down) throw new Error('connection is closed');
+      return record;
+    });
+    const cache = new KeyCache(fake.store, fakeSubscriber(), {
+      hitTtlMs: 50,
+      missTtlMs: 50,
+      maxEntries: 10,
+      maxUnknownEntries: 10,
+      outageTtlMs: 400,
+    });
+    await cache.start();
+    expect(await cache.lookup('known')).toBe(record);
+    down = true;
+    await sleep(80); // expired: the look-up fails, the entry answers
+    expect(await cache.lookup('known')).toBe(record);
+    expect(cache.storeFailingSince).toBeGreaterThan(0);
+    // Failing a moment ago: answered at once, the store not asked again within the second.
+    const asked = fake.lookups();
+    for (let i = 0; i < 20; i++) expect(await cache.lookup('known')).toBe(record);
+    expect(fake.lookups()).toBe(asked);
+    await expect(Promise.resolve().then(() => cache.lookup('never-seen'))).rejects.toThrow('connection is closed');
+    await sleep(1100); // past outageTtlMs since the last good look-up: refused (the caller answers 503)
+    await expect(Promise.resolve().then(() => cache.lookup('known'))).rejects.toThrow('connection is closed');
+    down = false;
+    expect(await cache.lookup('known')).toBe(record);
+    expect(cache.storeFailingSince).toBe(0);
+  });
+
+  it('without outageTtlMs a failing store refuses even known keys once their entry expired', async () => {
+    let down = false;
+    const fake = fakeStore(async () => {
+      if (down) throw new Error('down');
+      return record;
+    });
+    const cache = new KeyCache(fake.store, fakeSubscriber(), { hitTtlMs: 30, missTtlMs: 30, maxEntries: 10, maxUnknownEntries: 10 });
+    await cache.start();
+    expect(await cache.lookup('known')).toBe(record);
+    down = true;
+    await sleep(50);
+    await expect(Promise.resolve().then(() => cache.lookup('known'))).rejects.toThrow('down');
+  });
+
+  it('a lost subscription keeps the entries until it is back, then empties the cache (deletions may have been missed)', async () => {
+    const fake = fakeStore(async () => record);
+    const subscriber = fakeSubscriber();
+    const cache = new KeyCache(fake.store, subscriber, { hitTtlMs: 10_000, missTtlMs: 50, maxEntries: 10, maxUnknownEntries: 10 });
+    await cache.start();
+    await cache.lookup('known');
+    (subscriber as unknown as EventEmitter).emit('error', new Error('ECONNREFUSED'));
+    (subscriber as unknown as EventEmitter).emit('reconnecting');
+    expect(cache.peek('known')).toBe(record);
+    (subscriber as unknown as EventEmitter).emit('ready');
+    expect(cache.peek('known')).toBeUndefined();
+    // A ready without a loss before it (the first connection) empties nothing.
+    await cache.lookup('known');
+    (subscriber as unknown as EventEmitter).emit('ready');
+    expect(cache.peek('known')).toBe(record);
+  });
 });

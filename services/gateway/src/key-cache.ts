@@ -1,7 +1,15 @@
 // In-memory cache of key look-ups so a valid request costs no Redis round trip in
-// the common case. Three things bound how long a deleted key can live on here:
-// the deletion message (immediate), the entry's own expiry (hitTtlMs, < 2 s), and
-// a lost subscriber connection, which empties the cache at once.
+// the common case. Two things bound how long a deleted key can live on here while
+// Redis answers: the deletion message (immediate) and the entry's own expiry
+// (hitTtlMs, < 2 s: the entry is looked up again). A lost subscriber connection may
+// have missed deletion messages: when it is back, the cache is emptied.
+//
+// When Redis does not answer, Kafka is still the only dependency a 202 needs: a known
+// key whose look-up fails is answered from its last entry for up to outageTtlMs after
+// that entry's last successful look-up (a key deleted meanwhile is refused once Redis
+// answers again, or when that time is up); an unknown key cannot be checked: the
+// caller answers 503. While look-ups fail, an expired known entry is answered at once
+// and the store is asked again at most once a second per key.
 //
 // Refresh-ahead: once an entry has lived half its lifetime, the next request that
 // uses it starts a look-up in the background and is answered from the entry, so a
@@ -22,6 +30,8 @@ interface Entry {
   record: IngestKeyRecord | null;
   expiresAt: number;
   refreshAt: number;
+  /** When the look-up that gave this entry was sent. */
+  fetchedAt: number;
 }
 
 export interface KeyCacheOptions {
@@ -31,6 +41,8 @@ export interface KeyCacheOptions {
   maxEntries: number;
   /** Unknown digests held at most. */
   maxUnknownEntries: number;
+  /** How long after its last successful look-up a known key is still answered while the store fails (0: not at all). */
+  outageTtlMs?: number;
 }
 
 export class KeyCache {
@@ -39,6 +51,11 @@ export class KeyCache {
   private readonly pending = new Map<string, Promise<IngestKeyRecord | null>>();
   /** Bumped on every invalidation so a look-up that raced a deletion is not cached. */
   private generation = 0;
+  /** When the last look-up failed (the store unreachable); 0 once one succeeds. */
+  private failingSince = 0;
+  private lastFailureAt = 0;
+  /** The subscriber lost its connection: deletion messages may have been missed. */
+  private subscriptionLost = false;
 
   constructor(
     private readonly store: KeyStore,
@@ -52,10 +69,17 @@ export class KeyCache {
   async start(): Promise<void> {
     // A key deleted or changed: its digest; an environment's policy changed: every key.
     this.subscriber.on('message', (_channel: string, hash: string) => (hash === EVERY_KEY ? this.clear() : this.invalidate(hash)));
-    // Whatever may have been published while we were not listening is unknown.
+    // Whatever was published while we were not listening is unknown: the cache is
+    // emptied when the subscription is back (not before: while Redis is away the
+    // entries are all there is to answer known keys with).
     for (const event of ['close', 'end', 'error', 'reconnecting']) {
-      this.subscriber.on(event, () => this.clear());
+      this.subscriber.on(event, () => (this.subscriptionLost = true));
     }
+    this.subscriber.on('ready', () => {
+      if (!this.subscriptionLost) return;
+      this.subscriptionLost = false;
+      this.clear();
+    });
     await this.subscriber.connect();
     await this.subscriber.subscribe(this.store.revocationChannel);
   }
@@ -82,7 +106,12 @@ export class KeyCache {
     return this.known.get(hash) ?? this.unknown.get(hash);
   }
 
-  /** The key's record, null for an unknown key; throws when the store is unreachable. */
+  /** Whether look-ups are failing (the store unreachable), and since when. */
+  get storeFailingSince(): number {
+    return this.failingSince;
+  }
+
+  /** The key's record, null for an unknown key; throws when the store is unreachable and the key is not known. */
   lookup(hash: string): IngestKeyRecord | null | Promise<IngestKeyRecord | null> {
     const now = Date.now();
     const entry = this.entry(hash);
@@ -90,7 +119,20 @@ export class KeyCache {
       if (entry.refreshAt <= now && !this.pending.has(hash)) this.fetch(hash).catch(() => undefined);
       return entry.record;
     }
-    return this.pending.get(hash) ?? this.fetch(hash);
+    const stale = this.outageEntry(entry, now);
+    if (stale && now - this.lastFailureAt < 1000) {
+      // The store failed a moment ago: answer at once, ask again at most once a second.
+      return stale.record;
+    }
+    const request = this.pending.get(hash) ?? this.fetch(hash);
+    return stale ? request.catch(() => stale.record) : request;
+  }
+
+  /** An expired entry of a known key that may still answer while the store fails. */
+  private outageEntry(entry: Entry | undefined, now: number): Entry | undefined {
+    const outageTtlMs = this.options.outageTtlMs ?? 0;
+    if (!entry?.record || outageTtlMs <= 0) return undefined;
+    return now - entry.fetchedAt < outageTtlMs ? entry : undefined;
   }
 
   private fetch(hash: string): Promise<IngestKeyRecord | null> {
@@ -99,9 +141,10 @@ export class KeyCache {
     const request = this.store
       .findByHash(hash)
       .then((record) => {
+        this.failingSince = 0;
         if (generation === this.generation) {
           const ttl = record ? this.options.hitTtlMs : this.options.missTtlMs;
-          const entry = { record, expiresAt: sentAt + ttl, refreshAt: sentAt + ttl / 2 };
+          const entry = { record, expiresAt: sentAt + ttl, refreshAt: sentAt + ttl / 2, fetchedAt: sentAt };
           if (record) {
             this.known.set(hash, entry);
             this.unknown.delete(hash);
@@ -111,6 +154,11 @@ export class KeyCache {
           }
         }
         return record;
+      })
+      .catch((error: unknown) => {
+        this.lastFailureAt = Date.now();
+        if (!this.failingSince) this.failingSince = this.lastFailureAt;
+        throw error;
       })
       .finally(() => this.pending.delete(hash));
     this.pending.set(hash, request);
