@@ -197,6 +197,19 @@ describe('rollups', () => {
     );
     top.body.rows.forEach((row: any, index: number) => expect(Math.abs(row.costUsd - rawUsers[index]!.cost)).toBeLessThan(1e-9));
     expect(top.body.truncated).toBe(true);
+    // Ordered by errors, most users tie (none or one): the first step by hash sees the
+    // tie go past its candidates and asks again by the groups; still the raw order.
+    const rawByErrors = await queryRows<{ user: string; type: string; errors: string }>(
+      clickhouse,
+      `SELECT u AS user, ut AS type, countIf(s = 'error') AS errors FROM (SELECT event_key, any(user_id) AS u, any(user_type) AS ut, any(status) AS s FROM usage_events GROUP BY event_key) GROUP BY user, type ORDER BY errors DESC, user, type LIMIT 4`,
+    );
+    const byErrors = await httpRequest(
+      `${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userId,userType&orderBy=errors&limit=4`,
+      { headers: auth },
+    );
+    expect(byErrors.body.rows.map((row: any) => [row.userId, row.userType, row.errors])).toEqual(
+      rawByErrors.map((row) => [row.user, row.type, Number(row.errors)]),
+    );
     // Without orderBy: the groups in their own order.
     const firstUsers = await httpRequest(`${admin.url}/v1/analytics/usage?from=${from}&to=${to}&bucket=none&groupBy=userId&limit=3`, {
       headers: auth,

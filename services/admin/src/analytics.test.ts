@@ -1,7 +1,7 @@
 // The SQL of every analytics route comes from rollupSql: table-driven checks of what
 // it writes (the results on real ClickHouse are checked in analytics.integration.test.ts).
 import { describe, expect, it } from 'vitest';
-import { DIMENSIONS, rollupSql, type AnalyticsQuery } from './analytics.js';
+import { candidateCount, DIMENSIONS, rollupSql, tieSpillsOver, type AnalyticsQuery } from './analytics.js';
 
 const from = new Date('2026-11-23T10:00:00.000Z');
 const to = new Date('2026-11-23T12:00:00.000Z');
@@ -49,5 +49,21 @@ describe('rollupSql', () => {
     expect(sql).toBe(
       `SELECT model_id AS model, countMerge(errors) AS errors FROM usage_errors_minute WHERE ${range} GROUP BY model ORDER BY errors DESC LIMIT 100`,
     );
+  });
+});
+
+describe("top users' first step", () => {
+  it('keeps more candidates than asked', () => {
+    expect(candidateCount(11)).toBeGreaterThan(11);
+  });
+
+  it.each([
+    ['fewer groups than candidates: every group came back', [9, 8, 8, 8], 2, 10, false],
+    ['no more groups than asked', [9, 8], 2, 2, false],
+    ['the last candidate below the limit-th: every tie is among the candidates', [9, 8, 8, 7], 2, 4, false],
+    ['the last candidate ties with the limit-th: the tie may go on', [9, 8, 8, 8], 2, 4, true],
+    ['a tie above the limit-th only', [9, 9, 8, 7], 1, 4, false],
+  ] as const)('%s', (_what, metrics, limit, candidates, spills) => {
+    expect(tieSpillsOver(metrics, limit, candidates)).toBe(spills);
   });
 });

@@ -195,25 +195,39 @@ export function piecesSql(spec: PiecesQuery): string {
   const bucketSelect = seconds === 0 ? '' : `intDiv(toUInt32(t), ${seconds}) * ${seconds} AS bucket, `;
   const group = [...(seconds === 0 ? [] : ['bucket']), ...query.groupBy];
   const dimensionColumns = [...new Set(query.groupBy.map((name) => columns[name]!))];
-  const filters = Object.entries(query.filters)
-    .filter(([, value]) => value !== undefined)
-    .map(([name, value]) => `${columns[name]} = ${sqlString(value!)}`)
-    .concat(spec.where ?? []);
-  const tables = [...new Set(spec.pieces.map((piece) => piece.table))];
-  const branches = tables.map((table) => {
-    const pieces = spec.pieces.filter((piece) => piece.table === table);
-    const time = pieces[0]!.time;
-    const ranges = pieces.map((piece) => `(${time} >= toDateTime(${piece.fromS}) AND ${time} < toDateTime(${piece.toS}))`).join(' OR ');
-    const select = [`${time} AS t`, ...dimensionColumns, ...spec.states].join(', ');
-    return `SELECT ${select} FROM ${table} WHERE (${ranges})${filters.map((filter) => ` AND ${filter}`).join('')}`;
-  });
   const dimensions = query.groupBy.map((name) => `${columns[name]} AS ${name}, `).join('');
   return [
     `SELECT ${bucketSelect}${dimensions}${spec.measures.trim()}`,
-    `FROM (${branches.join(' UNION ALL ')})`,
+    `FROM (${unionSql(spec.pieces, [...dimensionColumns, ...spec.states], query, columns, spec.where)})`,
     ...(group.length ? [`GROUP BY ${group.join(', ')}`] : []),
     `ORDER BY ${spec.order(group)} LIMIT ${query.limit}`,
   ].join(' ');
+}
+
+/**
+ * The rows of the pieces: one branch per table, each selecting the time (as `t`) and
+ * `select`, filtered by the query's filters and `where`.
+ */
+export function unionSql(
+  pieces: readonly Piece[],
+  select: readonly string[],
+  query: AnalyticsQuery,
+  columns: Record<string, string> = DIMENSIONS,
+  where: readonly string[] = [],
+): string {
+  const filters = Object.entries(query.filters)
+    .filter(([, value]) => value !== undefined)
+    .map(([name, value]) => `${columns[name]} = ${sqlString(value!)}`)
+    .concat(where);
+  const tables = [...new Set(pieces.map((piece) => piece.table))];
+  return tables
+    .map((table) => {
+      const own = pieces.filter((piece) => piece.table === table);
+      const time = own[0]!.time;
+      const ranges = own.map((piece) => `(${time} >= toDateTime(${piece.fromS}) AND ${time} < toDateTime(${piece.toS}))`).join(' OR ');
+      return `SELECT ${[`${time} AS t`, ...select].join(', ')} FROM ${table} WHERE (${ranges})${filters.map((filter) => ` AND ${filter}`).join('')}`;
+    })
+    .join(' UNION ALL ');
 }
 
 /** One user's records (usage_events_by_user), aggregated as they are read. */
@@ -431,14 +445,57 @@ const USER_DAY_ORDER_COLUMNS: Record<string, string> = {
 /**
  * Users over a range (grouped by user, no time buckets), in two steps over the per-user
  * days: the first reads only the groups and the metric they are ordered by and keeps
- * the first `limit`; the second sums every measure for those users only. Exact: a
- * group left out by the first step is ordered after every group it kept, and the
- * second step computes the same sums for the groups kept. Both steps run under the
- * request's limits; the second carries the request's id (system.query_log), the first
- * the id with `-groups`.
+ * the candidates; the second sums every measure for those users only. Both steps run
+ * under the request's limits; the second carries the request's id (system.query_log),
+ * the first the id with `-groups`.
+ *
+ * Ordered by a metric, the first step groups by a 64-bit hash of the group's columns
+ * (cityHash64: hashing 100,000 strings is cheaper than keeping them as hash-table keys)
+ * and keeps `candidateCount(limit)` hashes, more than asked; the second step re-orders the
+ * exact sums of the groups of those hashes and keeps `limit`. Exact: a group left out is
+ * ordered after every group kept, and when the last candidate ties with the limit-th
+ * (the tie may go on past the candidates) the first step is asked again by the groups
+ * themselves. Two groups sharing a hash only make their hash rank higher; the second
+ * step still separates them (the odds of any shared hash among 100,000 users are about
+ * 3 in 10 billion).
  */
 async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: readonly Piece[], sql: RouteSql): Promise<Row[]> {
   const orderColumn = query.orderBy ? USER_DAY_ORDER_COLUMNS[query.orderBy] : undefined;
+  const groupColumns = query.groupBy.map((name) => sql.columns[name]!);
+  const groupsId = query.queryId ? `${query.queryId}-groups` : undefined;
+  const second = (where: string) =>
+    run(
+      store,
+      piecesSql({
+        pieces,
+        columns: sql.columns,
+        states: sql.rollups.states,
+        measures: USER_DAY_SQL,
+        query,
+        order: sql.order,
+        where: [where],
+      }),
+      query.queryId,
+    );
+  if (orderColumn && query.limit <= MAX_HASHED_LIMIT) {
+    const hash = `cityHash64(${groupColumns.join(', ')})`;
+    const candidates = candidateCount(query.limit);
+    const hashed = await run(
+      store,
+      `SELECT toString(h) AS h, m FROM (SELECT ${hash} AS h, sum(${orderColumn}) AS m FROM (${unionSql(pieces, [...groupColumns, orderColumn], query, sql.columns)}) GROUP BY h ORDER BY m DESC LIMIT ${candidates})`,
+      groupsId,
+    );
+    if (hashed.length === 0) return [];
+    if (
+      !tieSpillsOver(
+        hashed.map((row) => Number(row.m)),
+        query.limit,
+        candidates,
+      )
+    ) {
+      return second(`${hash} IN (${hashed.map((row) => String(row.h)).join(', ')})`);
+    }
+  }
   const groups = await run(
     store,
     piecesSql({
@@ -449,23 +506,29 @@ async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: re
       query,
       order: sql.order,
     }),
-    query.queryId ? `${query.queryId}-groups` : undefined,
+    groupsId,
   );
-  const users = [...new Set(groups.map((row) => String(row.userId)))];
-  if (users.length === 0) return [];
-  return run(
-    store,
-    piecesSql({
-      pieces,
-      columns: sql.columns,
-      states: sql.rollups.states,
-      measures: USER_DAY_SQL,
-      query,
-      order: sql.order,
-      where: [`user_id IN (${users.map(sqlString).join(', ')})`],
-    }),
-    query.queryId,
-  );
+  if (groups.length === 0) return [];
+  const tuples = groups.map((row) => `(${query.groupBy.map((name) => sqlString(String(row[name]))).join(', ')})`);
+  return second(`(${groupColumns.join(', ')}) IN (${tuples.join(', ')})`);
+}
+
+/** Above this limit the first step of top users keeps the groups themselves. */
+const MAX_HASHED_LIMIT = 1_000;
+
+/** Hashes the first step of top users keeps for `limit` groups: room for ties and shared hashes. */
+export function candidateCount(limit: number): number {
+  return limit * 2 + 10;
+}
+
+/**
+ * Whether groups tying with the limit-th may lie past the candidates (`metrics` in the
+ * first step's order, largest first): only when every candidate came back and the last
+ * one ties with the limit-th.
+ */
+export function tieSpillsOver(metrics: readonly number[], limit: number, candidates: number): boolean {
+  if (metrics.length < candidates || metrics.length <= limit) return false;
+  return metrics[metrics.length - 1] === metrics[limit - 1];
 }
 
 export const USAGE_STATES = [
