@@ -5,7 +5,7 @@
 // the audit log holds the request and the rows removed. The erasure is announced on
 // the compacted erasure topic, and the Python example consumer, run before and after
 // it, ends holding none of the user's records received before it.
-import { USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
+import { LATENCY_ROLLUP_TABLES, USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -168,6 +168,10 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
         `SELECT countMerge(requests) AS requests, sumMerge(total_tokens) AS tokens FROM ${table}`,
       );
       expect([Number(rollup!.requests), Number(rollup!.tokens)], table).toEqual([Number(raw!.requests), Number(raw!.tokens)]);
+    }
+    // The latency rollups count the requests left too.
+    for (const table of LATENCY_ROLLUP_TABLES) {
+      expect(await count(`SELECT countMerge(requests) AS n FROM ${table}`), table).toBe(Number(raw!.requests));
     }
     expect(await count('SELECT countMerge(errors) AS n FROM usage_errors_by_hour')).toBe(Number(raw!.errors));
     const metrics = await httpRequest(`http://127.0.0.1:${ingester.metricsPort}/metrics`);

@@ -39,6 +39,8 @@ const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = {
   usage_rollup_key_by_minute: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
   usage_rollup_by_hour: ['environment', 'provider', 'model_id', 'user_type'],
   usage_rollup_key_by_hour: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
+  usage_latency_by_hour: ['provider', 'model_id'],
+  usage_latency_env_by_hour: ['environment', 'provider', 'model_id'],
   usage_rollup_by_day: ['environment', 'provider', 'model_id', 'user_type'],
   usage_rollup_key_by_day: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
 };

@@ -85,6 +85,17 @@ describe('planQuery', () => {
     expect(tables({ ...base, route: 'latency', dimensions: ['model'], toS: 86_400 * 7 })).toEqual(['usage_rollup_by_day']);
   });
 
+  it('hourly latency reads the latency rollups when they hold every dimension asked for', () => {
+    const hourly = { ...base, route: 'latency' as const, bucketSeconds: 3600, fromS: 1800, toS: 7 * 86_400 };
+    expect(tables(hourly)).toEqual(['usage_latency_by_hour', 'usage_rollup_by_minute']);
+    expect(tables({ ...hourly, dimensions: ['provider', 'model'] })).toEqual(['usage_latency_by_hour', 'usage_rollup_by_minute']);
+    expect(tables({ ...hourly, dimensions: ['model', 'environment'] })).toEqual(['usage_latency_env_by_hour', 'usage_rollup_by_minute']);
+    expect(tables({ ...hourly, dimensions: ['model', 'userType'] })).toEqual(['usage_rollup_by_hour', 'usage_rollup_by_minute']);
+    expect(tables({ ...hourly, dimensions: ['keyId'] })).toEqual(['usage_rollup_key_by_hour', 'usage_rollup_key_by_minute']);
+    // Usage never reads them (they hold no tokens, no cost).
+    expect(tables({ ...hourly, route: 'usage', dimensions: ['model'] })).toEqual(['usage_rollup_by_hour', 'usage_rollup_by_minute']);
+  });
+
   it("one user's queries read that user's records; top users read the per-user days, widened to whole days", () => {
     expect(tables({ ...base, oneUser: true, dimensions: ['userId', 'model'] })).toBe('byUser');
     const top = planQuery({ ...base, dimensions: ['userId'], fromS: 86_400 + 600, toS: 3 * 86_400 + 60 });

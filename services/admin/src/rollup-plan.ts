@@ -15,7 +15,10 @@
 //   anything else                           usage_rollup_by_day and usage_rollup_by_hour,
 //                                           or usage_rollup_key_by_day and
 //                                           usage_rollup_key_by_hour (with keyId), then
-//                                           usage_rollup_by_minute (usage_rollup_key_by_minute)
+//                                           usage_rollup_by_minute (usage_rollup_key_by_minute);
+//                                           latency by provider and model at most reads its
+//                                           hours from usage_latency_by_hour (with
+//                                           environment, usage_latency_env_by_hour)
 //   errors                                  usage_errors_by_hour, usage_errors_minute
 //
 // Until the backfill of migration 0008 has finished, every usage and latency query reads
@@ -81,6 +84,9 @@ export interface PlanInput {
 const fits = (bucketSeconds: number) => (level: Level) => bucketSeconds === 0 || bucketSeconds % level.seconds === 0;
 
 const USER_DAY_DIMENSIONS = new Set(['environment', 'userType', 'userId']);
+/** What the latency rollups per hour hold: by provider and model, and the same per environment. */
+const LATENCY_DIMENSIONS: ReadonlySet<string> = new Set(['provider', 'model']);
+const LATENCY_ENV_DIMENSIONS: ReadonlySet<string> = new Set(['environment', 'provider', 'model']);
 
 /** The plan for a query; `fromS`/`toS` come back changed when the plan counts a wider range. */
 export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: number } {
@@ -109,11 +115,17 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
     return same({ kind: 'byUser' });
   }
   const keyed = dimensions.includes('keyId');
+  const within = (names: ReadonlySet<string>) => dimensions.every((name) => names.has(name));
+  const hourTable = keyed
+    ? 'usage_rollup_key_by_hour'
+    : route === 'latency' && within(LATENCY_DIMENSIONS)
+      ? 'usage_latency_by_hour'
+      : route === 'latency' && within(LATENCY_ENV_DIMENSIONS)
+        ? 'usage_latency_env_by_hour'
+        : 'usage_rollup_by_hour';
   const levels = [
     keyed ? { seconds: DAY, table: 'usage_rollup_key_by_day', time: 'day' } : { seconds: DAY, table: 'usage_rollup_by_day', time: 'day' },
-    keyed
-      ? { seconds: HOUR, table: 'usage_rollup_key_by_hour', time: 'hour' }
-      : { seconds: HOUR, table: 'usage_rollup_by_hour', time: 'hour' },
+    { seconds: HOUR, table: hourTable, time: 'hour' },
     keyed
       ? { seconds: MINUTE, table: 'usage_rollup_key_by_minute', time: 'minute' }
       : { seconds: MINUTE, table: 'usage_rollup_by_minute', time: 'minute' },

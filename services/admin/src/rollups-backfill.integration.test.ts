@@ -120,6 +120,8 @@ const ROLLUPS = [
     bucket: HOUR,
     dims: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
   },
+  { table: 'usage_latency_by_hour', time: 'hour', bucket: HOUR, dims: ['provider', 'model_id'], latencyOnly: true },
+  { table: 'usage_latency_env_by_hour', time: 'hour', bucket: HOUR, dims: ['environment', 'provider', 'model_id'], latencyOnly: true },
   { table: 'usage_rollup_by_day', time: 'day', bucket: DAY, dims: ['environment', 'provider', 'model_id', 'user_type'] },
   { table: 'usage_rollup_key_by_day', time: 'day', bucket: DAY, dims: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'] },
   { table: 'usage_rollup_user_by_day', time: 'day', bucket: DAY, dims: ['environment', 'user_id', 'user_type'] },
@@ -189,18 +191,23 @@ describe('an installation from before migration 0008', () => {
     );
     expect(Number(progress[0]!.days)).toBeGreaterThanOrEqual(40);
 
-    for (const { table, time, bucket, dims } of ROLLUPS) {
+    for (const { table, time, bucket, dims, latencyOnly } of ROLLUPS) {
       const key = `concat(toString(toUInt32(t)), '|', ${dims.join(", '|', ")})`;
-      // The per-user days hold plain sums (SummingMergeTree), the others aggregate states.
-      const measures =
-        table === 'usage_rollup_user_by_day'
+      // The per-user days hold plain sums (SummingMergeTree), the others aggregate states;
+      // the latency rollups count requests only (their percentiles: analytics.integration.test.ts).
+      const measures = latencyOnly
+        ? 'countMerge(requests) AS requests, 0 AS tokens, 0 AS errors, 0 AS cost'
+        : table === 'usage_rollup_user_by_day'
           ? 'sum(requests) AS requests, sum(total_tokens) AS tokens, sum(errors) AS errors, sum(cost_usd) AS cost'
           : 'countMerge(requests) AS requests, sumMerge(total_tokens) AS tokens, countIfMerge(errors) AS errors, sumMerge(cost_usd) AS cost';
+      const rawMeasures = latencyOnly
+        ? 'count() AS requests, 0 AS tokens, 0 AS errors, 0 AS cost'
+        : "count() AS requests, sum(total_tokens) AS tokens, countIf(status = 'error') AS errors, sum(ifNull(cost_usd, 0)) AS cost";
       const got = await figures(
         `SELECT ${key} AS key, requests, tokens, errors, cost FROM (SELECT ${time} AS t, ${dims.join(', ')}, ${measures} FROM ${table} GROUP BY t, ${dims.join(', ')}) ORDER BY key`,
       );
       const raw = await figures(
-        `SELECT ${key} AS key, requests, tokens, errors, cost FROM (SELECT ${bucket} AS t, ${dims.join(', ')}, count() AS requests, sum(total_tokens) AS tokens, countIf(status = 'error') AS errors, sum(ifNull(cost_usd, 0)) AS cost FROM ${RAW} GROUP BY t, ${dims.join(', ')}) ORDER BY key`,
+        `SELECT ${key} AS key, requests, tokens, errors, cost FROM (SELECT ${bucket} AS t, ${dims.join(', ')}, ${rawMeasures} FROM ${RAW} GROUP BY t, ${dims.join(', ')}) ORDER BY key`,
       );
       expect(raw.reduce((sum, row) => sum + row.requests, 0)).toBe(BEFORE + AFTER);
       expectEqual(table, got, raw);

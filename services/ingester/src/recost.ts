@@ -123,8 +123,9 @@ export async function recost(
       ...(scope.provider !== undefined ? [`provider = ${sqlString(scope.provider)}`] : []),
       ...(scope.model !== undefined ? [`model_id = ${sqlString(scope.model)}`] : []),
     ];
-    for (const { view, table, time } of SCALED_ROLLUPS) {
-      if (table === 'usage_errors_by_hour') continue;
+    for (const { view, table, time, kind } of SCALED_ROLLUPS) {
+      // Only the usage rollups carry cost.
+      if (kind !== 'usage') continue;
       const byPair = table !== 'usage_rollup_user_by_day';
       const days = (column: string) =>
         [`${column} >= toDateTime(${dayFromS})`, `${column} < toDateTime(${dayToS})`, ...(byPair ? pairOnly : [])].join(' AND ');

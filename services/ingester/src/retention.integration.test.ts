@@ -1,7 +1,7 @@
 // Retention on the real ClickHouse with a fake clock: exactly the expired monthly
 // partitions are dropped from each table, the rollups follow their own retention,
 // and the canary's old probes are deleted.
-import { USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
+import { LATENCY_ROLLUP_TABLES, USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { eventually, queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
@@ -82,7 +82,7 @@ describe('applyRetention', () => {
     // usage_io: 30 days back is 2026-10-24, so everything before October 2026 goes.
     expect(await partitionsOf('usage_io')).toEqual(['202610', '202611']);
     // Rollups are kept for ever: analytics over old months still answer.
-    for (const rollup of ['usage_rollup_minute', ...USAGE_ROLLUP_TABLES]) {
+    for (const rollup of ['usage_rollup_minute', ...USAGE_ROLLUP_TABLES, ...LATENCY_ROLLUP_TABLES]) {
       expect(await partitionsOf(rollup), rollup).toEqual(all);
     }
     expect(outcome.dropped).toHaveLength(9 + 9 + 21);
@@ -96,7 +96,7 @@ describe('applyRetention', () => {
     expect((await applyRetention(clickhouse, policy, now)).dropped).toEqual([]);
     // Rollups kept 400 days: every rollup loses the same months.
     await applyRetention(clickhouse, { ...policy, rollupsDays: 400 }, now);
-    for (const rollup of ['usage_rollup_minute', ...USAGE_ROLLUP_TABLES]) {
+    for (const rollup of ['usage_rollup_minute', ...USAGE_ROLLUP_TABLES, ...LATENCY_ROLLUP_TABLES]) {
       expect(await partitionsOf(rollup), rollup).toEqual(all.filter((p) => p >= '202510'));
     }
   });

@@ -71,6 +71,8 @@ const MONTHLY_TABLES = {
   usage_rollup_key_by_minute: 'rollupsDays',
   usage_rollup_by_hour: 'rollupsDays',
   usage_rollup_key_by_hour: 'rollupsDays',
+  usage_latency_by_hour: 'rollupsDays',
+  usage_latency_env_by_hour: 'rollupsDays',
   usage_rollup_by_day: 'rollupsDays',
   usage_rollup_key_by_day: 'rollupsDays',
   usage_rollup_user_by_day: 'rollupsDays',

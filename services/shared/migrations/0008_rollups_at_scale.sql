@@ -226,6 +226,62 @@ SELECT
 FROM usage_events
 GROUP BY hour, environment, api_key_id, provider, model_id, user_type;
 
+-- usage_latency_by_hour: latency per hour by provider and model only: hourly latency over all environments merges one t-digest per model and hour, not one per environment and user type (merging the states is what a latency query costs).
+CREATE TABLE IF NOT EXISTS usage_latency_by_hour
+(
+    hour DateTime,
+    provider String,
+    model_id String,
+    requests AggregateFunction(count),
+    latency_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8),
+    ttft_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8),
+    tokens_per_sec AggregateFunction(avgIf, Float64, UInt8)
+)
+ENGINE = AggregatingMergeTree()
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, provider, model_id);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_latency_by_hour_mv TO usage_latency_by_hour AS
+SELECT
+    toDateTime(intDiv(toUInt32(event_time), 3600) * 3600) AS hour,
+    provider,
+    model_id,
+    countState() AS requests,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(ifNull(latency_ms, toUInt64(0)), isNotNull(latency_ms)) AS latency_ms,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(ifNull(ttft_ms, toUInt64(0)), isNotNull(ttft_ms)) AS ttft_ms,
+    avgIfState(ifNull(output_tokens_per_sec, toFloat64(0)), isNotNull(output_tokens_per_sec)) AS tokens_per_sec
+FROM usage_events
+GROUP BY hour, provider, model_id;
+
+-- usage_latency_env_by_hour: the same per environment: hourly latency grouped or filtered by environment.
+CREATE TABLE IF NOT EXISTS usage_latency_env_by_hour
+(
+    hour DateTime,
+    environment String,
+    provider String,
+    model_id String,
+    requests AggregateFunction(count),
+    latency_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8),
+    ttft_ms AggregateFunction(quantilesTDigestIf(0.5, 0.9, 0.99), UInt64, UInt8),
+    tokens_per_sec AggregateFunction(avgIf, Float64, UInt8)
+)
+ENGINE = AggregatingMergeTree()
+PARTITION BY toYYYYMM(hour)
+ORDER BY (hour, environment, provider, model_id);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_latency_env_by_hour_mv TO usage_latency_env_by_hour AS
+SELECT
+    toDateTime(intDiv(toUInt32(event_time), 3600) * 3600) AS hour,
+    environment,
+    provider,
+    model_id,
+    countState() AS requests,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(ifNull(latency_ms, toUInt64(0)), isNotNull(latency_ms)) AS latency_ms,
+    quantilesTDigestIfState(0.5, 0.9, 0.99)(ifNull(ttft_ms, toUInt64(0)), isNotNull(ttft_ms)) AS ttft_ms,
+    avgIfState(ifNull(output_tokens_per_sec, toFloat64(0)), isNotNull(output_tokens_per_sec)) AS tokens_per_sec
+FROM usage_events
+GROUP BY hour, environment, provider, model_id;
+
 -- usage_rollup_by_day: per UTC day without the user and the key: day buckets and the whole days of a range.
 CREATE TABLE IF NOT EXISTS usage_rollup_by_day
 (

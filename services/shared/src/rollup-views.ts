@@ -13,25 +13,35 @@ export type RollupView =
   | 'usage_rollup_key_by_minute_mv'
   | 'usage_rollup_by_hour_mv'
   | 'usage_rollup_key_by_hour_mv'
+  | 'usage_latency_by_hour_mv'
+  | 'usage_latency_env_by_hour_mv'
   | 'usage_rollup_by_day_mv'
   | 'usage_rollup_key_by_day_mv'
   | 'usage_rollup_user_by_day_mv'
   | 'usage_errors_by_hour_mv';
 
-/** The rollups of migration 0008, by view, with their time column and the seconds a row covers. */
+/**
+ * The rollups of migration 0008, by view, with their time column, the seconds a row
+ * covers and what they measure: usage (counts, tokens, cost, latency), latency only, or errors.
+ */
 export const SCALED_ROLLUPS = [
-  { view: 'usage_rollup_by_minute_mv', table: 'usage_rollup_by_minute', time: 'minute', seconds: 60 },
-  { view: 'usage_rollup_key_by_minute_mv', table: 'usage_rollup_key_by_minute', time: 'minute', seconds: 60 },
-  { view: 'usage_rollup_by_hour_mv', table: 'usage_rollup_by_hour', time: 'hour', seconds: 3600 },
-  { view: 'usage_rollup_key_by_hour_mv', table: 'usage_rollup_key_by_hour', time: 'hour', seconds: 3600 },
-  { view: 'usage_rollup_by_day_mv', table: 'usage_rollup_by_day', time: 'day', seconds: 86_400 },
-  { view: 'usage_rollup_key_by_day_mv', table: 'usage_rollup_key_by_day', time: 'day', seconds: 86_400 },
-  { view: 'usage_rollup_user_by_day_mv', table: 'usage_rollup_user_by_day', time: 'day', seconds: 86_400 },
-  { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600 },
-] as const satisfies readonly { view: RollupView; table: string; time: string; seconds: number }[];
+  { view: 'usage_rollup_by_minute_mv', table: 'usage_rollup_by_minute', time: 'minute', seconds: 60, kind: 'usage' },
+  { view: 'usage_rollup_key_by_minute_mv', table: 'usage_rollup_key_by_minute', time: 'minute', seconds: 60, kind: 'usage' },
+  { view: 'usage_rollup_by_hour_mv', table: 'usage_rollup_by_hour', time: 'hour', seconds: 3600, kind: 'usage' },
+  { view: 'usage_rollup_key_by_hour_mv', table: 'usage_rollup_key_by_hour', time: 'hour', seconds: 3600, kind: 'usage' },
+  { view: 'usage_latency_by_hour_mv', table: 'usage_latency_by_hour', time: 'hour', seconds: 3600, kind: 'latency' },
+  { view: 'usage_latency_env_by_hour_mv', table: 'usage_latency_env_by_hour', time: 'hour', seconds: 3600, kind: 'latency' },
+  { view: 'usage_rollup_by_day_mv', table: 'usage_rollup_by_day', time: 'day', seconds: 86_400, kind: 'usage' },
+  { view: 'usage_rollup_key_by_day_mv', table: 'usage_rollup_key_by_day', time: 'day', seconds: 86_400, kind: 'usage' },
+  { view: 'usage_rollup_user_by_day_mv', table: 'usage_rollup_user_by_day', time: 'day', seconds: 86_400, kind: 'usage' },
+  { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600, kind: 'errors' },
+] as const satisfies readonly { view: RollupView; table: string; time: string; seconds: number; kind: 'usage' | 'latency' | 'errors' }[];
 
-/** The usage rollups of migration 0008 (all but the errors'), by table name. */
-export const USAGE_ROLLUP_TABLES = SCALED_ROLLUPS.map(({ table }) => table).filter((table) => table !== 'usage_errors_by_hour');
+/** The usage rollups of migration 0008 (those that count requests, tokens and cost), by table name. */
+export const USAGE_ROLLUP_TABLES = SCALED_ROLLUPS.filter(({ kind }) => kind === 'usage').map(({ table }) => table);
+
+/** The latency-only rollups of migration 0008, by table name. */
+export const LATENCY_ROLLUP_TABLES = SCALED_ROLLUPS.filter(({ kind }) => kind === 'latency').map(({ table }) => table);
 
 /** The columns usage_events_by_user copies from usage_events (migration 0008), in its order. */
 export const BY_USER_COLUMNS =
