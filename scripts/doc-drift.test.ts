@@ -50,6 +50,12 @@ describe('the Markdown names only what exists', () => {
     expect(drift.map((entry) => `${entry.file}:${entry.line} ${entry.kind} ${entry.name}`)).toEqual([]);
   });
 
+  it('a build output path is checked by its workspace (dist/ exists only after npm run build)', () => {
+    const page = (name: string) => `The dashboard is bundled into \`${name}\`.`;
+    expect(findDrift('docs/x.md', page('services/admin/dist/dashboard/'), known)).toEqual([]);
+    expect(findDrift('docs/x.md', page('services/admins/dist/dashboard/'), known).map((entry) => entry.kind)).toEqual(['path']);
+  });
+
   // A copy of a real page, changed on one side only, is caught: the check can fail.
   it.each([
     ['variable', '`RATE_LIMIT_BURST`', '`RATE_LIMIT_BURSTS`', 'docs/configuration.md'],

@@ -74,6 +74,12 @@ export function findDrift(file: string, text: string, known: Known): Drift[] {
       if (!TOP_FOLDERS.includes(relative.split('/')[0]!)) continue;
       // Globs and placeholders name families of files.
       if (/[*<>{}]|…/.test(relative)) continue;
+      // Build output (`npm run build` writes each workspace's dist/): its workspace must exist.
+      const built = /^(.*?)\/dist(\/|$)/.exec(relative)?.[1];
+      if (built !== undefined) {
+        if (!known.exists(built)) found.push({ ...at, kind: 'path', name: candidate! });
+        continue;
+      }
       if (!known.exists(relative) && !known.exists(joinPath(folder, relative))) found.push({ ...at, kind: 'path', name: candidate! });
     }
     for (const [, target] of line.matchAll(LINK)) {
