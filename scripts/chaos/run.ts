@@ -363,8 +363,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     try {
       await sleep(options.warmSeconds * 1000);
       const injected = performance.now();
-      await scenario.inject(harness, options.holdSeconds * 1000);
-      await sleep(Math.max(0, options.holdSeconds * 1000 - (performance.now() - injected)));
+      const holdMs = (scenario.holdSeconds ?? options.holdSeconds) * 1000;
+      await scenario.inject(harness, holdMs);
+      await sleep(Math.max(0, holdMs - (performance.now() - injected)));
       await scenario.clear(harness);
       clearedAt = performance.now();
     } catch (error) {
@@ -421,9 +422,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const doubleCounted = counted - storedKeys.size;
     if (!failure && !drained) failure = `not drained within ${options.drainTimeoutSeconds} s (lag ${lag})`;
     if (missing > 0) failure = `${missing} acknowledged records missing`;
-    if (doubleCounted !== 0) failure = `${doubleCounted} records counted twice by the rollups`;
+    if (doubleCounted > 0) failure = `${doubleCounted} records counted twice by the rollups`;
+    if (doubleCounted < 0) failure = `${-doubleCounted} stored records not counted by the rollups`;
     if (unexpected > 0) failure = `${unexpected} stored records were never sent`;
     if (deadLetters > 0) failure = `${deadLetters} valid records dead-lettered`;
+    const refused = Object.values(counts.refusals).reduce((sum, n) => sum + n, 0);
+    if (scenario.refusalsAllowed === false && refused > 0) failure ??= `${refused} records refused (none allowed)`;
     const refusalBound = scenario.maxRefusalSeconds?.(kafkaBrokers);
     if (refusalBound !== undefined && counts.longestRefusalSeconds > refusalBound) {
       failure ??= `refusals for ${round(counts.longestRefusalSeconds)} s, longer than the ${refusalBound} s allowed`;
