@@ -208,11 +208,11 @@ export function piecesSql(spec: PiecesQuery): string {
  * The rows of the pieces: one branch per table, each selecting the time (as `t`) and
  * `select`, filtered by the query's filters and `where`.
  */
-export function unionSql(
+function unionSql(
   pieces: readonly Piece[],
   select: readonly string[],
   query: AnalyticsQuery,
-  columns: Record<string, string> = DIMENSIONS,
+  columns: Record<string, string>,
   where: readonly string[] = [],
 ): string {
   const filters = Object.entries(query.filters)
