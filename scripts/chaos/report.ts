@@ -45,12 +45,13 @@ function table(report: ChaosReport): string {
       result.slowestAnswerSeconds,
       result.maxLag,
       result.recoverySeconds ?? '-',
+      result.rollupRecounts ?? 0,
       result.passed ? 'passed' : `**failed**: ${result.failure}`,
     ].join(' | '),
   );
   return [
-    '| scenario | offered / achieved per s | acknowledged | stored (distinct) | missing | counted twice | dead letters | non-2xx answers (records) | longest refusal (s) | slowest answer (s) | max lag (messages) | recovery (s) | result |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| scenario | offered / achieved per s | acknowledged | stored (distinct) | missing | counted twice | dead letters | non-2xx answers (records) | longest refusal (s) | slowest answer (s) | max lag (messages) | recovery (s) | rollup recounts | result |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
     ...rows.map((row) => `| ${row} |`),
   ].join('\n');
 }
@@ -83,9 +84,13 @@ export function renderReliability(reports: ChaosReport[]): string {
     '- **acknowledged**: records answered 202 (or 202 inside a 207). **stored**: distinct event keys of',
     '  the scenario in `usage_events`. **missing**: acknowledged and not stored. **counted twice**: what',
     '  the analytics rollups (`usage_rollup_minute`, which the dashboard and analytics API read) count beyond',
-    '  the distinct stored records (negative: stored records the rollups do not count). A scenario fails on',
+    '  the distinct stored records (negative: stored records the rollups do not count). Every other rollup',
+    '  and `usage_events_by_user` are checked the same way across the database (what each counted during the',
+    '  scenario against the records stored during it); a difference is named in the failure. A scenario fails on',
     '  any missing, any counted twice or not counted, any stored record',
     '  that was never sent, and any dead letter (every record sent is valid).',
+    '- **rollup recounts**: load units whose rollups the ingester recounted after an insert into',
+    '  `usage_events` ended without an answer (see docs/ingester.md).',
     '- **non-2xx answers**: per kind, in records (`http 503`: the whole request; `item 503`: items of a',
     '  207; `network …`: no answer, e.g. a worker killed mid-request). **longest refusal**: the longest',
     '  stretch in which every answer was a refusal; on three brokers the broker kill must keep it within',

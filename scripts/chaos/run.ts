@@ -11,6 +11,7 @@ import kafkajs from 'kafkajs';
 import { consumerLag, createKafka, type Admin } from '@otm/shared/kafka';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
+import { rollupTotals } from '@otm/shared/rollup-repair';
 import { createRedis, type Redis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { loadStackConfig, stackAddresses, type StackConfig } from '../stack/config.js';
@@ -60,6 +61,10 @@ export interface ScenarioResult {
   missing: number;
   /** Rows the rollups count beyond the distinct stored ones: must be 0. */
   doubleCounted: number;
+  /** Load units whose rollups the ingester recounted after an insert that ended without an answer. */
+  rollupRecounts?: number;
+  /** Rollups (and usage_events_by_user) whose count moved by other than the records stored: table to difference. */
+  rollupsOff?: Record<string, number>;
   /** Stored although never sent: must be 0. */
   unexpected: number;
   /** Messages dead-lettered during the scenario (every record sent is valid): must be 0. */
@@ -199,6 +204,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
   // The ingester, supervised as `npm start` does: restarted 1 s after an exit the suite did not cause.
   let ingester: ServiceProcess | undefined;
+  const ingesters: ServiceProcess[] = [];
+  /** Units whose rollups an ingester recounted after an unanswered insert (their log lines, every ingester so far). */
+  const recounts = () => ingesters.reduce((sum, one) => sum + one.logs.filter((line) => line.includes('rollups recounted')).length, 0);
   let ingesterRestarts = 0;
   let ingesterWanted = true;
   const startIngester = async (): Promise<void> => {
@@ -219,6 +227,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       180_000,
     );
     ingester = started;
+    ingesters.push(started);
     started.child.once('exit', (code, signal) => {
       if (!ingesterWanted || ingester !== started) return;
       log(`ingester exited (${signal ?? code}) on its own; restarting in 1 s; its last log lines:\n${started.logs.slice(-30).join('\n')}`);
@@ -346,6 +355,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const key = await store.create({ environment: 'prod', name: `chaos-${scenario.name}` });
     const dlqBefore = await topicEnd(admin, names.dlq);
     const restartsBefore = ingesterRestarts;
+    const totalsBefore = await rollupTotals(clickhouse);
+    const recountsBefore = recounts();
     const traffic = new Traffic({
       url: `https://127.0.0.1:${gatewayPort}`,
       apiKey: key.key,
@@ -424,6 +435,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     if (missing > 0) failure = `${missing} acknowledged records missing`;
     if (doubleCounted > 0) failure = `${doubleCounted} records counted twice by the rollups`;
     if (doubleCounted < 0) failure = `${-doubleCounted} stored records not counted by the rollups`;
+    // Every rollup (and the copy ordered by user), across the whole database: what it
+    // counts beyond (or short of) the records stored during the scenario.
+    const totalsAfter = await rollupTotals(clickhouse);
+    const rollupsOff: Record<string, number> = {};
+    for (const after of totalsAfter) {
+      const before = totalsBefore.find((total) => total.table === after.table) ?? { stored: 0, counted: 0 };
+      const off = after.counted - before.counted - (after.stored - before.stored);
+      if (off !== 0) rollupsOff[after.table] = off;
+    }
+    for (const [table, off] of Object.entries(rollupsOff)) {
+      failure = off > 0 ? `${off} records counted twice by ${table}` : `${-off} stored records not counted by ${table}`;
+    }
     if (unexpected > 0) failure = `${unexpected} stored records were never sent`;
     if (deadLetters > 0) failure = `${deadLetters} valid records dead-lettered`;
     const refused = Object.values(counts.refusals).reduce((sum, n) => sum + n, 0);
@@ -444,6 +467,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       stored: storedKeys.size,
       missing,
       doubleCounted,
+      ...(Object.keys(rollupsOff).length > 0 ? { rollupsOff } : {}),
       unexpected,
       deadLetters,
       refusals: counts.refusals,
@@ -455,11 +479,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       drainSeconds: round(drainSeconds),
       drained,
       ingesterRestarts: ingesterRestarts - restartsBefore,
+      rollupRecounts: recounts() - recountsBefore,
       passed: failure === undefined,
       ...(failure ? { failure } : {}),
     };
     log(
-      `${scenario.name}: ${result.acknowledged} acknowledged, ${result.stored} stored, ${missing} missing, ${doubleCounted} counted twice, ${deadLetters} dead-lettered; max lag ${maxLag}, recovered in ${result.recoverySeconds ?? '-'} s; refusals ${JSON.stringify(result.refusals)}: ${result.passed ? 'passed' : `FAILED (${failure})`}`,
+      `${scenario.name}: ${result.acknowledged} acknowledged, ${result.stored} stored, ${missing} missing, ${doubleCounted} counted twice, ${deadLetters} dead-lettered, ${result.rollupRecounts} recounts; max lag ${maxLag}, recovered in ${result.recoverySeconds ?? '-'} s; refusals ${JSON.stringify(result.refusals)}: ${result.passed ? 'passed' : `FAILED (${failure})`}`,
     );
     return result;
   }

@@ -13,7 +13,7 @@ import { UsageConsumer } from './consumer.js';
 import type { DeadLetter } from './dead-letter.js';
 import { checkSeen, type SeenMark } from './dedupe-step.js';
 import type { RowText } from './enrich-step.js';
-import type { IsolatedLoad } from './load-step.js';
+import type { IsolatedLoad, Unanswered } from './load-step.js';
 import { createIngesterMetrics } from './metrics.js';
 import { deadLetter, ok } from './outcome.js';
 import { PriceTable } from './prices.js';
@@ -52,26 +52,49 @@ class MemoryDeduplicator implements Deduplicator {
   }
 }
 
-/** usage_events as a map: every insert of an event key is counted, as the rollups would count it. */
+/**
+ * usage_events as a map: every insert of an event key is counted, as the rollups would
+ * count it. `unansweredInserts` makes the next loads store their rows, then fail before
+ * the rollups count them (ClickHouse killed between usage_events and its views).
+ */
 class MemoryEventStore implements EventStore {
   readonly inserts = new Map<string, number>();
+  /** What the rollups count per event key. */
+  readonly counted = new Map<string, number>();
+  readonly recounted: string[][] = [];
   readonly probes: string[] = [];
+  unansweredInserts = 0;
   constructor(private readonly refuses: (row: RowText) => boolean = () => false) {}
-  async load<T>(items: readonly T[], rowOf: (item: T) => RowText): Promise<IsolatedLoad<T>> {
-    const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: 0 };
+  async load<T>(items: readonly T[], rowOf: (item: T) => RowText, unanswered: Unanswered): Promise<IsolatedLoad<T>> {
+    const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: [] };
+    const fresh: string[] = [];
     for (const item of items) {
       const row = rowOf(item);
       if (this.refuses(row)) {
         result.refused.push({ item, code: 27, message: 'Cannot parse input' });
       } else if (this.inserts.has(row.eventKey)) {
-        result.alreadyLoaded++;
+        result.alreadyLoaded.push(row.eventKey);
         result.loaded.push(item);
       } else {
         this.inserts.set(row.eventKey, 1);
+        fresh.push(row.eventKey);
         result.loaded.push(item);
       }
     }
+    if (this.unansweredInserts > 0 && fresh.length > 0) {
+      this.unansweredInserts--;
+      unanswered.queryIds.add(`q${this.unansweredInserts}`);
+      for (const eventKey of fresh) unanswered.eventKeys.add(eventKey);
+      throw new Error('socket hang up');
+    }
+    for (const eventKey of fresh) this.counted.set(eventKey, (this.counted.get(eventKey) ?? 0) + 1);
     return result;
+  }
+  /** The rollup repair as its contract says: each stored key counted once afterwards, whatever it was. */
+  async recount(eventKeys: readonly string[]) {
+    this.recounted.push([...eventKeys]);
+    for (const eventKey of eventKeys) if (this.inserts.has(eventKey)) this.counted.set(eventKey, 1);
+    return { stored: eventKeys.length, copied: 0, tables: [] };
   }
   async insertProbes(lines: readonly string[]) {
     this.probes.push(...lines);
@@ -79,6 +102,10 @@ class MemoryEventStore implements EventStore {
   /** Event keys inserted more than once (must stay empty). */
   twice(): string[] {
     return [...this.inserts].filter(([, count]) => count > 1).map(([key]) => key);
+  }
+  /** Stored event keys the rollups do not count exactly once (must stay empty). */
+  miscounted(): string[] {
+    return [...this.inserts.keys()].filter((key) => this.counted.get(key) !== 1);
   }
 }
 
@@ -259,6 +286,26 @@ describe('UsageConsumer on in-memory stages', () => {
     await until(() => second.consumer.committed.get(1) === 30n);
     expect(store.inserts.size).toBe(30);
     expect(store.twice()).toEqual([]);
+  });
+
+  it('an insert that stored its rows but ended without an answer: the retry finds them stored and has exactly those recounted', async () => {
+    const store = new MemoryEventStore();
+    store.unansweredInserts = 1;
+    const { consumer, usage } = pipeline({ store });
+    await usage.start();
+    await consumer.deliver(0, messages(sample(12, 'u')));
+    await until(() => consumer.committed.get(0) === 12n);
+    expect(store.recounted.map((keys) => keys.length)).toEqual([12]);
+    expect(store.miscounted()).toEqual([]);
+    expect(store.twice()).toEqual([]);
+    // A replay the store simply holds (a consumer that never heard of the keys, no
+    // unanswered insert) is not recounted.
+    const next = pipeline({ store });
+    await next.usage.start();
+    await next.consumer.deliver(0, messages(sample(12, 'u')));
+    await until(() => next.consumer.committed.get(0) === 12n);
+    expect(store.recounted).toHaveLength(1);
+    expect(store.miscounted()).toEqual([]);
   });
 
   it('poison records (bad wire bytes, not the schema, refused by the store) are dead-lettered with their reason; the rest load and the partition moves on', async () => {

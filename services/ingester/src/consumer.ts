@@ -25,7 +25,7 @@ import type { Logger } from '@otm/shared/logger';
 import { enrich, rowText, type RowText } from './enrich-step.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
 import type { DeadLetter } from './dead-letter.js';
-import type { IsolatedLoad } from './load-step.js';
+import { noneUnanswered, type IsolatedLoad, type Unanswered } from './load-step.js';
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './seams.js';
 import { failureReason } from './failure-reason.js';
 import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
@@ -353,6 +353,9 @@ export class UsageConsumer {
       }
 
       const checked = performance.now();
+      // Inserts of this unit that ended without an answer: their records may be stored
+      // but not counted by every rollup (rollup-repair.ts).
+      const unanswered = noneUnanswered();
       let alreadyLoaded = 0;
       let erased = 0;
       let refused: { item: Item; reason: string; headers: Record<string, string> }[] = [];
@@ -388,12 +391,15 @@ export class UsageConsumer {
                   return erasedAt === undefined || item.row.receivedAtMs > erasedAt;
                 });
           // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
-          result = await store.load(kept, (item) => item.row);
+          result = await store.load(kept, (item) => item.row, unanswered);
         } finally {
           await erasures.endInsert(check.lease).catch(() => undefined);
         }
+        // Stored by an insert that ended without an answer: recounted before the unit goes on.
+        const recount = result.alreadyLoaded.filter((eventKey) => unanswered.eventKeys.has(eventKey));
+        if (recount.length > 0) await this.recount(recount, unanswered);
         erased = live.length - kept.length;
-        alreadyLoaded = result.alreadyLoaded;
+        alreadyLoaded = result.alreadyLoaded.length;
         refused = result.refused.map(({ item, code, message }) => ({
           item,
           reason: `clickhouse refused the row: code ${code}: ${message}`,
@@ -441,6 +447,34 @@ export class UsageConsumer {
       return parts.map(() => (error instanceof Error ? error : new Error(String(error))));
     }
     return parts.map((part) => (outcomes.get(part) === 'loaded' ? 'loaded' : new Abandoned()));
+  }
+
+  /**
+   * Recounts the rollups of records an unanswered insert stored (rollup-repair.ts): under
+   * a fence of their days, each rollup group they fall in is compared with usage_events
+   * and mended. Throws to be retried with the load (which then finds them stored again).
+   */
+  private async recount(eventKeys: readonly string[], unanswered: Unanswered): Promise<void> {
+    const started = performance.now();
+    const outcome = await this.deps.store.recount(eventKeys, unanswered).catch((error: unknown) => {
+      throw Object.assign(error as Error, { dependency: 'clickhouse (rollup recount)' });
+    });
+    unanswered.eventKeys.clear();
+    unanswered.queryIds.clear();
+    for (const table of outcome.tables) {
+      if (table.appended > 0) this.deps.metrics.rollupRecounts.inc({ table: table.table, action: 'appended' }, table.appended);
+      if (table.rebuilt > 0) this.deps.metrics.rollupRecounts.inc({ table: table.table, action: 'rebuilt' }, table.rebuilt);
+    }
+    this.deps.logger.warn(
+      {
+        records: eventKeys.length,
+        stored: outcome.stored,
+        copiedByUser: outcome.copied,
+        mended: outcome.tables.filter((table) => table.appended + table.rebuilt > 0),
+        ms: Math.round(performance.now() - started),
+      },
+      'rollups recounted for records an unanswered insert stored',
+    );
   }
 
   /** Retries an infrastructure call with capped exponential backoff until it works or the batch is abandoned. */

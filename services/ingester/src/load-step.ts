@@ -5,9 +5,13 @@
 // materialized rollups, which count every inserted row, count it once. The look-up
 // runs inside the retried unit: a retry after an insert whose outcome was unknown
 // checks again. usage_io is looked up on its own, so the two inserts can run at once.
+// An insert into usage_events that ends without an answer is noted (its query id, its
+// event keys): its rows may be stored but not counted by every rollup, and the
+// caller has them recounted (rollup-repair.ts) when a later attempt finds them stored.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from '@otm/shared/clickhouse-errors';
+import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { RowText } from './enrich-step.js';
 
@@ -49,25 +53,40 @@ export async function existingEventKeys(
  * One INSERT of JSONEachRow lines already serialised (see RowText): the body is the
  * lines joined, sent as they are, no per-row encoding by the client.
  */
-export async function insertLines(clickhouse: ClickHouseClient, table: string, lines: readonly string[]): Promise<void> {
+export async function insertLines(
+  clickhouse: ClickHouseClient,
+  table: string,
+  lines: readonly string[],
+  queryId: string = randomUUID(),
+): Promise<void> {
   if (lines.length === 0) return;
   const body = `${lines.join('\n')}\n`;
   const { stream } = await clickhouse.exec({
     query: `INSERT INTO ${table} FORMAT JSONEachRow`,
     values: Readable.from([body], { objectMode: false }),
+    query_id: queryId,
   });
   await new Promise<void>((resolve, reject) => {
     stream.on('error', reject).on('end', resolve).resume();
   });
 }
 
-/** Inserts the rows ClickHouse does not hold yet; returns how many events were already there. */
+/** Inserts into usage_events that ended without an answer, noted across the attempts of one load unit. */
+export interface Unanswered {
+  queryIds: Set<string>;
+  eventKeys: Set<string>;
+}
+
+export const noneUnanswered = (): Unanswered => ({ queryIds: new Set(), eventKeys: new Set() });
+
+/** Inserts the rows ClickHouse does not hold yet; returns the event keys that were already there. */
 export async function loadStep(
   clickhouse: ClickHouseClient,
   rows: readonly RowText[],
   order: 'together' | 'io first' = 'together',
-): Promise<number> {
-  if (rows.length === 0) return 0;
+  unanswered: Unanswered = noneUnanswered(),
+): Promise<string[]> {
+  if (rows.length === 0) return [];
   const withIo = rows.filter((row) => row.io !== null);
   const [eventsThere, ioThere] = await Promise.all([
     existingEventKeys(
@@ -81,12 +100,25 @@ export async function loadStep(
       withIo.map((row) => row.eventKey),
     ),
   ]);
-  const events = rows.filter((row) => !eventsThere.has(row.eventKey)).map((row) => row.event);
+  const missing = rows.filter((row) => !eventsThere.has(row.eventKey));
+  const events = missing.map((row) => row.event);
   const io = withIo.filter((row) => !ioThere.has(row.eventKey)).map((row) => row.io!);
   // Both tables at once: each is looked up on its own, so a unit that failed halfway
   // (one insert in, the other not) completes on its retry or redelivery.
   const insertIo = () => insertLines(clickhouse, 'usage_io', io);
-  const insertEvents = () => insertLines(clickhouse, 'usage_events', events);
+  const insertEvents = async () => {
+    const queryId = randomUUID();
+    try {
+      await insertLines(clickhouse, 'usage_events', events, queryId);
+    } catch (error) {
+      // Refused for its data: nothing written. Anything else: perhaps written, perhaps in part.
+      if (!isDataError(error)) {
+        unanswered.queryIds.add(queryId);
+        for (const row of missing) unanswered.eventKeys.add(row.eventKey);
+      }
+      throw error;
+    }
+  };
   if (order === 'io first') {
     // Looking for a bad row: an event (what analytics count) is stored only once its
     // text is, so a record refused by either table is a dead letter and never a count.
@@ -95,7 +127,7 @@ export async function loadStep(
   } else {
     await Promise.all([insertIo(), insertEvents()]);
   }
-  return eventsThere.size;
+  return [...eventsThere];
 }
 
 export interface RefusedRow<T> {
@@ -108,7 +140,8 @@ export interface RefusedRow<T> {
 export interface IsolatedLoad<T> {
   loaded: T[];
   refused: RefusedRow<T>[];
-  alreadyLoaded: number;
+  /** Event keys usage_events held already (a replay). */
+  alreadyLoaded: string[];
 }
 
 /**
@@ -122,11 +155,12 @@ export async function loadIsolatingBadRows<T>(
   clickhouse: ClickHouseClient,
   items: readonly T[],
   rowOf: (item: T) => RowText,
+  unanswered: Unanswered = noneUnanswered(),
 ): Promise<IsolatedLoad<T>> {
-  const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: 0 };
+  const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: [] };
   const attempt = async (part: readonly T[], order: 'together' | 'io first'): Promise<void> => {
     try {
-      result.alreadyLoaded += await loadStep(clickhouse, part.map(rowOf), order);
+      result.alreadyLoaded.push(...(await loadStep(clickhouse, part.map(rowOf), order, unanswered)));
       result.loaded.push(...part);
     } catch (error) {
       if (!isDataError(error)) throw error;

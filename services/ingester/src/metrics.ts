@@ -73,6 +73,12 @@ export function createIngesterMetrics(sources?: LagSources) {
       labelNames: ['topic', 'partition'],
       registers: [registry],
     }),
+    rollupRecounts: new Counter({
+      name: 'otm_ingester_rollup_recounts_total',
+      help: 'Rollup groups recounted after an insert into usage_events ended without an answer, by table and what was done (appended: the group lacked exactly those records; rebuilt: any other difference)',
+      labelNames: ['table', 'action'] as const,
+      registers: [registry],
+    }),
     unknownPrice: new Counter({
       name: 'otm_ingester_unknown_price_total',
       help: 'Loaded records whose model has no price',

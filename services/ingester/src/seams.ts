@@ -9,7 +9,8 @@ import { decodeStep, type SchemaCache } from './decode-step.js';
 import type { SeenCheck, SeenMark } from './dedupe-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
 import type { RowText } from './enrich-step.js';
-import { insertLines, loadIsolatingBadRows, type IsolatedLoad } from './load-step.js';
+import { insertLines, loadIsolatingBadRows, type IsolatedLoad, type Unanswered } from './load-step.js';
+import { recountRollups, type RecountOutcome, type RepairFence } from '@otm/shared/rollup-repair';
 import type { StepOutcome } from './outcome.js';
 
 /** Wire bytes to a validated queued record, or the reason it can never be one. Throws when the registry cannot be asked. */
@@ -23,9 +24,14 @@ export interface Deduplicator {
   markSeen(marks: readonly SeenMark[]): Promise<void>;
 }
 
-/** Where rows are loaded. `load` stores each event key once, returns the rows refused for their data; throws to be retried. */
+/**
+ * Where rows are loaded. `load` stores each event key once, returns the rows refused for
+ * their data; throws to be retried, noting in `unanswered` the inserts that ended without
+ * an answer. `recount` recounts the rollups of stored records such an insert sent.
+ */
 export interface EventStore {
-  load<T>(items: readonly T[], rowOf: (item: T) => RowText): Promise<IsolatedLoad<T>>;
+  load<T>(items: readonly T[], rowOf: (item: T) => RowText, unanswered: Unanswered): Promise<IsolatedLoad<T>>;
+  recount(eventKeys: readonly string[], unanswered: Unanswered): Promise<RecountOutcome>;
   /** The freshness canary's rows (canary_probes). */
   insertProbes(lines: readonly string[]): Promise<void>;
 }
@@ -46,9 +52,16 @@ export class RegistryDecoder implements RecordDecoder {
 }
 
 export class ClickHouseEventStore implements EventStore {
-  constructor(private readonly clickhouse: ClickHouseClient) {}
-  load<T>(items: readonly T[], rowOf: (item: T) => RowText) {
-    return loadIsolatingBadRows(this.clickhouse, items, rowOf);
+  constructor(
+    private readonly clickhouse: ClickHouseClient,
+    private readonly fence: RepairFence,
+    private readonly cluster = '',
+  ) {}
+  load<T>(items: readonly T[], rowOf: (item: T) => RowText, unanswered: Unanswered) {
+    return loadIsolatingBadRows(this.clickhouse, items, rowOf, unanswered);
+  }
+  recount(eventKeys: readonly string[], unanswered: Unanswered) {
+    return recountRollups(this.clickhouse, this.fence, eventKeys, { unansweredQueryIds: [...unanswered.queryIds], cluster: this.cluster });
   }
   insertProbes(lines: readonly string[]) {
     return insertLines(this.clickhouse, 'canary_probes', lines);

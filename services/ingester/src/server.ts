@@ -106,7 +106,7 @@ const usageConsumer = new UsageConsumer(
     decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL))),
     dedupe: new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS),
     erasures: erasureStore,
-    store: new ClickHouseEventStore(clickhouse),
+    store: new ClickHouseEventStore(clickhouse, erasureStore, clickhouseSettings.cluster),
     deadLetters: new KafkaDeadLetters(dlqProducer, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),
     metrics,

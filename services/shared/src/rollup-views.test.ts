@@ -1,6 +1,6 @@
 // The rebuild SQL is the views' own SELECT from the migrations, with the job's condition.
 import { describe, expect, it } from 'vitest';
-import { rebuildRollupSql } from './rollup-views.js';
+import { aggregateViews, rebuildRollupSql, selectItems } from './rollup-views.js';
 
 describe('rebuildRollupSql', () => {
   it("runs the usage rollup view's SELECT with the condition before its GROUP BY", () => {
@@ -16,5 +16,56 @@ describe('rebuildRollupSql', () => {
     expect(rebuildRollupSql('usage_errors_minute_mv', 'x = 1')).toMatch(
       /^INSERT INTO usage_errors_minute SELECT[\s\S]+FROM usage_events WHERE \(status = 'error'\) AND \(x = 1\) GROUP BY minute, environment, provider, model_id, error_code, error_message$/,
     );
+  });
+});
+
+describe('aggregateViews', () => {
+  it('reads each view on usage_events with its groups, their expressions and its count column', () => {
+    const views = aggregateViews();
+    // Every view of migrations 0002, 0007 and 0008 but the copy ordered by user, usage_rollup_minute_mv once (0007 redefines it).
+    expect(views.map((view) => view.view).sort()).toEqual(
+      [
+        'usage_errors_by_hour_mv',
+        'usage_errors_minute_mv',
+        'usage_latency_by_hour_mv',
+        'usage_latency_env_by_hour_mv',
+        'usage_rollup_by_day_mv',
+        'usage_rollup_by_hour_mv',
+        'usage_rollup_by_minute_mv',
+        'usage_rollup_key_by_day_mv',
+        'usage_rollup_key_by_hour_mv',
+        'usage_rollup_key_by_minute_mv',
+        'usage_rollup_minute_mv',
+        'usage_rollup_user_by_day_mv',
+      ].sort(),
+    );
+    const errors = views.find((view) => view.view === 'usage_errors_minute_mv')!;
+    expect(errors.where).toBe("status = 'error'");
+    expect(errors.groups).toEqual([
+      { name: 'minute', expression: 'toStartOfMinute(event_time)' },
+      { name: 'environment', expression: 'environment' },
+      { name: 'provider', expression: 'provider' },
+      { name: 'model_id', expression: 'model_id' },
+      { name: 'error_code', expression: "ifNull(error_code, '')" },
+      { name: 'error_message', expression: "substring(ifNull(error_message, ''), 1, 200)" },
+    ]);
+    expect(errors.count).toEqual({ column: 'errors', merge: 'countMerge' });
+    const byUser = views.find((view) => view.view === 'usage_rollup_user_by_day_mv')!;
+    expect(byUser.groups[0]).toEqual({ name: 'day', expression: 'toDateTime(intDiv(toUInt32(event_time), 86400) * 86400)' });
+    expect(byUser.count).toEqual({ column: 'requests', merge: 'sum' });
+  });
+
+  it('splits a SELECT list at top-level commas only, outside quotes, and reads aliases', () => {
+    expect(
+      selectItems(
+        "SELECT a, f(b, ', x') AS c, quantilesIfState(0.5, 0.9)(x, y) AS q, CAST(z AS String), 'it\\'s, here' AS s FROM usage_events",
+      ),
+    ).toEqual([
+      { name: 'a', expression: 'a' },
+      { name: 'c', expression: "f(b, ', x')" },
+      { name: 'q', expression: 'quantilesIfState(0.5, 0.9)(x, y)' },
+      { name: 'CAST(z AS String)', expression: 'CAST(z AS String)' },
+      { name: 's', expression: "'it\\'s, here'" },
+    ]);
   });
 });

@@ -48,6 +48,7 @@ export const BY_USER_COLUMNS =
   'environment, user_id, event_time, event_key, user_type, api_key_id, provider, model_id, status, input_tokens, output_tokens, total_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cache_reported_input_tokens, cost_usd, price_known, latency_ms, ttft_ms, output_tokens_per_sec, error_code, error_message, ingested_at';
 
 interface ViewQuery {
+  view: string;
   table: string;
   /** `SELECT … FROM usage_events` */
   select: string;
@@ -80,6 +81,7 @@ function load(): Map<string, ViewQuery> {
       const between = statement.slice(fromAt + from.length, groupAt).trim();
       if (between !== '' && !between.startsWith('WHERE ')) continue;
       found.set(head[1]!, {
+        view: head[1]!,
         table: head[2]!,
         select: statement.slice(head[0].length, fromAt + from.length).trim(),
         where: between === '' ? undefined : between.slice('WHERE '.length).trim(),
@@ -104,4 +106,76 @@ export function rebuildRollupSql(view: RollupView, condition: string, final = fa
     .join(' AND ');
   const select = final ? query.select.replace(/FROM usage_events$/, 'FROM usage_events FINAL') : query.select;
   return `INSERT INTO ${query.table} ${select} WHERE ${where} ${query.groupBy}`;
+}
+
+/** A materialized view on usage_events that aggregates (every one but the copy ordered by user). */
+export interface AggregateView {
+  view: RollupView;
+  table: string;
+  /** The view's own WHERE condition, if it has one. */
+  where: string | undefined;
+  /** Its GROUP BY columns in order, each with the expression the view computes it from (the first is the time bucket). */
+  groups: { name: string; expression: string }[];
+  /** The column counting the records of a rollup row, and how the rows of a group add it up. */
+  count: { column: string; merge: 'countMerge' | 'sum' };
+}
+
+/**
+ * The items of a SELECT list: top-level commas split them (none inside parentheses or
+ * quotes); `expression AS alias` names one, a bare column names itself.
+ */
+export function selectItems(select: string): { name: string; expression: string }[] {
+  const list = select.replace(/^SELECT\s+/, '').replace(/\s+FROM usage_events$/, '');
+  const items: string[] = [];
+  let depth = 0;
+  let quoted = false;
+  let start = 0;
+  for (let i = 0; i < list.length; i++) {
+    const c = list[i];
+    if (quoted) {
+      if (c === '\\') i++;
+      else if (c === "'") quoted = false;
+    } else if (c === "'") quoted = true;
+    else if (c === '(') depth++;
+    else if (c === ')') depth--;
+    else if (c === ',' && depth === 0) {
+      items.push(list.slice(start, i));
+      start = i + 1;
+    }
+  }
+  items.push(list.slice(start));
+  return items.map((item) => {
+    const text = item.trim();
+    const as = text.lastIndexOf(' AS ');
+    // An alias is one word after the last top-level AS; `CAST(x AS T)` has its AS inside parentheses.
+    const alias = as < 0 ? '' : text.slice(as + 4).trim();
+    return /^\w+$/.test(alias) && !text.slice(as).includes(')')
+      ? { name: alias, expression: text.slice(0, as).trim() }
+      : { name: text, expression: text };
+  });
+}
+
+let aggregates: AggregateView[] | undefined;
+
+/** Every aggregating view on usage_events, as the migrations define them (the last definition of each). */
+export function aggregateViews(): AggregateView[] {
+  views ??= load();
+  aggregates ??= [...views.values()].map((query) => {
+    const items = new Map(selectItems(query.select).map((item) => [item.name, item.expression]));
+    const groups = query.groupBy
+      .slice('GROUP BY '.length)
+      .split(',')
+      .map((name) => name.trim())
+      .map((name) => ({ name, expression: items.get(name) ?? name }));
+    const counted = [...items].find(([, expression]) => expression === 'countState()' || expression === 'count()');
+    if (!counted) throw new Error(`the view ${query.view} counts no records (no countState() or count() column)`);
+    return {
+      view: query.view as RollupView,
+      table: query.table,
+      where: query.where,
+      groups,
+      count: { column: counted[0], merge: counted[1] === 'countState()' ? 'countMerge' : 'sum' },
+    };
+  });
+  return aggregates;
 }

@@ -1,0 +1,284 @@
+// Recounting the rollups of records whose insert ended without an answer.
+//
+// ClickHouse writes an INSERT into usage_events first, then into each materialized
+// view on it, one after another, each view's part on its own. A server killed in
+// between leaves rows in usage_events that some rollups never counted; the ingester's
+// retry finds their event keys stored and inserts nothing, so without this step those
+// rollups would stay short for good. For such keys (found stored after an attempt whose
+// outcome is unknown) recountRollups:
+//
+//   1. waits until the unanswered INSERTs are no longer running on the server (a client
+//      timeout does not stop an insert the server is still writing);
+//   2. fences the UTC days of those records (erasures.ts) and waits for the inserts in
+//      flight: no other row can enter those days' groups while they are compared;
+//   3. copies into usage_events_by_user the rows it lacks, by event key;
+//   4. for each aggregating view, compares, group by group (the view's own GROUP BY, for
+//      the groups those records fall in), the records usage_events holds with the
+//      records the rollup counts. Equal: nothing to do. Short by exactly those records
+//      of the group: the view missed them (a view writes an insert's rows of a group
+//      together or not at all), and the view's own SELECT over them is inserted. Any
+//      other difference: the group's rows are deleted and rebuilt from usage_events,
+//      as the erasure job rebuilds them;
+//   5. compares the changed groups again (a difference left is an error, retried by the
+//      caller), then lifts the fence.
+//
+// Every step can run again: a second run finds the groups equal and changes nothing.
+import type { ClickHouseClient } from './clickhouse.js';
+import { sqlString } from './clickhouse-values.js';
+import type { ErasureStore, FenceInterval } from './erasures.js';
+import { mutate } from './mutations.js';
+import { BY_USER_COLUMNS, aggregateViews, rebuildRollupSql, type AggregateView } from './rollup-views.js';
+
+/** Event keys per look-up (about 60 KiB of literals), groups per comparison and per rebuild. */
+const KEYS_PER_QUERY = 1000;
+const GROUPS_PER_QUERY = 500;
+/** The look-ups carry long IN lists: above the 256 KiB ClickHouse parses by default. */
+const LONG_QUERY = { max_query_size: String(8 * 1024 * 1024) } as const;
+const DAY_S = 86_400;
+
+export type RepairFence = Pick<ErasureStore, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>;
+
+export interface RecountOptions {
+  /** Query ids of the INSERTs that ended without an answer: waited for until the server no longer runs them. */
+  unansweredQueryIds?: readonly string[];
+  /** How long those may still run before this attempt fails (to be retried). */
+  queryWaitMs?: number;
+  mutationTimeoutMs?: number;
+  /** Cluster mode: the cluster's name ('' for one server). */
+  cluster?: string;
+}
+
+export interface TableRecount {
+  table: string;
+  /** Groups the records fall in. */
+  groups: number;
+  /** Groups that lacked exactly those records, now added. */
+  appended: number;
+  /** Groups with any other difference, rebuilt from usage_events. */
+  rebuilt: number;
+}
+
+export interface RecountOutcome {
+  /** Event keys found in usage_events. */
+  stored: number;
+  /** Rows copied into usage_events_by_user. */
+  copied: number;
+  tables: TableRecount[];
+}
+
+/** One rollup group: its GROUP BY values as the comparison reads them (the time as epoch seconds, the rest as hex). */
+interface Group {
+  values: string[];
+  /** Records of the recounted keys in the group. */
+  records: number;
+  /** Which key chunks hold them. */
+  chunks: Set<number>;
+}
+
+const chunked = <T>(list: readonly T[], size: number): T[][] =>
+  Array.from({ length: Math.ceil(list.length / size) }, (_, index) => list.slice(index * size, (index + 1) * size));
+
+export async function recountRollups(
+  clickhouse: ClickHouseClient,
+  fence: RepairFence,
+  eventKeys: readonly string[],
+  options: RecountOptions = {},
+): Promise<RecountOutcome> {
+  const rows = async <T>(query: string) =>
+    (await clickhouse.query({ query, format: 'JSONEachRow', clickhouse_settings: LONG_QUERY })).json<T>();
+  const literalChunks = chunked([...new Set(eventKeys)].map(sqlString), KEYS_PER_QUERY);
+  const keyChunks = literalChunks.map((literals) => literals.join(','));
+  const outcome: RecountOutcome = { stored: 0, copied: 0, tables: [] };
+  if (keyChunks.length === 0) return outcome;
+
+  await waitUntilFinished(clickhouse, options.unansweredQueryIds ?? [], options.queryWaitMs ?? 60_000);
+
+  const days = new Set<number>();
+  for (const keys of keyChunks) {
+    const found = await rows<{ day: number; n: string }>(
+      `SELECT intDiv(toUInt32(event_time), ${DAY_S}) AS day, uniqExact(event_key) AS n FROM usage_events WHERE event_key IN (${keys}) GROUP BY day`,
+    );
+    for (const { day, n } of found) {
+      days.add(Number(day));
+      outcome.stored += Number(n);
+    }
+  }
+  if (days.size === 0) return outcome;
+  const intervals: FenceInterval[] = [...days].map((day) => ({ kind: 'all', fromMs: day * DAY_S * 1000, toMs: (day + 1) * DAY_S * 1000 }));
+  const fromS = Math.min(...days) * DAY_S;
+  const toS = (Math.max(...days) + 1) * DAY_S;
+  const range = `event_time >= toDateTime(${fromS}) AND event_time < toDateTime(${toS})`;
+
+  await fence.fence(intervals);
+  try {
+    await fence.waitForInsertsInFlight();
+
+    // The copy ordered by user: rows are copied whole, so a missing one is missing by key.
+    for (const [chunk, keys] of keyChunks.entries()) {
+      const present = await rows<{ event_key: string }>(
+        `SELECT DISTINCT event_key FROM usage_events_by_user WHERE ${range} AND event_key IN (${keys})`,
+      );
+      const there = new Set(present.map((row) => sqlString(row.event_key)));
+      const missing = literalChunks[chunk]!.filter((literal) => !there.has(literal));
+      if (missing.length === 0) continue;
+      const [counted] = await rows<{ n: string }>(`SELECT count() AS n FROM usage_events WHERE event_key IN (${missing.join(',')})`);
+      if (Number(counted!.n) === 0) continue;
+      await clickhouse.command({
+        query: `INSERT INTO usage_events_by_user SELECT ${BY_USER_COLUMNS} FROM usage_events WHERE event_key IN (${missing.join(',')}) LIMIT 1 BY event_key`,
+        clickhouse_settings: LONG_QUERY,
+      });
+      outcome.copied += Number(counted!.n);
+    }
+
+    for (const view of aggregateViews()) {
+      outcome.tables.push(await recountView(clickhouse, view, keyChunks, range, options));
+    }
+  } finally {
+    await fence.liftFence(intervals);
+  }
+  return outcome;
+}
+
+async function recountView(
+  clickhouse: ClickHouseClient,
+  view: AggregateView,
+  keyChunks: readonly string[],
+  range: string,
+  options: RecountOptions,
+): Promise<TableRecount> {
+  const rows = async <T>(query: string) =>
+    (await clickhouse.query({ query, format: 'JSONEachRow', clickhouse_settings: LONG_QUERY })).json<T>();
+  const where = (condition: string) =>
+    [view.where, condition]
+      .filter(Boolean)
+      .map((part) => `(${part})`)
+      .join(' AND ');
+  // The group's values as the comparison reads them: the time bucket as epoch seconds, the
+  // strings as hex (an error message cut at 200 bytes may end inside a UTF-8 character).
+  const read = (expressions: readonly string[]) =>
+    expressions.map((expression, index) => (index === 0 ? `toUInt32(${expression}) AS g0` : `hex(${expression}) AS g${index}`)).join(', ');
+  const aliases = view.groups.map((_, index) => `g${index}`).join(', ');
+  const expressions = view.groups.map((group) => group.expression);
+  const columns = view.groups.map((group) => group.name);
+  const idOf = (row: Record<string, unknown>) => view.groups.map((_, index) => String(row[`g${index}`])).join('\u0000');
+  const tuple = (values: readonly string[]) =>
+    `(${values.map((value, index) => (index === 0 ? `toDateTime(${Number(value)})` : `unhex(${sqlString(value)})`)).join(', ')})`;
+
+  // The groups the records fall in, with how many of them each holds.
+  const groups = new Map<string, Group>();
+  for (const [chunk, keys] of keyChunks.entries()) {
+    const found = await rows<Record<string, string>>(
+      `SELECT ${read(expressions)}, count() AS k FROM usage_events WHERE ${where(`event_key IN (${keys})`)} GROUP BY ${aliases}`,
+    );
+    for (const row of found) {
+      const id = idOf(row);
+      const group = groups.get(id) ?? { values: view.groups.map((_, index) => String(row[`g${index}`])), records: 0, chunks: new Set() };
+      group.records += Number(row.k);
+      group.chunks.add(chunk);
+      groups.set(id, group);
+    }
+  }
+
+  /** Records usage_events holds and the rollup counts, per group. */
+  const compare = async (ids: readonly string[]) => {
+    const stored = new Map<string, number>();
+    const counted = new Map<string, number>();
+    for (const part of chunked(ids, GROUPS_PER_QUERY)) {
+      const tuples = part.map((id) => tuple(groups.get(id)!.values)).join(', ');
+      const raw = await rows<Record<string, string>>(
+        `SELECT ${read(expressions)}, count() AS n FROM usage_events WHERE ${where(`${range} AND (${expressions.join(', ')}) IN (${tuples})`)} GROUP BY ${aliases}`,
+      );
+      for (const row of raw) stored.set(idOf(row), Number(row.n));
+      const rollup = await rows<Record<string, string>>(
+        `SELECT ${read(columns)}, ${view.count.merge}(${view.count.column}) AS n FROM ${view.table} WHERE (${columns.join(', ')}) IN (${tuples}) GROUP BY ${aliases}`,
+      );
+      for (const row of rollup) counted.set(idOf(row), Number(row.n));
+    }
+    return { stored, counted };
+  };
+
+  const ids = [...groups.keys()];
+  const { stored, counted } = await compare(ids);
+  const append: string[] = [];
+  const rebuild: string[] = [];
+  for (const id of ids) {
+    const shortBy = (stored.get(id) ?? 0) - (counted.get(id) ?? 0);
+    if (shortBy === 0) continue;
+    if (shortBy === groups.get(id)!.records) append.push(id);
+    else rebuild.push(id);
+  }
+
+  // Short by exactly the records: the view's SELECT over them, key chunk by key chunk.
+  for (const [chunk, keys] of keyChunks.entries()) {
+    const inChunk = append.filter((id) => groups.get(id)!.chunks.has(chunk));
+    for (const part of chunked(inChunk, GROUPS_PER_QUERY)) {
+      const tuples = part.map((id) => tuple(groups.get(id)!.values)).join(', ');
+      await clickhouse.command({
+        query: rebuildRollupSql(view.view, `event_key IN (${keys}) AND (${expressions.join(', ')}) IN (${tuples})`),
+        clickhouse_settings: LONG_QUERY,
+      });
+    }
+  }
+  // Any other difference: the group's rows deleted and rebuilt from what usage_events holds.
+  for (const part of chunked(rebuild, GROUPS_PER_QUERY)) {
+    const tuples = part.map((id) => tuple(groups.get(id)!.values)).join(', ');
+    await mutate(clickhouse, view.table, `DELETE WHERE (${columns.join(', ')}) IN (${tuples})`, options.mutationTimeoutMs, options.cluster);
+    await clickhouse.command({
+      query: rebuildRollupSql(view.view, `${range} AND (${expressions.join(', ')}) IN (${tuples})`),
+      clickhouse_settings: LONG_QUERY,
+    });
+  }
+
+  const changed = [...append, ...rebuild];
+  if (changed.length > 0) {
+    const after = await compare(changed);
+    const left = changed.filter((id) => (after.stored.get(id) ?? 0) !== (after.counted.get(id) ?? 0));
+    if (left.length > 0) throw new Error(`${view.table}: ${left.length} groups still differ from usage_events after the recount`);
+  }
+  return { table: view.table, groups: groups.size, appended: append.length, rebuilt: rebuild.length };
+}
+
+/** Waits until none of the queries is running on the server (polled in system.processes). */
+async function waitUntilFinished(clickhouse: ClickHouseClient, queryIds: readonly string[], timeoutMs: number): Promise<void> {
+  if (queryIds.length === 0) return;
+  const list = queryIds.map(sqlString).join(',');
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const result = await clickhouse.query({
+      query: `SELECT count() AS n FROM system.processes WHERE query_id IN (${list})`,
+      format: 'JSONEachRow',
+    });
+    const [running] = await result.json<{ n: string }>();
+    if (Number(running!.n) === 0) return;
+    if (Date.now() > deadline) throw new Error(`${running!.n} unanswered inserts still running on the server`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/**
+ * Every rollup's count beside the records usage_events holds for it (each event key
+ * once, under the view's own condition), and usage_events_by_user's rows beside
+ * usage_events': a stored record the rollups do not count, or count twice, shows as a
+ * difference. The chaos suite compares them before and after each scenario.
+ */
+export async function rollupTotals(clickhouse: ClickHouseClient): Promise<{ table: string; stored: number; counted: number }[]> {
+  const one = async (query: string) => {
+    const result = await clickhouse.query({ query, format: 'JSONEachRow' });
+    const [row] = await result.json<{ n: string }>();
+    return Number(row?.n ?? 0);
+  };
+  const totals: { table: string; stored: number; counted: number }[] = [];
+  for (const view of aggregateViews()) {
+    totals.push({
+      table: view.table,
+      stored: await one(`SELECT uniqExact(event_key) AS n FROM usage_events${view.where ? ` WHERE ${view.where}` : ''}`),
+      counted: await one(`SELECT ${view.count.merge}(${view.count.column}) AS n FROM ${view.table}`),
+    });
+  }
+  totals.push({
+    table: 'usage_events_by_user',
+    stored: await one('SELECT uniqExact(event_key) AS n FROM usage_events'),
+    counted: await one('SELECT count() AS n FROM usage_events_by_user'),
+  });
+  return totals;
+}
