@@ -7,7 +7,7 @@
 import { Command, Option } from 'commander';
 import { CAPTURE_POLICIES, ENVIRONMENTS, isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
-import { createRedis } from '@otm/shared/redis';
+import { reachClickHouse, reachRedis, runCommand } from '@otm/shared/dependency-failure';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { generateKeyId } from '@otm/shared/keys/key-format';
 import { AuditLog, AuditUnavailableError, type AuditEntry } from '@otm/shared/audit';
@@ -17,8 +17,7 @@ import os from 'node:os';
 const config = parseConfig(process.env, infrastructureSpec);
 
 async function withStore<T>(work: (store: KeyStore) => Promise<T>): Promise<T> {
-  const redis = createRedis(config.REDIS_URL, { name: 'keys-cli' });
-  await redis.connect();
+  const redis = await reachRedis(config.REDIS_URL, 'keys-cli');
   try {
     return await work(new KeyStore(redis, config.REDIS_KEY_PREFIX));
   } finally {
@@ -31,6 +30,8 @@ async function audited<T>(entry: Omit<AuditEntry, 'actor'>, change: (store: KeyS
   const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
   const audit = new AuditLog(clickhouse);
   try {
+    // The audit log is in ClickHouse: a wrong address or password said as such, before anything changes.
+    await reachClickHouse(clickhouse, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE);
     return await withStore((store) =>
       audit.around({ ...entry, actor: `cli:${os.userInfo().username}@${os.hostname()}` }, () => change(store)),
     );
@@ -160,4 +161,6 @@ program
     for (const [name, value] of Object.entries(policies)) console.log(`${name.padEnd(8)} ${value}`);
   });
 
-await program.parseAsync(process.argv);
+await runCommand('keys', async () => {
+  await program.parseAsync(process.argv);
+});

@@ -8,6 +8,7 @@ import { Command, Option } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { migrate } from '@otm/shared/migrate';
+import { reachClickHouse, runCommand } from '@otm/shared/dependency-failure';
 
 const options = new Command('migrate')
   .description('Apply the ClickHouse migrations (CLICKHOUSE_* variables say where)')
@@ -24,10 +25,14 @@ const config = parseConfig(process.env, {
 const settings = clickhouseSettingsFrom({ ...config, CLICKHOUSE_CLUSTER: options.cluster ?? '' });
 const server = createClickHouse(settings, null);
 const inDatabase = createClickHouse(settings);
-try {
-  const applied = await migrate(server, inDatabase, settings.database, console.log, settings.cluster);
-  const where = settings.cluster ? `${settings.database} on cluster ${settings.cluster}` : settings.database;
-  console.log(applied.length ? `migrated ${where}: ${applied.length} applied` : `${where} is up to date`);
-} finally {
-  await Promise.all([server.close(), inDatabase.close()]);
-}
+await runCommand('migrate', async () => {
+  try {
+    // The server first, without the database (migrate creates it).
+    await reachClickHouse(server, settings.url);
+    const applied = await migrate(server, inDatabase, settings.database, console.log, settings.cluster);
+    const where = settings.cluster ? `${settings.database} on cluster ${settings.cluster}` : settings.database;
+    console.log(applied.length ? `migrated ${where}: ${applied.length} applied` : `${where} is up to date`);
+  } finally {
+    await Promise.all([server.close(), inDatabase.close()]);
+  }
+});

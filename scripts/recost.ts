@@ -9,7 +9,7 @@ import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { infrastructureSpec, parseConfig, str } from '@otm/shared/config';
 import { ErasureStore } from '@otm/shared/erasures';
-import { createRedis } from '@otm/shared/redis';
+import { reachClickHouse, reachRedis, runCommand } from '@otm/shared/dependency-failure';
 import { PriceTable } from '../services/ingester/src/prices.js';
 import { recost } from '../services/ingester/src/recost.js';
 
@@ -32,41 +32,46 @@ if (fromMs === null || toMs === null || fromMs >= toMs) {
 }
 const prices = PriceTable.load(config.PRICE_TABLE_FILE || undefined);
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
-const redis = createRedis(config.REDIS_URL, { name: 'recost-cli' });
-await redis.connect();
 const scope = { fromMs, toMs, provider: options.provider, model: options.model };
-try {
-  const run = () =>
-    recost(clickhouse, new ErasureStore(redis, config.REDIS_KEY_PREFIX), prices, scope, {
-      dryRun: options.dryRun,
-      cluster: config.CLICKHOUSE_CLUSTER,
-    });
-  const outcome = options.dryRun
-    ? await run()
-    : await new AuditLog(clickhouse).around(
-        {
-          actor: `cli:${os.userInfo().username}@${os.hostname()}`,
-          action: 'recost',
-          target: `${new Date(fromMs).toISOString()}..${new Date(toMs).toISOString()}`,
-          details: { provider: options.provider ?? '*', model: options.model ?? '*', priceTableVersion: prices.version },
-        },
-        run,
-      );
-  console.log(
-    `price table ${outcome.priceTableVersion}; ${new Date(outcome.fromMs).toISOString()} .. ${new Date(outcome.toMs).toISOString()}`,
-  );
-  for (const pair of outcome.pairs) {
-    const price = pair.price ? `${pair.price.input} / ${pair.price.output} USD per 1M tokens` : 'no price (cost stays empty)';
-    console.log(`  ${pair.provider} ${pair.model}: ${pair.rows} rows, ${price}`);
+await runCommand('recost', async () => {
+  await reachClickHouse(clickhouse, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE).catch(async (error: unknown) => {
+    await clickhouse.close();
+    throw error;
+  });
+  const redis = await reachRedis(config.REDIS_URL, 'recost-cli');
+  try {
+    const run = () =>
+      recost(clickhouse, new ErasureStore(redis, config.REDIS_KEY_PREFIX), prices, scope, {
+        dryRun: options.dryRun,
+        cluster: config.CLICKHOUSE_CLUSTER,
+      });
+    const outcome = options.dryRun
+      ? await run()
+      : await new AuditLog(clickhouse).around(
+          {
+            actor: `cli:${os.userInfo().username}@${os.hostname()}`,
+            action: 'recost',
+            target: `${new Date(fromMs).toISOString()}..${new Date(toMs).toISOString()}`,
+            details: { provider: options.provider ?? '*', model: options.model ?? '*', priceTableVersion: prices.version },
+          },
+          run,
+        );
+    console.log(
+      `price table ${outcome.priceTableVersion}; ${new Date(outcome.fromMs).toISOString()} .. ${new Date(outcome.toMs).toISOString()}`,
+    );
+    for (const pair of outcome.pairs) {
+      const price = pair.price ? `${pair.price.input} / ${pair.price.output} USD per 1M tokens` : 'no price (cost stays empty)';
+      console.log(`  ${pair.provider} ${pair.model}: ${pair.rows} rows, ${price}`);
+    }
+    console.log(
+      options.dryRun ? `${outcome.rows} rows would be re-costed` : `${outcome.rows} rows re-costed; the rollups of the range rebuilt`,
+    );
+  } catch (error) {
+    if (!(error instanceof AuditUnavailableError)) throw error;
+    console.error(`the audit log is unavailable (${error.message}); nothing was changed`);
+    process.exitCode = 1;
+  } finally {
+    redis.disconnect();
+    await clickhouse.close();
   }
-  console.log(
-    options.dryRun ? `${outcome.rows} rows would be re-costed` : `${outcome.rows} rows re-costed; the rollups of the range rebuilt`,
-  );
-} catch (error) {
-  if (!(error instanceof AuditUnavailableError)) throw error;
-  console.error(`the audit log is unavailable (${error.message}); nothing was changed`);
-  process.exitCode = 1;
-} finally {
-  redis.disconnect();
-  await clickhouse.close();
-}
+});

@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Command, Option } from 'commander';
+import { DependencyError, networkFailure, runCommand } from '@otm/shared/dependency-failure';
 import { loadStackConfig } from './stack/config.js';
 
 const dimensions: Record<string, string> = {
@@ -29,8 +30,19 @@ const program = new Command('report')
     const query = new URLSearchParams({ since: options.since, bucket: 'none', groupBy: dimensions[options.by]!, orderBy: 'totalTokens' });
     if (options.env) query.set('environment', options.env);
     const get = async (kind: string) => {
-      const response = await fetch(`${options.adminUrl}/v1/analytics/${kind}?${query}`, { headers: { authorization: `Bearer ${token}` } });
-      const body = (await response.json()) as { rows: Record<string, any>[]; message?: string };
+      const variables = ['--admin-url (ADMIN_HOST, ADMIN_PORT)'];
+      const response = await fetch(`${options.adminUrl}/v1/analytics/${kind}?${query}`, {
+        headers: { authorization: `Bearer ${token}` },
+      }).catch((error: unknown) => {
+        throw networkFailure('the admin service', error, options.adminUrl, variables) ?? error;
+      });
+      if (response.status === 401 || response.status === 403) {
+        throw new DependencyError('the admin service', `${options.adminUrl} refused the admin token (${response.status})`, ['ADMIN_TOKEN']);
+      }
+      const body = (await response.json().catch(() => ({ rows: [], message: 'an answer that is not JSON' }))) as {
+        rows: Record<string, any>[];
+        message?: string;
+      };
       if (!response.ok) throw new Error(`${response.status}: ${body.message}`);
       return body.rows;
     };
@@ -58,4 +70,6 @@ const program = new Command('report')
     else console.table(rows);
   });
 
-await program.parseAsync(process.argv);
+await runCommand('report', async () => {
+  await program.parseAsync(process.argv);
+});

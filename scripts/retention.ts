@@ -5,6 +5,7 @@ import { Command } from 'commander';
 import { parseTimestamp } from '@otm/schemas';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { reachClickHouse, runCommand } from '@otm/shared/dependency-failure';
 import { applyRetention, retentionPolicyFrom, retentionSpec } from '../services/ingester/src/retention.js';
 
 const options = new Command('retention')
@@ -25,12 +26,15 @@ console.log(
   `retention (days; 0 keeps for ever): usage_events ${policy.eventsDays}, usage_io ${policy.ioDays}, rollups ${policy.rollupsDays}, canary ${policy.canaryDays}`,
 );
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
-try {
-  const outcome = await applyRetention(clickhouse, policy, now, options.dryRun, config.CLICKHOUSE_CLUSTER);
-  for (const { table, partition } of outcome.dropped) console.log(`${options.dryRun ? 'would drop' : 'dropped'} ${table} ${partition}`);
-  if (outcome.dropped.length === 0) console.log('nothing has expired');
-  if (outcome.canaryCutoff)
-    console.log(`${options.dryRun ? 'would delete' : 'deleted'} canary probes loaded before ${outcome.canaryCutoff}`);
-} finally {
-  await clickhouse.close();
-}
+await runCommand('retention', async () => {
+  try {
+    await reachClickHouse(clickhouse, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE);
+    const outcome = await applyRetention(clickhouse, policy, now, options.dryRun, config.CLICKHOUSE_CLUSTER);
+    for (const { table, partition } of outcome.dropped) console.log(`${options.dryRun ? 'would drop' : 'dropped'} ${table} ${partition}`);
+    if (outcome.dropped.length === 0) console.log('nothing has expired');
+    if (outcome.canaryCutoff)
+      console.log(`${options.dryRun ? 'would delete' : 'deleted'} canary probes loaded before ${outcome.canaryCutoff}`);
+  } finally {
+    await clickhouse.close();
+  }
+});

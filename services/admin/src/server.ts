@@ -18,11 +18,18 @@ import { createKafka, type Admin } from '@otm/shared/kafka';
 import { buildAdminApp } from './app.js';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { loadAdminConfig } from './config.js';
+import { DependencyError, clickhouseFailure, connectRedis, redisFailure, startStep } from '@otm/shared/dependency-failure';
 
 const config = loadAdminConfig(process.env);
 const logger = createLogger('admin', config.LOG_LEVEL);
 const redis = createRedis(config.REDIS_URL, { name: 'admin' });
-await redis.connect();
+// A dependency that cannot be used at start ends the process with one line naming it
+// and the variables to fix (dependency-failure.ts).
+await startStep(
+  logger,
+  () => connectRedis(redis, config.REDIS_URL),
+  (error) => (error instanceof DependencyError ? error : redisFailure(error, config.REDIS_URL)),
+);
 
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
 // The schema (the audit log's table among it) is migrated here too, as by every
@@ -37,7 +44,13 @@ const migrated = (async () => {
       await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.debug(line), config.CLICKHOUSE_CLUSTER);
       return;
     } catch (error) {
-      logger.warn({ err: (error as Error).message }, 'migrations failed; trying again in 5 s');
+      const failure = clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE);
+      // Away is waited for; refused credentials are not a state to wait out.
+      if (failure.reason.includes('refused the user and password')) {
+        logger.fatal({ dependency: failure.dependency, variables: failure.variables }, failure.message);
+        process.exit(1);
+      }
+      logger.warn({ err: failure.message }, 'migrations failed; trying again in 5 s');
       await new Promise((resolve) => setTimeout(resolve, 5000));
     }
   }

@@ -20,22 +20,39 @@ import { ProducerHandle } from './producer-handle.js';
 import { redactorFrom } from './redact.js';
 import { setErrorReportLimits } from '@otm/shared/errors';
 import { COMPRESSION_TYPES, type CompressionName } from '@otm/shared/kafka-codecs';
+import { DependencyError, connectRedis, kafkaFailure, redisFailure, registryFailure, startStep } from '@otm/shared/dependency-failure';
 
 const config = loadGatewayConfig(process.env);
 const logger = createLogger('gateway', config.LOG_LEVEL);
 
 const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-gateway` }, logger);
-await ensureTopic(kafka, config.USAGE_TOPIC, config.USAGE_TOPIC_PARTITIONS);
+// A dependency that cannot be used at start ends the process with one line naming it
+// and the variables to fix (dependency-failure.ts).
+await startStep(
+  logger,
+  () => ensureTopic(kafka, config.USAGE_TOPIC, config.USAGE_TOPIC_PARTITIONS),
+  (error) => kafkaFailure(error, config.KAFKA_BROKERS.join(',')),
+);
 
 // The topic's schema is registered (a compatible new version when it changed) and
 // read back; bodies are admitted by the full record schema this release ships.
 const registry = createRegistry(config.SCHEMA_REGISTRY_URL);
-const schemaId = await registerJsonSchema(registry, config.SCHEMA_SUBJECT, buildQueuedRecordSchema());
-const validators = compileValidators(await fetchJsonSchema(registry, schemaId));
+const { schemaId, validators } = await startStep(
+  logger,
+  async () => {
+    const id = await registerJsonSchema(registry, config.SCHEMA_SUBJECT, buildQueuedRecordSchema());
+    return { schemaId: id, validators: compileValidators(await fetchJsonSchema(registry, id)) };
+  },
+  (error) => registryFailure(error, config.SCHEMA_REGISTRY_URL),
+);
 
 const redis = createRedis(config.REDIS_URL, { name: 'gateway' });
 const subscriber = createRedis(config.REDIS_URL, { name: 'gateway-revocations' });
-await redis.connect();
+await startStep(
+  logger,
+  () => connectRedis(redis, config.REDIS_URL),
+  (error) => (error instanceof DependencyError ? error : redisFailure(error, config.REDIS_URL)),
+);
 const keyStore = new KeyStore(redis, config.REDIS_KEY_PREFIX);
 setErrorReportLimits({ perItem: config.ERROR_DETAILS_PER_ITEM, answerBytes: config.ERROR_ANSWER_MAX_BYTES });
 

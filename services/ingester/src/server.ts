@@ -20,6 +20,7 @@ import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { backfillRollups, isBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
 import { randomUUID } from 'node:crypto';
 import { migrate } from '@otm/shared/migrate';
+import { DependencyError, clickhouseFailure, connectRedis, kafkaFailure, startStep } from '@otm/shared/dependency-failure';
 import { PriceTable } from './prices.js';
 import { applyRetention, retentionPolicyFrom } from './retention.js';
 import { FreshnessCanary } from './canary.js';
@@ -36,24 +37,44 @@ if (config.INGEST_FAULT_INJECTION === 'undecodable-snappy') {
 const clickhouseSettings = clickhouseSettingsFrom(config);
 const server = createClickHouse(clickhouseSettings, null);
 const clickhouse = createClickHouse(clickhouseSettings);
-await migrate(
-  server,
-  clickhouse,
-  config.CLICKHOUSE_DATABASE,
-  (line) => logger.info(line),
-  clickhouseSettings.cluster,
-  config.INGEST_MIGRATIONS_UP_TO || undefined,
+// A dependency that cannot be used at start ends the process with one line naming it
+// and the variables to fix (dependency-failure.ts).
+await startStep(
+  logger,
+  () =>
+    migrate(
+      server,
+      clickhouse,
+      config.CLICKHOUSE_DATABASE,
+      (line) => logger.info(line),
+      clickhouseSettings.cluster,
+      config.INGEST_MIGRATIONS_UP_TO || undefined,
+    ),
+  (error) => clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE),
 );
 await server.close();
 
 const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-ingester` }, logger);
-await ensureTopic(kafka, config.USAGE_TOPIC, config.USAGE_TOPIC_PARTITIONS);
-await ensureTopic(kafka, config.DLQ_TOPIC, 1);
-// Made here too (the admin service writes it), so consumers can subscribe before the first erasure.
-await ensureTopic(kafka, config.ERASURE_TOPIC, 1, 30_000, ERASURE_TOPIC_CONFIG);
+await startStep(
+  logger,
+  async () => {
+    await ensureTopic(kafka, config.USAGE_TOPIC, config.USAGE_TOPIC_PARTITIONS);
+    await ensureTopic(kafka, config.DLQ_TOPIC, 1);
+    // Made here too (the admin service writes it), so consumers can subscribe before the first erasure.
+    await ensureTopic(kafka, config.ERASURE_TOPIC, 1, 30_000, ERASURE_TOPIC_CONFIG);
+  },
+  (error) => kafkaFailure(error, config.KAFKA_BROKERS.join(',')),
+);
 
 const redis = createRedis(config.REDIS_URL, { name: 'ingester' });
-await redis.connect().catch((error: Error) => logger.warn({ err: error.message }, 'redis not reachable yet; will retry'));
+await connectRedis(redis, config.REDIS_URL).catch((failure: DependencyError) => {
+  // Away is waited for (the loads retry); refused credentials are not a state to wait out.
+  if (failure.reason.includes('refused the user and password')) {
+    logger.fatal({ dependency: failure.dependency, variables: failure.variables }, failure.message);
+    process.exit(1);
+  }
+  logger.warn({ err: failure.message }, 'redis not reachable yet; will retry');
+});
 
 const dlqProducer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
 await dlqProducer.connect();

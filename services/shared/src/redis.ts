@@ -7,7 +7,7 @@ export type { Redis };
  * queueing them forever: callers turn the failure into a 503 or a retry.
  */
 export function createRedis(url: string, options: { name?: string } = {}): Redis {
-  return new Redis(url, {
+  const redis = new Redis(url, {
     connectionName: options.name,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
@@ -16,4 +16,15 @@ export function createRedis(url: string, options: { name?: string } = {}): Redis
     retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
     lazyConnect: true,
   });
+  // The socket's errors (refused, TLS, a refused password) reach callers through the
+  // commands that fail meanwhile; kept here, not printed as ioredis' "Unhandled error event".
+  redis.on('error', (error: Error) => lastErrors.set(redis, error));
+  return redis;
+}
+
+const lastErrors = new WeakMap<Redis, Error>();
+
+/** The last error the connection's socket reported: says more than a command's "Connection is closed". */
+export function lastRedisError(redis: Redis): Error | undefined {
+  return lastErrors.get(redis);
 }

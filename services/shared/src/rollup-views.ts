@@ -125,7 +125,9 @@ export interface AggregateView {
  * quotes); `expression AS alias` names one, a bare column names itself.
  */
 export function selectItems(select: string): { name: string; expression: string }[] {
-  const list = select.replace(/^SELECT\s+/, '').replace(/\s+FROM usage_events$/, '');
+  const from = 'FROM usage_events';
+  const text = select.trim();
+  const list = (text.endsWith(from) ? text.slice(0, -from.length) : text).replace(/^SELECT\s/, '');
   const items: string[] = [];
   let depth = 0;
   let quoted = false;

@@ -1,0 +1,182 @@
+// The command-line tools against dependencies they cannot use: a wrong password, a
+// port nothing listens on, TLS spoken to a plaintext port, a database that does not
+// exist, an admin token refused. Each must end with one line naming the dependency and
+// the variable to fix, and exit code 1: no stack trace, no "[ioredis] Unhandled error event".
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { projectRoot, stackEnv } from './helpers/stack.js';
+
+const tsx = path.join(projectRoot, 'node_modules/.bin/tsx');
+
+/** Runs scripts/<script>.ts (or a service's server.ts) with the stack's variables and the overrides; its exit code and output. */
+function run(
+  script: string,
+  args: string[],
+  overrides: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const file = script.startsWith('services/') ? script : path.join('scripts', `${script}.ts`);
+  return new Promise((resolve) => {
+    const child = spawn(tsx, ['--conditions=otm-source', path.join(projectRoot, file), ...args], {
+      cwd: projectRoot,
+      env: { ...stackEnv(), ...overrides },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 40_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const cases: { name: string; script: string; args: string[]; env: Record<string, string>; line: RegExp }[] = [
+  {
+    name: 'keys, Redis refused',
+    script: 'keys',
+    args: ['list'],
+    env: { REDIS_URL: 'redis://127.0.0.1:1' },
+    line: /^keys: Redis: connection refused at redis:\/\/127\.0\.0\.1:1; check REDIS_URL$/,
+  },
+  {
+    name: 'keys, Redis user and password wrong',
+    script: 'keys',
+    args: ['list'],
+    env: { REDIS_URL: `redis://nobody:wrong@${new URL(stackEnv().REDIS_URL!).host}` },
+    line: /^keys: Redis: redis:\/\/[\d.:]+ refused the user and password \(WRONGPASS.*; check REDIS_URL \(user and password\)$/,
+  },
+  {
+    name: 'keys, TLS to a plaintext Redis',
+    script: 'keys',
+    args: ['list'],
+    env: { REDIS_URL: stackEnv().REDIS_URL!.replace(/^redis:/, 'rediss:') },
+    line: /^keys: Redis: no answer from rediss:\/\/[\d.:]+ \(TLS to a plaintext port\?\); check REDIS_URL$/,
+  },
+  {
+    name: 'keys create, ClickHouse (the audit log) password wrong',
+    script: 'keys',
+    args: ['create', '--env', 'dev', '--name', 'never-created'],
+    env: { CLICKHOUSE_PASSWORD: 'wrong' },
+    line: /^keys: ClickHouse: http:\/\/[\d.:]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
+  },
+  {
+    name: 'migrate, ClickHouse password wrong',
+    script: 'migrate',
+    args: [],
+    env: { CLICKHOUSE_PASSWORD: 'wrong' },
+    line: /^migrate: ClickHouse: http:\/\/[\d.:]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
+  },
+  {
+    name: 'migrate, HTTPS to a plaintext ClickHouse',
+    script: 'migrate',
+    args: [],
+    env: { CLICKHOUSE_URL: stackEnv().CLICKHOUSE_URL!.replace(/^http:/, 'https:') },
+    line: /^migrate: ClickHouse: TLS and plaintext mixed up at https:\/\/[\d.:]+ \(EPROTO\); check CLICKHOUSE_URL$/,
+  },
+  {
+    name: 'retention, unknown ClickHouse user',
+    script: 'retention',
+    args: ['--dry-run'],
+    env: { CLICKHOUSE_USER: 'nobody' },
+    line: /^retention: ClickHouse: http:\/\/[\d.:]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
+  },
+  {
+    name: 'retention, no such database',
+    script: 'retention',
+    args: ['--dry-run'],
+    env: { CLICKHOUSE_DATABASE: 'no_such_database' },
+    line: /^retention: ClickHouse: the database no_such_database does not exist \(npm run migrate creates it\); check CLICKHOUSE_DATABASE$/,
+  },
+  {
+    name: 'recost, ClickHouse refused',
+    script: 'recost',
+    args: ['--from', '2026-11-01T00:00:00Z', '--to', '2026-11-02T00:00:00Z', '--dry-run'],
+    env: { CLICKHOUSE_URL: 'http://127.0.0.1:1' },
+    line: /^recost: ClickHouse: connection refused at http:\/\/127\.0\.0\.1:1; check CLICKHOUSE_URL$/,
+  },
+  {
+    name: 'recost, Redis refused',
+    script: 'recost',
+    args: ['--from', '2026-11-01T00:00:00Z', '--to', '2026-11-02T00:00:00Z', '--dry-run'],
+    env: { REDIS_URL: 'redis://127.0.0.1:1' },
+    line: /^recost: Redis: connection refused at redis:\/\/127\.0\.0\.1:1; check REDIS_URL$/,
+  },
+  {
+    name: 'report, admin service refused',
+    script: 'report',
+    args: ['--admin-url', 'http://127.0.0.1:3'],
+    env: { ADMIN_TOKEN: 'any' },
+    line: /^report: the admin service: connection refused at http:\/\/127\.0\.0\.1:3; check --admin-url \(ADMIN_HOST, ADMIN_PORT\)$/,
+  },
+];
+
+describe('command-line tools, dependencies they cannot use', () => {
+  it.each(cases)(
+    '$name: one line naming the dependency and the variable, exit 1',
+    async ({ script, args, env, line }) => {
+      const { code, stderr } = await run(script, args, env);
+      const lines = stderr.split('\n').filter((text) => text.trim() !== '' && !text.startsWith('[WARN]'));
+      expect(lines, stderr).toHaveLength(1);
+      expect(lines[0]).toMatch(line);
+      expect(code).toBe(1);
+    },
+    60_000,
+  );
+});
+
+const services: { name: string; service: string; env: Record<string, string>; line: RegExp }[] = [
+  {
+    name: 'ingester, ClickHouse password wrong',
+    service: 'ingester',
+    env: { CLICKHOUSE_PASSWORD: 'wrong' },
+    line: /^ClickHouse: http:\/\/[\d.:]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
+  },
+  {
+    name: 'ingester, Redis user and password wrong',
+    service: 'ingester',
+    env: { REDIS_URL: `redis://nobody:wrong@${new URL(stackEnv().REDIS_URL!).host}` },
+    line: /^Redis: redis:\/\/[\d.:]+ refused the user and password \(WRONGPASS.*; check REDIS_URL \(user and password\)$/,
+  },
+  {
+    name: 'gateway, Kafka refused',
+    service: 'gateway',
+    env: { KAFKA_BROKERS: '127.0.0.1:3', GATEWAY_PLAIN_HTTP: 'true' },
+    line: /^Kafka: connection refused at 127\.0\.0\.1:3; check KAFKA_BROKERS$/,
+  },
+  {
+    name: 'admin, Redis refused',
+    service: 'admin',
+    env: { REDIS_URL: 'redis://127.0.0.1:1', ADMIN_TOKEN: 'a'.repeat(32) },
+    line: /^Redis: connection refused at redis:\/\/127\.0\.0\.1:1; check REDIS_URL$/,
+  },
+];
+
+describe('services, dependencies they cannot use at start', () => {
+  it.each(services)(
+    '$name: one fatal line naming the dependency and the variable, exit 1',
+    async ({ service, env, line }) => {
+      const { code, stdout, stderr } = await run(`services/${service}/src/server.ts`, [], {
+        METRICS_PORT: '0',
+        ADMIN_PORT: '0',
+        PORT: '0',
+        ...env,
+      });
+      const fatal = stdout
+        .split('\n')
+        .filter((text) => text.startsWith('{'))
+        .map((text) => JSON.parse(text) as { level: number; msg: string })
+        .filter((entry) => entry.level === 60);
+      expect(
+        fatal.map((entry) => entry.msg),
+        stdout + stderr,
+      ).toHaveLength(1);
+      expect(fatal[0]!.msg).toMatch(line);
+      expect(stderr).not.toMatch(/Unhandled error event|^\s+at /m);
+      expect(code).toBe(1);
+    },
+    60_000,
+  );
+});
