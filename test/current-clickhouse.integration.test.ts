@@ -1,0 +1,222 @@
+// The project's SQL on a current ClickHouse as well as on 18.16: chDB (ClickHouse 26.x in
+// process, test/helpers/chdb.ts) runs the same code as the 18.16 server of the test
+// stack, on the same records: the migrations (through migrate()), the load step, every
+// rollup view, each analytics API shape, and the rollup recount after an insert whose
+// views did not all run. The answers must be equal (latency percentiles within the
+// t-digest's error: the two releases merge centroids differently).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { createClickHouse } from '@otm/shared/clickhouse';
+import { ErasureStore } from '@otm/shared/erasures';
+import { migrate } from '@otm/shared/migrate';
+import { createRedis } from '@otm/shared/redis';
+import { recountRollups } from '@otm/shared/rollup-repair';
+import { aggregateViews } from '@otm/shared/rollup-views';
+import type { UsageRecord } from '@otm/schemas';
+import {
+  errorAnalytics,
+  latencyAnalytics,
+  parseAnalyticsQuery,
+  usageAnalytics,
+  type AnalyticsStore,
+  type RawQuery,
+} from '../services/admin/src/analytics.js';
+import { enrich, rowText, type RowText } from '../services/ingester/src/enrich-step.js';
+import { loadIsolatingBadRows } from '../services/ingester/src/load-step.js';
+import { PriceTable } from '../services/ingester/src/prices.js';
+import { queuedRecords, sampleUsageRecords, seededRandom } from '../scripts/lib/sample-records.js';
+import { ChdbSession } from './helpers/chdb.js';
+import { testNames, testStack } from './helpers/stack.js';
+
+const n = testNames('current_ch');
+const stack = testStack();
+const settings = { url: stack.CLICKHOUSE_URL, username: 'default', password: '' };
+const old = {
+  server: createClickHouse({ ...settings, database: '' }, null),
+  db: createClickHouse({ ...settings, database: n.database }),
+};
+let chdb: ChdbSession | undefined;
+let current: { server: ClickHouseClient; db: ClickHouseClient };
+const redis = createRedis(stack.REDIS_URL, { name: 'current-clickhouse-test' });
+const HOUR_MS = 3_600_000;
+const now = Math.floor(Date.now() / HOUR_MS) * HOUR_MS + 30 * 60_000;
+
+beforeAll(async () => {
+  chdb = await ChdbSession.start();
+  if (chdb) current = { server: chdb.client(null), db: chdb.client(n.database) };
+  await redis.connect();
+}, 300_000);
+afterAll(async () => {
+  await old.server.command({ query: `DROP DATABASE IF EXISTS ${n.database}` }).catch(() => undefined);
+  await Promise.all([old.server.close(), old.db.close(), redis.quit(), chdb?.stop()]);
+});
+
+/** 900 records over the 3 days before `now`, some of them errors (without timing: at their receipt, a minute before `now`), 40 users; their event keys start with `prefix`. */
+function rows(prefix = 'cc'): RowText[] {
+  const random = seededRandom(7);
+  const sample = sampleUsageRecords(900, { seed: 7, users: 40, errorShare: 0.08 });
+  sample.forEach((record: UsageRecord, index) => {
+    const at = now - 3 * 24 * HOUR_MS + Math.floor((index / sample.length) * 3 * 24 * HOUR_MS) + Math.floor(random() * 60_000);
+    if (record.timing) {
+      const shift = at - Date.parse(record.timing.startTime);
+      for (const field of ['startTime', 'firstTokenTime', 'lastTokenTime'] as const) {
+        const value = record.timing[field];
+        if (value) record.timing[field] = new Date(Date.parse(value) + shift).toISOString();
+      }
+    }
+  });
+  const prices = PriceTable.load();
+  return queuedRecords(sample, { eventKey: (index) => `${prefix}-${index}`, receivedAtMs: now - 60_000 }).map((record) =>
+    rowText(enrich(record, prices, now)),
+  );
+}
+
+/** Each rollup's groups with the records they count, in one canonical order. */
+async function rollupGroups(client: ClickHouseClient): Promise<Record<string, string[]>> {
+  const found: Record<string, string[]> = {};
+  for (const view of aggregateViews()) {
+    const columns = view.groups.map((group) => `toString(${group.name})`).join(", '|', ");
+    const result = await client.query({
+      query: `SELECT concat(${columns}) AS g, toUInt64(${view.count.merge}(${view.count.column})) AS n FROM ${view.table} GROUP BY ${view.groups.map((group) => group.name).join(', ')} ORDER BY g`,
+      format: 'JSONEachRow',
+      clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
+    });
+    found[view.table] = (await result.json<{ g: string; n: number }>()).map((row) => `${row.g}: ${row.n}`);
+  }
+  return found;
+}
+
+const store = (clickhouse: ClickHouseClient): AnalyticsStore => ({
+  clickhouse,
+  limits: { timeoutMs: 30_000, maxRowsToRead: 0 },
+  backfilled: async () => true,
+});
+
+/** The API shapes the dashboard and the documentation use. */
+const shapes: { kind: 'usage' | 'latency' | 'errors'; raw: RawQuery }[] = [
+  ...(['24h', '72h'] as const).flatMap((since) => [
+    { kind: 'usage' as const, raw: { since, bucket: 'hour' as const, groupBy: 'provider,model' } },
+    { kind: 'usage' as const, raw: { since, bucket: 'none' as const, groupBy: 'environment' } },
+    { kind: 'usage' as const, raw: { since, bucket: 'day' as const, groupBy: 'keyId' } },
+    { kind: 'usage' as const, raw: { since, bucket: 'none' as const, groupBy: 'userId,userType', orderBy: 'costUsd' as const, limit: 10 } },
+    { kind: 'usage' as const, raw: { since, bucket: 'hour' as const, groupBy: 'model', userId: 'user-3' } },
+    { kind: 'latency' as const, raw: { since, bucket: 'hour' as const, groupBy: 'provider,model' } },
+    { kind: 'latency' as const, raw: { since, bucket: 'none' as const, groupBy: 'environment,model' } },
+    { kind: 'errors' as const, raw: { since, bucket: 'none' as const, groupBy: 'errorCode' } },
+    { kind: 'errors' as const, raw: { since, bucket: 'hour' as const, groupBy: 'provider,model' } },
+  ]),
+  { kind: 'usage', raw: { since: '90m', bucket: 'minute', groupBy: 'model' } },
+];
+const runners = { usage: usageAnalytics, latency: latencyAnalytics, errors: errorAnalytics };
+const dimensionsOf = {
+  usage: ['environment', 'provider', 'model', 'userType', 'userId', 'keyId'],
+  latency: ['environment', 'provider', 'model', 'userType', 'userId', 'keyId'],
+  errors: ['environment', 'provider', 'model', 'errorCode', 'errorMessage'],
+};
+
+/** Records a latency percentile needs for the two releases to agree within 5 %. */
+const PERCENTILE_MIN_REQUESTS = 30;
+
+/**
+ * Equal: sums of floats to 1e-9 of their size; latency percentiles within 5 % for groups
+ * of at least PERCENTILE_MIN_REQUESTS records. Below that the releases' t-digests answer
+ * differently (a median of two values: the mean of both on 18.16, one of them on 26.x);
+ * those differences are returned apart, to be shown, not failed on.
+ */
+function compareAnswers(kind: string, older: Record<string, unknown>[], newer: Record<string, unknown>[]) {
+  const differences: string[] = [];
+  const smallGroups: string[] = [];
+  if (older.length !== newer.length)
+    return { differences: [`${kind}: ${older.length} rows on 18.16, ${newer.length} on the current release`], smallGroups };
+  older.forEach((row, index) => {
+    const other = newer[index]!;
+    for (const [key, value] of Object.entries(row)) {
+      const that = other[key];
+      const percentile = /P\d+Ms$|PerSec$/.test(key);
+      if (typeof value === 'number' && typeof that === 'number') {
+        const tolerance = percentile ? 0.05 : 1e-9;
+        if (Math.abs(value - that) <= tolerance * Math.max(1, Math.abs(value))) continue;
+        const text = `${kind} row ${index} (${String(row.requests)} requests) ${key}: ${value} vs ${that}`;
+        if (percentile && Number(row.requests) < PERCENTILE_MIN_REQUESTS) smallGroups.push(text);
+        else differences.push(text);
+      } else if (JSON.stringify(value) !== JSON.stringify(that)) {
+        differences.push(`${kind} row ${index} ${key}: ${JSON.stringify(value)} vs ${JSON.stringify(that)}`);
+      }
+    }
+  });
+  return { differences, smallGroups };
+}
+
+describe('the same SQL on ClickHouse 18.16 and on a current release (chDB)', () => {
+  it('migrates, loads and counts the same records the same way in every rollup', async (context) => {
+    if (!chdb) return context.skip('no python3 on the PATH: chDB cannot run');
+    expect(await migrate(old.server, old.db, n.database)).toEqual(await migrate(current.server, current.db, n.database));
+    const version = await current.server.query({ query: 'SELECT version() AS v', format: 'JSONEachRow' });
+    expect((await version.json<{ v: string }>())[0]!.v).toMatch(/^2[6-9]\./);
+
+    const records = rows();
+    for (const client of [old.db, current.db]) {
+      const result = await loadIsolatingBadRows(client, records, (row) => row);
+      expect(result.refused).toEqual([]);
+      expect(result.loaded).toHaveLength(records.length);
+    }
+    const older = await rollupGroups(old.db);
+    expect(Object.values(older).every((groups) => groups.length > 0)).toBe(true);
+    expect(await rollupGroups(current.db)).toEqual(older);
+  }, 300_000);
+
+  it('answers every analytics API shape the same', async (context) => {
+    if (!chdb) return context.skip('no python3 on the PATH: chDB cannot run');
+    const differences: string[] = [];
+    const smallGroups: string[] = [];
+    let percentilesCompared = 0;
+    for (const { kind, raw } of shapes) {
+      const query = parseAnalyticsQuery(raw, dimensionsOf[kind], now);
+      const older = await runners[kind](store(old.db), query);
+      const newer = await runners[kind](store(current.db), query);
+      expect(older.length, `${kind} ${JSON.stringify(raw)}`).toBeGreaterThan(0);
+      const compared = compareAnswers(`${kind} ${JSON.stringify(raw)}`, older, newer);
+      differences.push(...compared.differences);
+      smallGroups.push(...compared.smallGroups);
+      if (kind === 'latency') percentilesCompared += older.filter((row) => Number(row.requests) >= PERCENTILE_MIN_REQUESTS).length;
+    }
+    console.log(
+      `latency percentiles of groups under ${PERCENTILE_MIN_REQUESTS} records that differ between the releases: ${smallGroups.length} (e.g. ${smallGroups.slice(0, 3).join('; ')})`,
+    );
+    // Groups large enough were compared, and every other figure of every answer.
+    expect(percentilesCompared).toBeGreaterThan(10);
+    expect(differences).toEqual([]);
+  }, 300_000);
+
+  it('recounts the rollups of an insert whose views did not all run, the same way', async (context) => {
+    if (!chdb) return context.skip('no python3 on the PATH: chDB cannot run');
+    // The same records again under new keys: a second insert, into the same groups.
+    const records = rows('cc-again');
+    const missed = [
+      ...aggregateViews()
+        .filter((_, index) => index % 3 === 0)
+        .map((view) => view.view),
+      'usage_events_by_user_mv',
+    ];
+    const outcomes = [];
+    for (const client of [old.db, current.db]) {
+      for (const view of missed) await client.command({ query: `DETACH TABLE ${view}` });
+      try {
+        await loadIsolatingBadRows(client, records, (row) => row);
+      } finally {
+        for (const view of missed) await client.command({ query: `ATTACH TABLE ${view}` });
+      }
+      outcomes.push(
+        await recountRollups(
+          client,
+          new ErasureStore(redis, `${n.keyPrefix}${outcomes.length}:`),
+          records.map((row) => row.eventKey),
+        ),
+      );
+    }
+    expect(outcomes[1]).toEqual(outcomes[0]);
+    expect(outcomes[0]!.copied).toBe(records.length);
+    expect(outcomes[0]!.tables.filter((table) => table.appended > 0).length).toBe(missed.length - 1);
+    expect(await rollupGroups(current.db)).toEqual(await rollupGroups(old.db));
+  }, 300_000);
+});
