@@ -92,6 +92,47 @@ export function peakRssMb(pid: number | undefined): number {
   }
 }
 
+export interface MemorySample {
+  rssMb: number;
+  heapTotalMb: number;
+  heapUsedMb: number;
+  /** Memory of objects outside V8's heap: Buffers, ArrayBuffers, native handles. */
+  externalMb: number;
+}
+
+/**
+ * Where a service's memory is, from its own metrics endpoint (prom-client's default
+ * metrics; the port from its start line's `metricsPort`): undefined when it cannot be read.
+ */
+export async function memorySample(service: { logs: readonly string[] }): Promise<MemorySample | undefined> {
+  const line = service.logs.find((text) => text.includes('"metricsPort":'));
+  const port = line ? (JSON.parse(line) as { metricsPort?: number }).metricsPort : undefined;
+  if (!port) return undefined;
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 1024 / 1024;
+    return {
+      rssMb: value('process_resident_memory_bytes'),
+      heapTotalMb: value('nodejs_heap_size_total_bytes'),
+      heapUsedMb: value('nodejs_heap_size_used_bytes'),
+      externalMb: value('nodejs_external_memory_bytes'),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The larger of each figure. */
+export function maxMemory(a: MemorySample | undefined, b: MemorySample | undefined): MemorySample | undefined {
+  if (!a || !b) return a ?? b;
+  return {
+    rssMb: Math.max(a.rssMb, b.rssMb),
+    heapTotalMb: Math.max(a.heapTotalMb, b.heapTotalMb),
+    heapUsedMb: Math.max(a.heapUsedMb, b.heapUsedMb),
+    externalMb: Math.max(a.externalMb, b.externalMb),
+  };
+}
+
 /** CPU seconds (user + system) a process has used so far, from /proc. */
 export function cpuSeconds(pid: number | undefined): number {
   if (!pid) return NaN;
@@ -179,7 +220,7 @@ export const serviceEnv = (extra: Record<string, string | number>): NodeJS.Proce
   // Dedupe keys of a bench run need not outlive it (200,000 per ingester run add up in Redis).
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses, DEDUPE_TTL_SECONDS: '600' };
   // Tuning variables given to the bench reach the services under test.
-  for (const [name, value] of Object.entries(process.env)) if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE)_/.test(name)) env[name] = value;
+  for (const [name, value] of Object.entries(process.env)) if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE|IDEMPOTENCY|MALLOC)_|^KAFKA_COMPRESSION$/.test(name)) env[name] = value;
   for (const [name, value] of Object.entries(extra)) env[name] = String(value);
   return env;
 };

@@ -98,10 +98,13 @@ function renderMarkdown(data: Output): string {
         `| ${row.shape} | ${f(row.wireBytes)} B | ${row.attack.statuses.join(', ')} | ${f(row.attack.cpuMsPerRequest, 2)} ms | ${f(row.attack.peakRssMb)} MB | ${f(row.attack.probeMaxMs)} ms | ${f(row.normalWireBytes)} B: ${f(row.normal.cpuMsPerRequest, 2)} ms, ${f(row.normal.peakRssMb)} MB, probe ${f(row.normal.probeMaxMs)} ms |`,
     )
     .join('\n');
+  // RSS, and of it the V8 heap in use and the memory outside it (Buffers), read from the service's metrics.
+  const memoryText = (memory: Record<string, number> | undefined) =>
+    memory ? `${f(memory.rssMb)} MB (heap ${f(memory.heapUsedMb)}, external ${f(memory.externalMb)})` : 'not measured';
   const ladder = steps
     .map(
       (step) =>
-        `| ${f(step.offeredPerS)} | ${f(step.achievedPerS)} | ${f(step.accepted)} | ${f(step.lost)} | ${f(step.duplicates)} | ${f(step.maxLag)} / ${f(step.maxLagSecondHalf)} | ${f(step.drainSeconds, 1)} s | ${step.passed ? 'passed' : `failed: ${step.limitedBy}`} |`,
+        `| ${f(step.offeredPerS)} | ${f(step.achievedPerS)} | ${f(step.accepted)} | ${f(step.lost)} | ${f(step.duplicates)} | ${f(step.maxLag)} / ${f(step.maxLagSecondHalf)} | ${f(step.drainSeconds, 1)} s | ${memoryText(step.gatewayMemory)} | ${memoryText(step.ingesterMemory)} | ${step.passed ? 'passed' : `failed: ${step.limitedBy}`} |`,
     )
     .join('\n');
   const met = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**');
@@ -204,8 +207,8 @@ achieved with nothing failed or dropped, the consumer lag stays within 5 s of re
 over the step's second half, the topic drains after it, and ClickHouse holds and
 counts every accepted record exactly once):
 
-| offered/s | achieved/s | accepted | lost | counted twice | max lag / in the second half | drained in | result |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+| offered/s | achieved/s | accepted | lost | counted twice | max lag / in the second half | drained in | gateway memory at its peak | ingester memory at its peak | result |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 ${ladder || '| not measured | | | | | | | |'}
 
 Kafka codecs of the gateway's record batches (\`KAFKA_COMPRESSION\`; the SDK's batch load into one

@@ -17,6 +17,9 @@ import {
   log,
   sleep,
   peakRssMb,
+  memorySample,
+  maxMemory,
+  type MemorySample,
   cpuSeconds,
   SdkLoadResult,
   runSdkLoad,
@@ -42,7 +45,7 @@ export async function benchEndToEnd(): Promise<void> {
   await admin.connect();
   const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
   const lagNow = async () => (await consumerLag(admin, groupId, topic)).reduce((sum, partition) => sum + partition.lag, 0);
-  const steps: Record<string, number | boolean | string>[] = [];
+  const steps: Record<string, number | boolean | string | MemorySample>[] = [];
   let sustained = 0;
   let records = 0;
   const cpu = { gateway: cpuSeconds(gateway.child.pid), ingester: cpuSeconds(ingester.child.pid) };
@@ -51,9 +54,15 @@ export async function benchEndToEnd(): Promise<void> {
     const lags: { at: number; lag: number }[] = [];
     let sampling = true;
     const started = performance.now();
+    // Peak of each memory figure during the step, read every 5 s from the services' metrics.
+    const memory: { gateway?: MemorySample; ingester?: MemorySample } = {};
     const sampler = (async () => {
-      while (sampling) {
+      for (let tick = 0; sampling; tick++) {
         lags.push({ at: (performance.now() - started) / 1000, lag: await lagNow() });
+        if (tick % 5 === 0) {
+          memory.gateway = maxMemory(memory.gateway, await memorySample(gateway));
+          memory.ingester = maxMemory(memory.ingester, await memorySample(ingester));
+        }
         await sleep(1000);
       }
     })();
@@ -115,6 +124,8 @@ export async function benchEndToEnd(): Promise<void> {
       maxLagSecondHalf,
       drainSeconds,
       batchP99Ms: load.p99Ms,
+      ...(memory.gateway ? { gatewayMemory: memory.gateway } : {}),
+      ...(memory.ingester ? { ingesterMemory: memory.ingester } : {}),
       passed,
       limitedBy: !achievedEnough
         ? 'gateway (offered rate not achieved)'
@@ -127,6 +138,11 @@ export async function benchEndToEnd(): Promise<void> {
     log(
       `   offered ${rate}/s: achieved ${load.perSec.toFixed(0)}/s, ${accepted} accepted, ${lost} lost, ${duplicates} counted twice, max lag ${maxLag} (${maxLagSecondHalf} in the second half), drained in ${drainSeconds.toFixed(1)} s: ${passed ? 'passed' : `failed (${steps.at(-1)!.limitedBy})`}`,
     );
+    const mb = (sample?: MemorySample) =>
+      sample
+        ? `RSS ${sample.rssMb.toFixed(0)} MB (heap ${sample.heapUsedMb.toFixed(0)} used of ${sample.heapTotalMb.toFixed(0)}, external ${sample.externalMb.toFixed(0)})`
+        : 'unknown';
+    log(`   memory at its peak during the step: gateway ${mb(memory.gateway)}; ingester ${mb(memory.ingester)}`);
     if (!passed) break;
     sustained = rate;
   }
