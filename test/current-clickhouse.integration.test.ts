@@ -11,7 +11,7 @@ import { ErasureStore } from '@otm/shared/erasures';
 import { migrate } from '@otm/shared/migrate';
 import { createRedis } from '@otm/shared/redis';
 import { recountRollups } from '@otm/shared/rollup-repair';
-import { aggregateViews } from '@otm/shared/rollup-views';
+import { USAGE_ROLLUP_TABLES, aggregateViews } from '@otm/shared/rollup-views';
 import type { UsageRecord } from '@otm/schemas';
 import {
   errorAnalytics,
@@ -24,6 +24,8 @@ import {
 import { enrich, rowText, type RowText } from '../services/ingester/src/enrich-step.js';
 import { loadIsolatingBadRows } from '../services/ingester/src/load-step.js';
 import { PriceTable } from '../services/ingester/src/prices.js';
+import { recost } from '../services/ingester/src/recost.js';
+import { applyRetention } from '../services/ingester/src/retention.js';
 import { queuedRecords, sampleUsageRecords, seededRandom } from '../scripts/lib/sample-records.js';
 import { ChdbSession } from './helpers/chdb.js';
 import { testNames, testStack } from './helpers/stack.js';
@@ -218,5 +220,59 @@ describe('the same SQL on ClickHouse 18.16 and on a current release (chDB)', () 
     expect(outcomes[0]!.copied).toBe(records.length);
     expect(outcomes[0]!.tables.filter((table) => table.appended > 0).length).toBe(missed.length - 1);
     expect(await rollupGroups(current.db)).toEqual(await rollupGroups(old.db));
+  }, 300_000);
+
+  it('re-costs a range and applies retention the same way', async (context) => {
+    if (!chdb) return context.skip('no python3 on the PATH: chDB cannot run');
+    const pairs = await (
+      await old.db.query({
+        query: 'SELECT DISTINCT provider, model_id FROM usage_events ORDER BY provider, model_id',
+        format: 'JSONEachRow',
+      })
+    ).json<{ provider: string; model_id: string }>();
+    const prices: Record<string, Record<string, { input: number; output: number }>> = {};
+    pairs.forEach(({ provider, model_id }, index) => {
+      prices[provider] = { ...prices[provider], [model_id]: { input: 1 + index, output: 3 + index } };
+    });
+    const table = new PriceTable('test-current-clickhouse', prices);
+    const range = { fromMs: now - 30 * HOUR_MS, toMs: now - 6 * HOUR_MS };
+    /** Cost in usage_events and in every usage rollup, to a millionth of a dollar. */
+    const costs = async (client: ClickHouseClient) => {
+      const found: Record<string, string> = {};
+      for (const name of ['usage_events', ...USAGE_ROLLUP_TABLES]) {
+        const sum =
+          name === 'usage_events'
+            ? 'sum(ifNull(cost_usd, 0))'
+            : name === 'usage_rollup_user_by_day'
+              ? 'sum(cost_usd)'
+              : 'sumMerge(cost_usd)';
+        const result = await client.query({ query: `SELECT toString(round(${sum}, 6)) AS c FROM ${name}`, format: 'JSONEachRow' });
+        found[name] = (await result.json<{ c: string }>())[0]!.c;
+      }
+      return found;
+    };
+    const outcomes = [];
+    for (const [index, client] of [old.db, current.db].entries()) {
+      outcomes.push(await recost(client, new ErasureStore(redis, `${n.keyPrefix}recost${index}:`), table, range));
+    }
+    expect(outcomes[1]).toEqual(outcomes[0]);
+    expect(outcomes[0]!.rows).toBeGreaterThan(100);
+    const costed = await costs(old.db);
+    expect(new Set(Object.values(costed)).size, JSON.stringify(costed)).toBe(1);
+    expect(await costs(current.db)).toEqual(costed);
+    expect(await rollupGroups(current.db)).toEqual(await rollupGroups(old.db));
+
+    // Retention a year and a half from now: every monthly partition has expired, on both.
+    const policy = { eventsDays: 30, ioDays: 7, rollupsDays: 90, canaryDays: 7 };
+    const later = now + 540 * 24 * HOUR_MS;
+    const dryRuns = [await applyRetention(old.db, policy, later, true), await applyRetention(current.db, policy, later, true)];
+    expect(dryRuns[0]!.dropped.length).toBeGreaterThan(0);
+    expect(dryRuns[1]).toEqual(dryRuns[0]);
+    const runs = [await applyRetention(old.db, policy, later, false), await applyRetention(current.db, policy, later, false)];
+    expect(runs[1]).toEqual(runs[0]);
+    for (const client of [old.db, current.db]) {
+      const result = await client.query({ query: 'SELECT count() AS n FROM usage_events', format: 'JSONEachRow' });
+      expect(Number((await result.json<{ n: string }>())[0]!.n)).toBe(0);
+    }
   }, 300_000);
 });
