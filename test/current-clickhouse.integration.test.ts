@@ -1,9 +1,9 @@
 // The project's SQL on a current ClickHouse as well as on 18.16: chDB (ClickHouse 26.x in
 // process, test/helpers/chdb.ts) runs the same code as the 18.16 server of the test
 // stack, on the same records: the migrations (through migrate()), the load step, every
-// rollup view, each analytics API shape, and the rollup recount after an insert whose
-// views did not all run. The answers must be equal (latency percentiles within the
-// t-digest's error: the two releases merge centroids differently).
+// rollup view, each analytics API shape, the rollup recount after an insert whose views
+// did not all run, re-costing and retention. The answers must be equal (latency
+// percentiles of small groups aside: the two releases' t-digests differ there).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { createClickHouse } from '@otm/shared/clickhouse';
