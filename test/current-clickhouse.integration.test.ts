@@ -2,7 +2,7 @@
 // process, test/helpers/chdb.ts) runs the same code as the 18.16 server of the test
 // stack, on the same records: the migrations (through migrate()), the load step, every
 // rollup view, each analytics API shape, the rollup recount after an insert whose views
-// did not all run, re-costing and retention. The answers must be equal (latency
+// did not all run, re-costing, retention, the backfill and a user's erasure. The answers must be equal (latency
 // percentiles of small groups aside: the two releases' t-digests differ there).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
@@ -10,7 +10,11 @@ import { createClickHouse } from '@otm/shared/clickhouse';
 import { ErasureStore } from '@otm/shared/erasures';
 import { migrate } from '@otm/shared/migrate';
 import { createRedis } from '@otm/shared/redis';
-import { recountRollups } from '@otm/shared/rollup-repair';
+import { recountRollups, rollupTotals } from '@otm/shared/rollup-repair';
+import { backfillRollups } from '@otm/shared/rollup-backfill';
+import { AuditLog } from '@otm/shared/audit';
+import { createLogger } from '@otm/shared/logger';
+import { ErasureJobs } from '../services/admin/src/erasure.js';
 import { USAGE_ROLLUP_TABLES, aggregateViews } from '@otm/shared/rollup-views';
 import type { UsageRecord } from '@otm/schemas';
 import {
@@ -48,8 +52,10 @@ beforeAll(async () => {
   if (chdb) current = { server: chdb.client(null), db: chdb.client(n.database) };
   await redis.connect();
 }, 300_000);
+const later = `${n.database}_b`;
 afterAll(async () => {
   await old.server.command({ query: `DROP DATABASE IF EXISTS ${n.database}` }).catch(() => undefined);
+  await old.server.command({ query: `DROP DATABASE IF EXISTS ${later}` }).catch(() => undefined);
   await Promise.all([old.server.close(), old.db.close(), redis.quit(), chdb?.stop()]);
 });
 
@@ -275,4 +281,66 @@ describe('the same SQL on ClickHouse 18.16 and on a current release (chDB)', () 
       expect(Number((await result.json<{ n: string }>())[0]!.n)).toBe(0);
     }
   }, 300_000);
+});
+
+describe('the rollup jobs on ClickHouse 18.16 and on a current release (chDB)', () => {
+  it('backfills the rollups of records stored before migration 0008, then erases a user, the same way', async (context) => {
+    if (!chdb) return context.skip('no python3 on the PATH: chDB cannot run');
+    const clients = [createClickHouse({ ...settings, database: later }), chdb.client(later)];
+    const servers = [old.server, current.server];
+    try {
+      // Records stored by an installation of migrations up to 0007, then 0008 and its backfill.
+      for (const [index, client] of clients.entries()) {
+        await migrate(servers[index]!, client, later, () => undefined, '', '0007_token_detail.sql');
+        expect((await loadIsolatingBadRows(client, rows('cb'), (row) => row)).refused).toEqual([]);
+        await migrate(servers[index]!, client, later);
+        const outcome = await backfillRollups(client, new ErasureStore(redis, `${n.keyPrefix}backfill${index}:`));
+        expect(outcome.done).toBe(true);
+      }
+      const backfilled = await rollupGroups(clients[0]!);
+      expect(await rollupGroups(clients[1]!)).toEqual(backfilled);
+      for (const client of clients) {
+        for (const total of await rollupTotals(client)) expect(total.counted, total.table).toBe(total.stored);
+      }
+
+      // One user's erasure, as the admin service runs it.
+      const [subject] = await (
+        await clients[0]!.query({
+          query:
+            'SELECT environment, user_id, count() AS n FROM usage_events GROUP BY environment, user_id ORDER BY n DESC, user_id LIMIT 1',
+          format: 'JSONEachRow',
+        })
+      ).json<{ environment: 'prod'; user_id: string; n: string }>();
+      const removed = [];
+      for (const [index, client] of clients.entries()) {
+        const jobs = new ErasureJobs(
+          redis,
+          `${n.keyPrefix}erasure${index}:`,
+          client,
+          new ErasureStore(redis, `${n.keyPrefix}erasure${index}:`),
+          new AuditLog(client),
+          createLogger('current-clickhouse-test', 'silent'),
+          { tombstoneSeconds: 3600, mutationTimeoutMs: 120_000 },
+          { announce: async () => undefined },
+        );
+        const started = await jobs.start(subject!.environment, subject!.user_id, 'test', 'req-erase');
+        let job = await jobs.get(started.id);
+        for (const deadline = Date.now() + 120_000; job?.state === 'running' && Date.now() < deadline; job = await jobs.get(started.id)) {
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+        expect(job?.state, job?.error).toBe('done');
+        removed.push(job!.removed);
+      }
+      expect(removed[0]!.events).toBe(Number(subject!.n));
+      expect(removed[1]).toEqual(removed[0]);
+      const erased = await rollupGroups(clients[0]!);
+      expect(erased).not.toEqual(backfilled);
+      expect(await rollupGroups(clients[1]!)).toEqual(erased);
+      for (const client of clients) {
+        for (const total of await rollupTotals(client)) expect(total.counted, total.table).toBe(total.stored);
+      }
+    } finally {
+      await clients[0]!.close();
+    }
+  }, 600_000);
 });
