@@ -85,7 +85,7 @@ beforeAll(async () => {
     return result();
   };
   admin = await buildAdminApp(
-    { adminToken, connectionLimits: limits, jsonMaxDepth: 32 },
+    { adminTokens: [adminToken], connectionLimits: limits, jsonMaxDepth: 32 },
     {
       logger,
       keyStore: {

@@ -23,7 +23,8 @@ export interface AdminDeps {
 }
 
 export interface AdminOptions {
-  adminToken: string;
+  /** The admin tokens accepted: ADMIN_TOKEN, and ADMIN_TOKEN_NEXT during a rotation. */
+  adminTokens: readonly string[];
   connectionLimits: ConnectionLimits;
   jsonMaxDepth: number;
   /** The analytics queries' execution limit: the connection is never closed before their answer. */
@@ -58,7 +59,7 @@ export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Pro
     health: { ready: deps.ready ?? (async () => true) },
   });
 
-  const requireAdmin = adminTokenCheck(options.adminToken);
+  const requireAdmin = adminTokenCheck(options.adminTokens);
   await app.register(async (secured) => {
     secured.addHook('onRequest', async (request) => requireAdmin(request));
     registerKeyRoutes(secured, deps.keyStore, deps.audit);

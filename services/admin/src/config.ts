@@ -24,10 +24,16 @@ export const adminSpec = {
     desc: 'Rows one analytics query may read (ClickHouse max_rows_to_read); past it the answer is 504 QueryTimeout. 0: no limit',
   }),
   ADMIN_TOKEN: str({ desc: 'Bearer token for the admin API and dashboard (at least 32 characters)' }),
+  ADMIN_TOKEN_NEXT: str({
+    default: '',
+    desc: 'A second admin token accepted beside ADMIN_TOKEN while tokens are rotated (at least 32 characters; empty: none)',
+  }),
 };
 
 export function loadAdminConfig(env: NodeJS.ProcessEnv) {
   const config = parseConfig(env, adminSpec);
   if (config.ADMIN_TOKEN.length < 32) throw new Error('ADMIN_TOKEN: must be at least 32 characters');
+  if (config.ADMIN_TOKEN_NEXT !== '' && config.ADMIN_TOKEN_NEXT.length < 32)
+    throw new Error('ADMIN_TOKEN_NEXT: must be at least 32 characters');
   return config;
 }

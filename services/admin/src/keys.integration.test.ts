@@ -23,6 +23,8 @@ import {
 const keyPrefix = `${uniqueName('keys')}:`;
 const topic = uniqueName('keys-topic');
 const adminToken = `admin-${uniqueName('token')}-0123456789abcdef`;
+/** The second token of a rotation under way (ADMIN_TOKEN_NEXT). */
+const nextAdminToken = `next-${uniqueName('token')}-0123456789abcdef`;
 
 function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -43,7 +45,11 @@ let admin: ServiceProcess;
 
 beforeAll(async () => {
   gateways = await Promise.all([startGateway({ topic, keyPrefix }), startGateway({ topic, keyPrefix })]);
-  admin = await startService('admin', stackEnv({ REDIS_KEY_PREFIX: keyPrefix, ADMIN_TOKEN: adminToken, ADMIN_PORT: 0 }), /admin listening/);
+  admin = await startService(
+    'admin',
+    stackEnv({ REDIS_KEY_PREFIX: keyPrefix, ADMIN_TOKEN: adminToken, ADMIN_TOKEN_NEXT: nextAdminToken, ADMIN_PORT: 0 }),
+    /admin listening/,
+  );
 });
 afterAll(async () => {
   await Promise.all([...gateways, admin].map((service) => service?.stop()));
@@ -243,6 +249,13 @@ describe('admin API', () => {
       const answer = await httpRequest(`${admin.url}/v1/keys`, { headers });
       expect(answer.status).toBe(401);
       expect(answer.body).toMatchObject({ statusCode: 401, errorType: 'AuthError' });
+    }
+  });
+
+  it('during a rotation both admin tokens are accepted (ADMIN_TOKEN and ADMIN_TOKEN_NEXT)', async () => {
+    for (const token of [adminToken, nextAdminToken]) {
+      const answer = await httpRequest(`${admin.url}/v1/keys`, { headers: { authorization: `Bearer ${token}` } });
+      expect(answer.status).toBe(200);
     }
   });
 

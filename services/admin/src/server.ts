@@ -96,7 +96,7 @@ const erasureJobs = new ErasureJobs(
 
 const app = await buildAdminApp(
   {
-    adminToken: config.ADMIN_TOKEN,
+    adminTokens: [config.ADMIN_TOKEN, config.ADMIN_TOKEN_NEXT],
     connectionLimits: connectionLimitsFrom(config),
     jsonMaxDepth: config.JSON_MAX_DEPTH,
     // The query's own limit rounded up to seconds, plus the client's 2 s of grace.
