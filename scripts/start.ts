@@ -138,7 +138,7 @@ function printReady(): void {
       'otm-telemetry is running on the local stack:',
       `  ingest endpoint  ${gatewayUrl}/v1/telemetry/usage   (self-signed certificate: ${path.relative(process.cwd(), tls.certFile)})`,
       `  dashboard        ${adminUrl}/   admin token: ${adminToken}`,
-      `  metrics          http://127.0.0.1:9464/metrics (gateway), http://127.0.0.1:9465/metrics (ingester), ${adminUrl}/metrics (admin, with the token)`,
+      `  metrics          http://127.0.0.1:9464/metrics (gateway), http://127.0.0.1:9465/metrics (ingester), http://127.0.0.1:9466/metrics (admin)`,
       'first record:',
       '  npm run keys -- create --env dev --name my-service      # prints the key once',
       `  curl --cacert ${path.relative(process.cwd(), tls.certFile)} ${gatewayUrl}/v1/telemetry/usage \\`,

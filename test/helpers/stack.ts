@@ -50,7 +50,8 @@ export function stackEnv(overrides: Record<string, string | number | boolean> = 
   const stack = testStack();
   const { source, ...addresses } = stack;
   void source;
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses, LOG_LEVEL: 'info' };
+  // Metrics on a free port: a test never takes a fixed port (METRICS_PORT given wins).
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses, LOG_LEVEL: 'info', METRICS_PORT: '0' };
   for (const [name, value] of Object.entries(overrides)) env[name] = String(value);
   return env;
 }

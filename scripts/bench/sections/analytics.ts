@@ -110,6 +110,7 @@ export async function benchAnalytics(): Promise<void> {
       REDIS_KEY_PREFIX: `bench-analytics-${runId}:`,
       ADMIN_TOKEN: adminToken,
       ADMIN_PORT: '0',
+      METRICS_PORT: '0',
       LOG_LEVEL: 'info',
     },
     /admin listening/,

@@ -1,4 +1,4 @@
-import { infrastructureSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
+import { infrastructureSpec, metricsPortSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
 import { connectionLimitsSpec } from '@otm/shared/http-edge';
 
 export const adminSpec = {
@@ -6,6 +6,8 @@ export const adminSpec = {
   ...connectionLimitsSpec,
   ADMIN_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the admin API and dashboard' }),
   ADMIN_PORT: nonNegativeInt({ default: 8480, desc: 'Port of the admin API and dashboard; 0 picks a free one' }),
+  // Its metrics on a port of their own too (also at GET /metrics on the admin port, behind the admin token).
+  ...metricsPortSpec(9466),
   INGEST_GROUP_ID: str({ default: 'otm-ingester', desc: "The ingesters' consumer group, whose lag GET /v1/pipeline reports" }),
   ERASURE_TOMBSTONE_DAYS: positiveInt({
     default: 8,

@@ -18,6 +18,7 @@ import { createKafka, type Admin } from '@otm/shared/kafka';
 import { buildAdminApp } from './app.js';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { loadAdminConfig } from './config.js';
+import { serveMetrics } from '@otm/shared/metrics-server';
 import { DependencyError, clickhouseFailure, connectRedis, redisFailure, startStep } from '@otm/shared/dependency-failure';
 
 const config = loadAdminConfig(process.env);
@@ -128,10 +129,13 @@ const app = await buildAdminApp(
   },
 );
 const address = await app.listen({ host: config.ADMIN_HOST, port: config.ADMIN_PORT });
-logger.info({ address }, 'admin listening');
+const metricsServer = await serveMetrics(metrics, config.METRICS_HOST, config.METRICS_PORT, undefined, config.METRICS_TOKEN);
+const metricsAddress = metricsServer.address();
+logger.info({ address, metricsPort: typeof metricsAddress === 'object' ? metricsAddress?.port : undefined }, 'admin listening');
 
 async function shutdown(): Promise<void> {
   await app.close();
+  metricsServer.close();
   await kafkaAdmin.disconnect().catch(() => undefined);
   await erasureAnnouncer.close().catch(() => undefined);
   redis.disconnect();

@@ -149,7 +149,7 @@ const app = await buildApp(
   { logger, keyCache, validators, schemaId, batcher, metrics, ready, replay, redactor: redactorFrom(config) },
 );
 
-const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT);
+const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT, undefined, config.METRICS_TOKEN);
 const address = await app.listen({ host: config.GATEWAY_HOST, port: config.GATEWAY_PORT });
 if (config.GATEWAY_PLAIN_HTTP) logger.warn('serving PLAIN HTTP: only for running behind a TLS-terminating proxy');
 const metricsAddress = metricsServer.address();

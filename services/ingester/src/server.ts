@@ -179,7 +179,13 @@ consumer.on(consumer.events.CRASH, ({ payload }) => {
   logger.fatal({ err: payload.error.message, stack: payload.error.stack }, 'consumer crashed and will not restart; exiting');
   process.exit(70);
 });
-const metricsServer = await serveMetrics(metrics.registry, config.METRICS_HOST, config.METRICS_PORT, () => consuming && !stopping);
+const metricsServer = await serveMetrics(
+  metrics.registry,
+  config.METRICS_HOST,
+  config.METRICS_PORT,
+  () => consuming && !stopping,
+  config.METRICS_TOKEN,
+);
 // Every ingester given CANARY_API_KEY recognises the canary's records, including
 // probes another instance sent: the key is looked up before consuming starts.
 if (config.CANARY_API_KEY) await findCanaryKey();

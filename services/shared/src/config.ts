@@ -31,6 +31,10 @@ export function metricsPortSpec(defaultPort: number, serves = 'Prometheus metric
   return {
     METRICS_HOST: str({ default: '127.0.0.1', desc: `Bind address of the ${serves} port` }),
     METRICS_PORT: nonNegativeInt({ default: defaultPort, desc: `${serves} port; 0 picks a free one` }),
+    METRICS_TOKEN: str({
+      default: '',
+      desc: 'Bearer token `/metrics` requires (Prometheus: `authorization: { credentials: <token> }`); empty: none. The health checks need none',
+    }),
   };
 }
 
