@@ -220,7 +220,8 @@ export const serviceEnv = (extra: Record<string, string | number>): NodeJS.Proce
   // Dedupe keys of a bench run need not outlive it (200,000 per ingester run add up in Redis).
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses, DEDUPE_TTL_SECONDS: '600' };
   // Tuning variables given to the bench reach the services under test (glibc's MALLOC_ARENA_MAX among them).
-  for (const [name, value] of Object.entries(process.env)) if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE|IDEMPOTENCY|MALLOC)_|^KAFKA_COMPRESSION$/.test(name)) env[name] = value;
+  for (const [name, value] of Object.entries(process.env))
+    if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE|IDEMPOTENCY|MALLOC)_|^KAFKA_COMPRESSION$/.test(name)) env[name] = value;
   for (const [name, value] of Object.entries(extra)) env[name] = String(value);
   return env;
 };
