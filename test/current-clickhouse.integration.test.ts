@@ -2,7 +2,8 @@
 // process, test/helpers/chdb.ts) runs the same code as the 18.16 server of the test
 // stack, on the same records: the migrations (through migrate()), the load step, every
 // rollup view, each analytics API shape, the rollup recount after an insert whose views
-// did not all run, re-costing, retention, the backfill and a user's erasure. The answers must be equal (latency
+// did not all run, re-costing, retention, the backfill, a user's erasure and the
+// freshness canary's row and look-up. The answers must be equal (latency
 // percentiles of small groups aside: the two releases' t-digests differ there).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
@@ -26,7 +27,9 @@ import {
   type RawQuery,
 } from '../services/admin/src/analytics.js';
 import { enrich, rowText, type RowText } from '../services/ingester/src/enrich-step.js';
-import { loadIsolatingBadRows } from '../services/ingester/src/load-step.js';
+import { insertLines, loadIsolatingBadRows } from '../services/ingester/src/load-step.js';
+import { probeArrived } from '../services/ingester/src/canary.js';
+import { probeRow } from '../services/ingester/src/consumer.js';
 import { PriceTable } from '../services/ingester/src/prices.js';
 import { recost } from '../services/ingester/src/recost.js';
 import { applyRetention } from '../services/ingester/src/retention.js';
@@ -171,6 +174,15 @@ describe('the same SQL on ClickHouse 18.16 and on a current release (chDB)', () 
     const older = await rollupGroups(old.db);
     expect(Object.values(older).every((groups) => groups.length > 0)).toBe(true);
     expect(await rollupGroups(current.db)).toEqual(older);
+
+    // The freshness canary: its row as the consumer writes it, its look-up as the canary asks.
+    const [probe] = queuedRecords(sampleUsageRecords(1, { seed: 9 }), { eventKey: () => 'probe-cc', receivedAtMs: now });
+    probe!.meta.idempotencyKey = 'probe-cc-1';
+    for (const client of [old.db, current.db]) {
+      await insertLines(client, 'canary_probes', [probeRow(probe!)]);
+      expect(await probeArrived(client, 'probe-cc-1')).toBe(true);
+      expect(await probeArrived(client, 'probe-cc-2')).toBe(false);
+    }
   }, 300_000);
 
   it('answers every analytics API shape the same', async (context) => {

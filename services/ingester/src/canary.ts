@@ -43,6 +43,16 @@ export function probeRecord(now: Date): string {
   });
 }
 
+/** Whether ClickHouse holds the probe (canary_probes, loaded by the consumer). */
+export async function probeArrived(clickhouse: ClickHouseClient, probeId: string): Promise<boolean> {
+  const result = await clickhouse.query({
+    query: `SELECT count() AS n FROM canary_probes WHERE probe_id = ${sqlString(probeId)}`,
+    format: 'JSONEachRow',
+  });
+  const [row] = await result.json<{ n: string }>();
+  return Number(row?.n ?? 0) > 0;
+}
+
 export class FreshnessCanary {
   private timer: NodeJS.Timeout | undefined;
   private running = false;
@@ -111,12 +121,7 @@ export class FreshnessCanary {
 
   private async arrived(probeId: string): Promise<boolean> {
     try {
-      const result = await this.clickhouse.query({
-        query: `SELECT count() AS n FROM canary_probes WHERE probe_id = ${sqlString(probeId)}`,
-        format: 'JSONEachRow',
-      });
-      const [row] = await result.json<{ n: string }>();
-      return Number(row?.n ?? 0) > 0;
+      return await probeArrived(this.clickhouse, probeId);
     } catch {
       return false; // ClickHouse down: the probe is late, which is what it measures
     }

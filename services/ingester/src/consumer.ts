@@ -530,7 +530,7 @@ export function loadableItems<T>(items: readonly T[], fresh: readonly T[], live:
 }
 
 /** The canary_probes row of a canary record: its probe id is the idempotency key the canary sent. */
-function probeRow(queued: QueuedUsageRecord): string {
+export function probeRow(queued: QueuedUsageRecord): string {
   const receivedMs = Date.parse(queued.meta.receivedAt);
   return JSON.stringify({
     probe_id: queued.meta.idempotencyKey ?? queued.meta.requestId,
