@@ -64,6 +64,19 @@ describe('helm chart', () => {
     expect(result.ok, result.output).toBe(true);
   });
 
+  it(
+    'a metrics token Secret: every service reads METRICS_TOKEN from it; the admin service exposes its metrics port',
+    { timeout: 600_000 },
+    async () => {
+      const { file, text } = await template('metrics-token', ['--set', 'metrics.token.secretName=otm-metrics']);
+      expect(text.match(/name: METRICS_TOKEN\s+valueFrom:\s+secretKeyRef:\s+name: otm-metrics\s+key: token/g)).toHaveLength(3);
+      expect(text).toMatch(/name: otm-admin[\s\S]*?name: metrics\s+containerPort: 9466/);
+      expect((await template('no-metrics-token', [])).text).not.toContain('METRICS_TOKEN');
+      const result = await validate(file);
+      expect(result.ok, result.output).toBe(true);
+    },
+  );
+
   it('HA values: HPA on CPU, disruption budgets, one ingester per partition; valid Kubernetes objects', { timeout: 600_000 }, async () => {
     const { file, kinds, text } = await template('ha', ['-f', path.join(chart, 'values-ha.yaml')]);
     expect(kinds.filter((kind) => kind === 'HorizontalPodAutoscaler')).toHaveLength(1);

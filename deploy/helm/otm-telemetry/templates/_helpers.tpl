@@ -38,6 +38,13 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.clickhouse.cluster | default "" | quote }}
 - name: METRICS_HOST
   value: "0.0.0.0"
+{{- if .Values.metrics.token.secretName }}
+- name: METRICS_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.metrics.token.secretName }}
+      key: {{ .Values.metrics.token.key }}
+{{- end }}
 {{- range $name, $value := .Values.env }}
 - name: {{ $name }}
   value: {{ $value | quote }}
