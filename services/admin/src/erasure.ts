@@ -180,7 +180,7 @@ export class ErasureJobs {
         `SELECT (SELECT count() FROM ${source} WHERE ${user}) AS events,
                 (SELECT count() FROM usage_io WHERE event_key IN (SELECT event_key FROM ${source} WHERE ${user})) AS io`,
       );
-      await this.erasures.fence(fence);
+      fence = await this.erasures.fence(fence);
       await this.erasures.waitForInsertsInFlight();
 
       await step('deleting usage_io');

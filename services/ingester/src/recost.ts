@@ -99,8 +99,8 @@ export async function recost(
 
   const dayFromS = Math.floor(fromMs / DAY_MS) * 86_400;
   const dayToS = Math.ceil(toMs / DAY_MS) * 86_400;
-  const interval: FenceInterval = { kind: 'all', fromMs: dayFromS * 1000, toMs: dayToS * 1000 };
-  await fence.fence([interval]);
+  const wanted: FenceInterval = { kind: 'all', fromMs: dayFromS * 1000, toMs: dayToS * 1000 };
+  const held = await fence.fence([wanted]);
   try {
     await fence.waitForInsertsInFlight();
     const update = `UPDATE cost_usd = ${cost}, price_known = ${known}, price_table_version = ${sqlString(prices.version)} WHERE ${where}`;
@@ -133,7 +133,7 @@ export async function recost(
       await clickhouse.command({ query: rebuildRollupSql(view, days('event_time')) });
     }
   } finally {
-    await fence.liftFence([interval]);
+    await fence.liftFence(held);
   }
   return outcome;
 }

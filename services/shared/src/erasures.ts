@@ -4,7 +4,7 @@
 //   <prefix>erasure:<environment>:<user id>  string: when the user was erased (epoch ms),
 //                                             kept ERASURE_TOMBSTONE_DAYS (longer than
 //                                             the topic's retention)
-//   <prefix>erasure-fence                     set of fenced intervals (`<kind>:<from ms>:<to ms>`)
+//   <prefix>erasure-fence                     set of fenced intervals (`<kind>:<from ms>:<to ms>:<owner>`)
 //                                             of rollup rows being rebuilt: `errors` (the
 //                                             errors rollup, by an erasure) or `all` (every
 //                                             rollup, by a re-costing)
@@ -35,14 +35,20 @@ export interface FenceInterval {
   kind: 'errors' | 'all';
   fromMs: number;
   toMs: number;
+  /**
+   * Which fence() call holds it (set by fence()): two jobs fencing the same interval hold
+   * two entries, and one lifting its own leaves the other's in place.
+   */
+  owner?: string;
 }
 
-const fenceEntry = (interval: FenceInterval) => `${interval.kind}:${interval.fromMs}:${interval.toMs}`;
+const fenceEntry = (interval: FenceInterval) =>
+  `${interval.kind}:${interval.fromMs}:${interval.toMs}${interval.owner === undefined ? '' : `:${interval.owner}`}`;
 
 function parseFence(entry: string): FenceInterval | undefined {
-  const [kind, from, to] = entry.split(':');
+  const [kind, from, to, owner] = entry.split(':');
   if ((kind !== 'errors' && kind !== 'all') || !from || !to) return undefined;
-  return { kind, fromMs: Number(from), toMs: Number(to) };
+  return { kind, fromMs: Number(from), toMs: Number(to), ...(owner ? { owner } : {}) };
 }
 
 /** Whether a row (its event time, whether it is an error) falls in a fenced interval. */
@@ -107,10 +113,15 @@ export class ErasureStore {
     await this.redis.set(this.tombstoneKey(subject), String(atMs), 'EX', tombstoneSeconds);
   }
 
-  /** Fences intervals whose rollup rows are about to be rebuilt (for 15 minutes at most, should the job die). */
-  async fence(intervals: readonly FenceInterval[]): Promise<void> {
-    if (intervals.length === 0) return;
-    const entries = intervals.map(fenceEntry);
+  /**
+   * Fences intervals whose rollup rows are about to be rebuilt (for 15 minutes at most,
+   * should the job die). Returns them as held by this call: lift those.
+   */
+  async fence(intervals: readonly FenceInterval[]): Promise<FenceInterval[]> {
+    const owner = randomUUID();
+    const held = intervals.map((interval) => ({ ...interval, owner }));
+    if (held.length === 0) return held;
+    const entries = held.map(fenceEntry);
     const results =
       (await this.redis
         .multi()
@@ -118,8 +129,10 @@ export class ErasureStore {
         .pexpire(this.fenceKey, 15 * 60_000)
         .exec()) ?? [];
     for (const [error] of results) if (error) throw error;
+    return held;
   }
 
+  /** Lifts intervals as fence() returned them (those of that call only). */
   async liftFence(intervals: readonly FenceInterval[]): Promise<void> {
     if (intervals.length > 0) await this.redis.srem(this.fenceKey, ...intervals.map(fenceEntry));
   }

@@ -87,10 +87,10 @@ export async function backfillRollups(
   for (const group of groups.values()) {
     const fromS = group[0]! * DAY_S;
     const toS = (group[group.length - 1]! + 1) * DAY_S;
-    const interval: FenceInterval = { kind: 'all', fromMs: fromS * 1000, toMs: toS * 1000 };
+    const wanted: FenceInterval = { kind: 'all', fromMs: fromS * 1000, toMs: toS * 1000 };
     const range = (column: string) => `${column} >= toDateTime(${fromS}) AND ${column} < toDateTime(${toS})`;
     const started = Date.now();
-    await fence.fence([interval]);
+    const held = await fence.fence([wanted]);
     let perDay: { day: string; n: string }[] = [];
     try {
       await fence.waitForInsertsInFlight();
@@ -115,7 +115,7 @@ export async function backfillRollups(
         `SELECT toString(intDiv(toUInt32(event_time), 86400)) AS day, count() AS n FROM usage_events FINAL WHERE ${range('event_time')} GROUP BY day`,
       );
     } finally {
-      await fence.liftFence([interval]);
+      await fence.liftFence(held);
     }
     const counts = new Map(perDay.map((row) => [Number(row.day), Number(row.n)]));
     const doneAt = formatDateTime(Date.now());

@@ -104,12 +104,12 @@ export async function recountRollups(
     }
   }
   if (days.size === 0) return outcome;
-  const intervals: FenceInterval[] = [...days].map((day) => ({ kind: 'all', fromMs: day * DAY_S * 1000, toMs: (day + 1) * DAY_S * 1000 }));
+  const wanted: FenceInterval[] = [...days].map((day) => ({ kind: 'all', fromMs: day * DAY_S * 1000, toMs: (day + 1) * DAY_S * 1000 }));
   const fromS = Math.min(...days) * DAY_S;
   const toS = (Math.max(...days) + 1) * DAY_S;
   const range = `event_time >= toDateTime(${fromS}) AND event_time < toDateTime(${toS})`;
 
-  await fence.fence(intervals);
+  const intervals = await fence.fence(wanted);
   try {
     await fence.waitForInsertsInFlight();
 
