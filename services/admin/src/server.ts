@@ -19,7 +19,7 @@ import { buildAdminApp } from './app.js';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { loadAdminConfig } from './config.js';
 import { serveMetrics } from '@otm/shared/metrics-server';
-import { DependencyError, clickhouseFailure, connectRedis, redisFailure, startStep } from '@otm/shared/dependency-failure';
+import { DependencyError, clickhouseFailure, connectRedis, exitIfRefused, redisFailure, startStep } from '@otm/shared/dependency-failure';
 
 const config = loadAdminConfig(process.env);
 const logger = createLogger('admin', config.LOG_LEVEL);
@@ -45,13 +45,12 @@ const migrated = (async () => {
       await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.debug(line), config.CLICKHOUSE_CLUSTER);
       return;
     } catch (error) {
-      const failure = clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE);
       // Away is waited for; refused credentials are not a state to wait out.
-      if (failure.reason.includes('refused the user and password')) {
-        logger.fatal({ dependency: failure.dependency, variables: failure.variables }, failure.message);
-        process.exit(1);
-      }
-      logger.warn({ err: failure.message }, 'migrations failed; trying again in 5 s');
+      exitIfRefused(
+        logger,
+        clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE),
+        'migrations failed; trying again in 5 s',
+      );
       await new Promise((resolve) => setTimeout(resolve, 5000));
     }
   }

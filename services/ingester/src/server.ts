@@ -20,7 +20,7 @@ import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { backfillRollups, isBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
 import { randomUUID } from 'node:crypto';
 import { migrate } from '@otm/shared/migrate';
-import { DependencyError, clickhouseFailure, connectRedis, kafkaFailure, startStep } from '@otm/shared/dependency-failure';
+import { DependencyError, clickhouseFailure, connectRedis, exitIfRefused, kafkaFailure, startStep } from '@otm/shared/dependency-failure';
 import { PriceTable } from './prices.js';
 import { applyRetention, retentionPolicyFrom } from './retention.js';
 import { FreshnessCanary } from './canary.js';
@@ -67,14 +67,10 @@ await startStep(
 );
 
 const redis = createRedis(config.REDIS_URL, { name: 'ingester' });
-await connectRedis(redis, config.REDIS_URL).catch((failure: DependencyError) => {
-  // Away is waited for (the loads retry); refused credentials are not a state to wait out.
-  if (failure.reason.includes('refused the user and password')) {
-    logger.fatal({ dependency: failure.dependency, variables: failure.variables }, failure.message);
-    process.exit(1);
-  }
-  logger.warn({ err: failure.message }, 'redis not reachable yet; will retry');
-});
+// Away is waited for (the loads retry); refused credentials are not a state to wait out.
+await connectRedis(redis, config.REDIS_URL).catch((failure: DependencyError) =>
+  exitIfRefused(logger, failure, 'redis not reachable yet; will retry'),
+);
 
 const dlqProducer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
 await dlqProducer.connect();

@@ -12,6 +12,8 @@ export class DependencyError extends Error {
     readonly dependency: Dependency,
     readonly reason: string,
     readonly variables: readonly string[],
+    /** The dependency answered and refused the credentials: not a state to wait out. */
+    readonly refusedCredentials = false,
   ) {
     super(`${dependency}: ${reason}${variables.length > 0 ? `; check ${variables.join(', ')}` : ''}`);
     this.name = 'DependencyError';
@@ -117,9 +119,12 @@ export function redisFailure(error: unknown, url: string): DependencyError {
   const address = safeAddress(url);
   for (const { message } of chain(error)) {
     if (/WRONGPASS|invalid username-password|NOAUTH|NOPERM|Authentication required/i.test(message))
-      return new DependencyError('Redis', `${address} refused the user and password (${message.split('\n')[0]!.slice(0, 120)})`, [
-        'REDIS_URL (user and password)',
-      ]);
+      return new DependencyError(
+        'Redis',
+        `${address} refused the user and password (${message.split('\n')[0]!.slice(0, 120)})`,
+        ['REDIS_URL (user and password)'],
+        true,
+      );
   }
   return networkFailure('Redis', error, address, ['REDIS_URL']) ?? new DependencyError('Redis', firstLine(error), ['REDIS_URL']);
 }
@@ -152,7 +157,12 @@ export function clickhouseFailure(error: unknown, url: string, database?: string
       code === '194' ||
       /Authentication failed|password is incorrect|Wrong password|Unknown user|Password required/i.test(message)
     )
-      return new DependencyError('ClickHouse', `${address} refused the user and password`, ['CLICKHOUSE_USER', 'CLICKHOUSE_PASSWORD']);
+      return new DependencyError(
+        'ClickHouse',
+        `${address} refused the user and password`,
+        ['CLICKHOUSE_USER', 'CLICKHOUSE_PASSWORD'],
+        true,
+      );
     if (code === '81' || (message.includes('Database ') && message.includes("doesn't exist")) || message.includes('UNKNOWN_DATABASE'))
       return new DependencyError(
         'ClickHouse',
@@ -170,7 +180,7 @@ export function clickhouseFailure(error: unknown, url: string, database?: string
 export function kafkaFailure(error: unknown, brokers: string): DependencyError {
   for (const { message } of chain(error)) {
     if (/SASL|Authentication failed|SaslAuthenticate/i.test(message))
-      return new DependencyError('Kafka', `${brokers} refused the credentials (${message.slice(0, 160)})`, ['KAFKA_BROKERS']);
+      return new DependencyError('Kafka', `${brokers} refused the credentials (${message.slice(0, 160)})`, ['KAFKA_BROKERS'], true);
   }
   return networkFailure('Kafka', error, brokers, ['KAFKA_BROKERS']) ?? new DependencyError('Kafka', firstLine(error), ['KAFKA_BROKERS']);
 }
@@ -194,18 +204,33 @@ export function registryFailure(error: unknown, url: string): DependencyError {
  * (the dependency, what went wrong, the variables to fix) and exit code 1, for the
  * supervisor to restart it once the configuration or the dependency is mended.
  */
-export async function startStep<T>(
-  logger: { fatal(details: object, message: string): void },
-  work: () => Promise<T>,
-  explain: (error: unknown) => DependencyError,
-): Promise<T> {
+export async function startStep<T>(logger: FatalLogger, work: () => Promise<T>, explain: (error: unknown) => DependencyError): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    const failure = explain(error);
-    logger.fatal({ dependency: failure.dependency, variables: failure.variables }, failure.message);
-    process.exit(1);
+    return exitFor(logger, explain(error));
   }
+}
+
+type FatalLogger = { fatal(details: object, message: string): void };
+
+/** Ends the process: one fatal log line naming the dependency and the variables, exit code 1. */
+export function exitFor(logger: FatalLogger, failure: DependencyError): never {
+  logger.fatal({ dependency: failure.dependency, variables: failure.variables }, failure.message);
+  process.exit(1);
+}
+
+/**
+ * A dependency that failed after start-up: refused credentials end the process (exitFor),
+ * anything else is logged as a warning and waited out by the caller.
+ */
+export function exitIfRefused(
+  logger: FatalLogger & { warn(details: object, message: string): void },
+  failure: DependencyError,
+  waiting: string,
+): void {
+  if (failure.refusedCredentials) exitFor(logger, failure);
+  logger.warn({ err: failure.message }, waiting);
 }
 
 const firstLine = (error: unknown) => (error instanceof Error ? error.message : String(error)).split('\n')[0]!.slice(0, 200);

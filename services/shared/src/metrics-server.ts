@@ -1,24 +1,16 @@
 // Prometheus metrics are served on a port of their own, never on the ingest port:
 // bound to loopback unless METRICS_HOST says otherwise, and behind a bearer token when
 // METRICS_TOKEN is set (the health checks stay open: a probe carries no token).
-import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { Registry } from 'prom-client';
-
-const digest = (text: string) => createHash('sha256').update(text).digest();
-
-/** Whether the request carries `Authorization: Bearer <token>` (compared in constant time). */
-function carriesToken(request: http.IncomingMessage, expected: Buffer): boolean {
-  const match = /^Bearer[ ]+(\S+)[ ]*$/i.exec(request.headers.authorization ?? '');
-  return timingSafeEqual(digest(match?.[1] ?? ''), expected) && match !== null;
-}
+import { bearerTokenCheck } from './bearer-token.js';
 
 /**
  * `/metrics`, and with `ready` also `/healthz` (process alive) and `/readyz` (200 while
  * `ready()` is true, else 503), for a service that has no HTTP port of its own.
  */
 export function serveMetrics(registry: Registry, host: string, port: number, ready?: () => boolean, token = ''): Promise<http.Server> {
-  const expected = token === '' ? undefined : digest(token);
+  const accepted = token === '' ? undefined : bearerTokenCheck([token]);
   const server = http.createServer(async (request, response) => {
     if (ready && (request.url === '/healthz' || request.url === '/readyz')) {
       const ok = request.url === '/healthz' || ready();
@@ -30,7 +22,7 @@ export function serveMetrics(registry: Registry, host: string, port: number, rea
       response.writeHead(404).end();
       return;
     }
-    if (expected && !carriesToken(request, expected)) {
+    if (accepted && !accepted(request.headers.authorization)) {
       response.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
       response.end(JSON.stringify({ statusCode: 401, errorType: 'AuthError', message: 'Metrics token missing or incorrect.' }));
       return;

@@ -75,6 +75,12 @@ interface Group {
   chunks: Set<number>;
 }
 
+/** A query's rows, with the long IN lists allowed. */
+const rowsOf =
+  (clickhouse: ClickHouseClient) =>
+  async <T>(query: string): Promise<T[]> =>
+    (await clickhouse.query({ query, format: 'JSONEachRow', clickhouse_settings: LONG_QUERY })).json<T>();
+
 const chunked = <T>(list: readonly T[], size: number): T[][] =>
   Array.from({ length: Math.ceil(list.length / size) }, (_, index) => list.slice(index * size, (index + 1) * size));
 
@@ -84,8 +90,7 @@ export async function recountRollups(
   eventKeys: readonly string[],
   options: RecountOptions = {},
 ): Promise<RecountOutcome> {
-  const rows = async <T>(query: string) =>
-    (await clickhouse.query({ query, format: 'JSONEachRow', clickhouse_settings: LONG_QUERY })).json<T>();
+  const rows = rowsOf(clickhouse);
   const literalChunks = chunked([...new Set(eventKeys)].map(sqlString), KEYS_PER_QUERY);
   const keyChunks = literalChunks.map((literals) => literals.join(','));
   const outcome: RecountOutcome = { stored: 0, copied: 0, tables: [] };
@@ -146,8 +151,7 @@ async function recountView(
   range: string,
   options: RecountOptions,
 ): Promise<TableRecount> {
-  const rows = async <T>(query: string) =>
-    (await clickhouse.query({ query, format: 'JSONEachRow', clickhouse_settings: LONG_QUERY })).json<T>();
+  const rows = rowsOf(clickhouse);
   const where = (condition: string) =>
     [view.where, condition]
       .filter(Boolean)
