@@ -534,6 +534,11 @@ describe('schema versions', () => {
         context: expect.any(String),
       },
     ]);
+    // ClickHouse writes usage_events before it runs the views of the same insert: a query in
+    // between sees the events and an empty rollup, so wait for the rollup to count both.
+    const rollupRequests = async () =>
+      Number((await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute'))[0]!.n);
+    await eventually(async () => (await rollupRequests()) === 2, 30_000, 200);
     const [rollup] = await queryRows<Record<string, string>>(
       clickhouse,
       `SELECT sumMerge(input_tokens) AS input, sumMerge(cached_input_tokens) AS cached, sumMerge(reasoning_tokens) AS reasoning,
