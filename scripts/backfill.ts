@@ -18,7 +18,7 @@ new Command('backfill')
 
 const config = parseConfig(process.env, infrastructureSpec);
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
-const redis = createRedis(config.REDIS_URL, { name: 'backfill-cli' });
+const redis = createRedis(config.REDIS_URL, { name: 'backfill-cli', caFile: config.REDIS_TLS_CA_FILE });
 await redis.connect();
 const lock = `${config.REDIS_KEY_PREFIX}rollup-backfill-lock`;
 const token = randomUUID();

@@ -17,7 +17,7 @@ import os from 'node:os';
 const config = parseConfig(process.env, infrastructureSpec);
 
 async function withStore<T>(work: (store: KeyStore) => Promise<T>): Promise<T> {
-  const redis = await reachRedis(config.REDIS_URL, 'keys-cli');
+  const redis = await reachRedis(config.REDIS_URL, 'keys-cli', config.REDIS_TLS_CA_FILE);
   try {
     return await work(new KeyStore(redis, config.REDIS_KEY_PREFIX));
   } finally {

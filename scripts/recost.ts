@@ -38,7 +38,7 @@ await runCommand('recost', async () => {
     await clickhouse.close();
     throw error;
   });
-  const redis = await reachRedis(config.REDIS_URL, 'recost-cli');
+  const redis = await reachRedis(config.REDIS_URL, 'recost-cli', config.REDIS_TLS_CA_FILE);
   try {
     const run = () =>
       recost(clickhouse, new ErasureStore(redis, config.REDIS_KEY_PREFIX), prices, scope, {

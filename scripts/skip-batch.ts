@@ -11,7 +11,7 @@ import { Command } from 'commander';
 import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { infrastructureSpec, parseConfig, str } from '@otm/shared/config';
-import { createKafka } from '@otm/shared/kafka';
+import { createKafka, kafkaSettingsFrom } from '@otm/shared/kafka';
 
 const options = new Command('skip-batch')
   .description("move the ingesters' consumer group past a batch they cannot decode, writing what is skipped to the audit log")
@@ -40,7 +40,7 @@ const first = BigInt(options.from);
 const through = BigInt(options.through);
 const groupId = config.INGEST_GROUP_ID;
 
-const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-skip-batch` });
+const kafka = createKafka(kafkaSettingsFrom(config, 'skip-batch'));
 const admin = kafka.admin();
 await admin.connect();
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));

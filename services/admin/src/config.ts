@@ -25,6 +25,11 @@ export const adminSpec = {
     default: 0,
     desc: 'Rows one analytics query may read (ClickHouse max_rows_to_read); past it the answer is 504 QueryTimeout. 0: no limit',
   }),
+  ANALYTICS_CLICKHOUSE_USER: str({
+    default: '',
+    desc: 'ClickHouse user the analytics API reads as (a read-only one, docs/production.md); empty: CLICKHOUSE_USER',
+  }),
+  ANALYTICS_CLICKHOUSE_PASSWORD: str({ default: '', desc: 'Password of ANALYTICS_CLICKHOUSE_USER' }),
   ADMIN_TOKEN: str({ desc: 'Bearer token for the admin API and dashboard (at least 32 characters)' }),
   ADMIN_TOKEN_NEXT: str({
     default: '',

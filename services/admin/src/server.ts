@@ -7,14 +7,14 @@ import { AuditLog } from '@otm/shared/audit';
 import { ErasureStore } from '@otm/shared/erasures';
 import { ErasureJobs, registerErasureRoutes } from './erasure.js';
 import { ErasureAnnouncer } from '@otm/shared/erasure-announcements';
-import { createRegistry } from '@otm/shared/registry';
-import { migrate } from '@otm/shared/migrate';
+import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
+import { migrate, requireMigrated } from '@otm/shared/migrate';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { registerAnalyticsRoutes } from './analytics-routes.js';
 import { backfillState } from './analytics.js';
 import { registerDashboard } from './dashboard.js';
 import { registerPipelineRoutes } from './pipeline-routes.js';
-import { createKafka, type Admin } from '@otm/shared/kafka';
+import { createKafka, kafkaSettingsFrom, type Admin } from '@otm/shared/kafka';
 import { buildAdminApp } from './app.js';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { loadAdminConfig } from './config.js';
@@ -23,7 +23,7 @@ import { DependencyError, clickhouseFailure, connectRedis, exitIfRefused, redisF
 
 const config = loadAdminConfig(process.env);
 const logger = createLogger('admin', config.LOG_LEVEL);
-const redis = createRedis(config.REDIS_URL, { name: 'admin' });
+const redis = createRedis(config.REDIS_URL, { name: 'admin', caFile: config.REDIS_TLS_CA_FILE });
 // A dependency that cannot be used at start ends the process with one line naming it
 // and the variables to fix (dependency-failure.ts).
 await startStep(
@@ -33,6 +33,15 @@ await startStep(
 );
 
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
+// The analytics API reads as a user of its own when one is given (a read-only one:
+// docs/production.md); the jobs (erasure, audit log) write as CLICKHOUSE_USER.
+const analyticsReader = config.ANALYTICS_CLICKHOUSE_USER
+  ? createClickHouse({
+      ...clickhouseSettingsFrom(config),
+      username: config.ANALYTICS_CLICKHOUSE_USER,
+      password: config.ANALYTICS_CLICKHOUSE_PASSWORD,
+    })
+  : clickhouse;
 // The schema (the audit log's table among it) is migrated here too, as by every
 // ingester: idempotent, and safe when several run at once. ClickHouse away at start
 // does not stop the admin service: it tries again every 5 s, and until then changes
@@ -42,13 +51,17 @@ const migrated = (async () => {
   for (;;) {
     try {
       // The ingesters report the migrations they apply; here they are only debug lines.
-      await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.debug(line), config.CLICKHOUSE_CLUSTER);
+      if (config.MIGRATE_ON_START) {
+        await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.debug(line), config.CLICKHOUSE_CLUSTER);
+      } else {
+        await requireMigrated(clickhouse, config.CLICKHOUSE_DATABASE);
+      }
       return;
     } catch (error) {
       // Away is waited for; refused credentials are not a state to wait out.
       exitIfRefused(
         logger,
-        clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE),
+        error instanceof DependencyError ? error : clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE),
         'migrations failed; trying again in 5 s',
       );
       await new Promise((resolve) => setTimeout(resolve, 5000));
@@ -62,7 +75,7 @@ collectDefaultMetrics({ register: metrics });
 
 // Kafka is asked only for the pipeline's lag; connected at the first request (and
 // again after a failure), so the admin service starts without it.
-const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-admin` });
+const kafka = createKafka(kafkaSettingsFrom(config, 'admin'));
 const kafkaAdmin = kafka.admin();
 let connected: Promise<Admin> | undefined;
 const kafkaAdminConnected = (): Promise<Admin> => {
@@ -77,7 +90,7 @@ const kafkaAdminConnected = (): Promise<Admin> => {
 };
 
 const audit = new AuditLog(clickhouse);
-const erasureAnnouncer = new ErasureAnnouncer(kafka, createRegistry(config.SCHEMA_REGISTRY_URL), config.ERASURE_TOPIC);
+const erasureAnnouncer = new ErasureAnnouncer(kafka, createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config)), config.ERASURE_TOPIC);
 const erasureJobs = new ErasureJobs(
   redis,
   config.REDIS_KEY_PREFIX,
@@ -109,9 +122,9 @@ const app = await buildAdminApp(
     protectedRoutes: [
       (secured) =>
         registerAnalyticsRoutes(secured, {
-          clickhouse,
+          clickhouse: analyticsReader,
           limits: { timeoutMs: config.ANALYTICS_QUERY_TIMEOUT_MS, maxRowsToRead: config.ANALYTICS_MAX_ROWS_TO_READ },
-          backfilled: backfillState(clickhouse),
+          backfilled: backfillState(analyticsReader),
         }),
       (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
       (secured) => registerErasureRoutes(secured, erasureJobs),

@@ -6,8 +6,8 @@ import { LRUCache } from 'lru-cache';
 import { buildQueuedRecordSchema, compileValidators, parseTimestamp, QUEUED_CONTENT_TYPE } from '@otm/schemas';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createLogger } from '@otm/shared/logger';
-import { createKafka, ensureTopic } from '@otm/shared/kafka';
-import { createRegistry, fetchJsonSchema, registerJsonSchema } from '@otm/shared/registry';
+import { createKafka, ensureTopic, kafkaSettingsFrom } from '@otm/shared/kafka';
+import { createRegistry, fetchJsonSchema, registerJsonSchema, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { buildApp, type AcceptedReply } from './app.js';
@@ -25,7 +25,7 @@ import { DependencyError, connectRedis, kafkaFailure, redisFailure, registryFail
 const config = loadGatewayConfig(process.env);
 const logger = createLogger('gateway', config.LOG_LEVEL);
 
-const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-gateway` }, logger);
+const kafka = createKafka(kafkaSettingsFrom(config, 'gateway'), logger);
 // A dependency that cannot be used at start ends the process with one line naming it
 // and the variables to fix (dependency-failure.ts).
 await startStep(
@@ -36,7 +36,7 @@ await startStep(
 
 // The topic's schema is registered (a compatible new version when it changed) and
 // read back; bodies are admitted by the full record schema this release ships.
-const registry = createRegistry(config.SCHEMA_REGISTRY_URL);
+const registry = createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config));
 const { schemaId, validators } = await startStep(
   logger,
   async () => {
@@ -46,8 +46,8 @@ const { schemaId, validators } = await startStep(
   (error) => registryFailure(error, config.SCHEMA_REGISTRY_URL),
 );
 
-const redis = createRedis(config.REDIS_URL, { name: 'gateway' });
-const subscriber = createRedis(config.REDIS_URL, { name: 'gateway-revocations' });
+const redis = createRedis(config.REDIS_URL, { name: 'gateway', caFile: config.REDIS_TLS_CA_FILE });
+const subscriber = createRedis(config.REDIS_URL, { name: 'gateway-revocations', caFile: config.REDIS_TLS_CA_FILE });
 await startStep(
   logger,
   () => connectRedis(redis, config.REDIS_URL),

@@ -4,8 +4,8 @@
 // what is not loaded by then is not committed and comes again), then clients close.
 import { createLogger } from '@otm/shared/logger';
 import { codecs } from '@otm/shared/kafka-codecs';
-import { cachedConsumerLag, createConsumer, createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
-import { createRegistry } from '@otm/shared/registry';
+import { cachedConsumerLag, createConsumer, createDurableProducer, createKafka, ensureTopic, kafkaSettingsFrom } from '@otm/shared/kafka';
+import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
@@ -19,7 +19,7 @@ import { ErasureStore } from '@otm/shared/erasures';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { backfillRollups, isBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
 import { randomUUID } from 'node:crypto';
-import { migrate } from '@otm/shared/migrate';
+import { migrate, requireMigrated } from '@otm/shared/migrate';
 import { DependencyError, clickhouseFailure, connectRedis, exitIfRefused, kafkaFailure, startStep } from '@otm/shared/dependency-failure';
 import { PriceTable } from './prices.js';
 import { applyRetention, retentionPolicyFrom } from './retention.js';
@@ -42,19 +42,21 @@ const clickhouse = createClickHouse(clickhouseSettings);
 await startStep(
   logger,
   () =>
-    migrate(
-      server,
-      clickhouse,
-      config.CLICKHOUSE_DATABASE,
-      (line) => logger.info(line),
-      clickhouseSettings.cluster,
-      config.INGEST_MIGRATIONS_UP_TO || undefined,
-    ),
-  (error) => clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE),
+    config.MIGRATE_ON_START
+      ? migrate(
+          server,
+          clickhouse,
+          config.CLICKHOUSE_DATABASE,
+          (line) => logger.info(line),
+          clickhouseSettings.cluster,
+          config.INGEST_MIGRATIONS_UP_TO || undefined,
+        ).then(() => undefined)
+      : requireMigrated(clickhouse, config.CLICKHOUSE_DATABASE),
+  (error) => (error instanceof DependencyError ? error : clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE)),
 );
 await server.close();
 
-const kafka = createKafka({ brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-ingester` }, logger);
+const kafka = createKafka(kafkaSettingsFrom(config, 'ingester'), logger);
 await startStep(
   logger,
   async () => {
@@ -66,7 +68,7 @@ await startStep(
   (error) => kafkaFailure(error, config.KAFKA_BROKERS.join(',')),
 );
 
-const redis = createRedis(config.REDIS_URL, { name: 'ingester' });
+const redis = createRedis(config.REDIS_URL, { name: 'ingester', caFile: config.REDIS_TLS_CA_FILE });
 // Away is waited for (the loads retry); refused credentials are not a state to wait out.
 await connectRedis(redis, config.REDIS_URL).catch((failure: DependencyError) =>
   exitIfRefused(logger, failure, 'redis not reachable yet; will retry'),
@@ -120,7 +122,7 @@ const erasureStore = new ErasureStore(redis, config.REDIS_KEY_PREFIX);
 const usageConsumer = new UsageConsumer(
   {
     consumer,
-    decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL))),
+    decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config)))),
     dedupe: new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS),
     erasures: erasureStore,
     store: new ClickHouseEventStore(clickhouse, erasureStore, clickhouseSettings.cluster),

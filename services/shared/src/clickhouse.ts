@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 
 export type { ClickHouseClient };
@@ -9,6 +10,8 @@ export interface ClickHouseSettings {
   password: string;
   /** Cluster mode (docs/clickhouse-cluster.md): the cluster's name; '' or absent for one server. */
   cluster?: string;
+  /** PEM file of the CAs that sign an https server's certificate; absent: the system's. */
+  caFile?: string;
 }
 
 /** The connection settings from a parsed configuration (CLICKHOUSE_* variables). */
@@ -18,6 +21,7 @@ export function clickhouseSettingsFrom(config: {
   CLICKHOUSE_USER: string;
   CLICKHOUSE_PASSWORD: string;
   CLICKHOUSE_CLUSTER?: string;
+  CLICKHOUSE_CA_FILE?: string;
 }): ClickHouseSettings {
   return {
     url: config.CLICKHOUSE_URL,
@@ -25,6 +29,7 @@ export function clickhouseSettingsFrom(config: {
     username: config.CLICKHOUSE_USER,
     password: config.CLICKHOUSE_PASSWORD,
     cluster: config.CLICKHOUSE_CLUSTER ?? '',
+    caFile: config.CLICKHOUSE_CA_FILE ?? '',
   };
 }
 
@@ -34,6 +39,7 @@ export function createClickHouse(settings: ClickHouseSettings, database: string 
     username: settings.username,
     password: settings.password,
     ...(database ? { database } : {}),
+    ...(settings.caFile ? { tls: { ca_cert: fs.readFileSync(settings.caFile) } } : {}),
     request_timeout: 30_000,
     // 18.16 predates several settings the client would otherwise send. In cluster mode an
     // insert into a Distributed table returns once the shard's replica has the rows

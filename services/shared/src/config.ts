@@ -42,6 +42,29 @@ export function metricsPortSpec(defaultPort: number, serves = 'Prometheus metric
 export const infrastructureSpec = {
   KAFKA_BROKERS: csv({ default: ['127.0.0.1:19092'], desc: 'Kafka bootstrap brokers, comma-separated' }),
   KAFKA_CLIENT_ID: str({ default: 'otm-telemetry', desc: 'Prefix of the Kafka client ids (the service name is appended)' }),
+  KAFKA_SECURITY_PROTOCOL: str({
+    default: 'PLAINTEXT',
+    choices: ['PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL'],
+    desc: "Kafka listener security, as Kafka's own clients name it: SSL (TLS, with a client certificate for mTLS), SASL_SSL (TLS and a SASL login)",
+  }),
+  KAFKA_SASL_MECHANISM: str({
+    default: '',
+    choices: ['', 'PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'OAUTHBEARER'],
+    desc: 'SASL mechanism with SASL_SSL or SASL_PLAINTEXT',
+  }),
+  KAFKA_SASL_USERNAME: str({ default: '', desc: 'SASL user (PLAIN, SCRAM); a managed Kafka calls it the API key' }),
+  KAFKA_SASL_PASSWORD: str({ default: '', desc: 'SASL password (PLAIN, SCRAM); a managed Kafka calls it the API secret' }),
+  KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: str({
+    default: '',
+    desc: 'OAUTHBEARER: a file holding the token, read again at every authentication (a sidecar may refresh it)',
+  }),
+  KAFKA_SASL_OAUTHBEARER_TOKEN_COMMAND: str({
+    default: '',
+    desc: 'OAUTHBEARER: a shell command printing a fresh token on its first line, run at every authentication',
+  }),
+  KAFKA_TLS_CA_FILE: str({ default: '', desc: "PEM file of the CAs that sign the brokers' certificates; empty: the system's" }),
+  KAFKA_TLS_CERT_FILE: str({ default: '', desc: 'PEM client certificate (mTLS), with KAFKA_TLS_KEY_FILE' }),
+  KAFKA_TLS_KEY_FILE: str({ default: '', desc: "PEM key of the client certificate" }),
   USAGE_TOPIC: str({ default: 'telemetry.usage.v1', desc: 'Kafka topic of queued usage records' }),
   USAGE_TOPIC_PARTITIONS: positiveInt({ default: 6, desc: 'Partitions when the topic is created' }),
   ERASURE_TOPIC: str({
@@ -50,16 +73,28 @@ export const infrastructureSpec = {
   }),
   DLQ_TOPIC: str({ default: 'telemetry.usage.v1.dlq', desc: 'Kafka topic of dead-lettered records, with the reason in headers' }),
   SCHEMA_REGISTRY_URL: url({ default: 'http://127.0.0.1:18081/apis/ccompat/v7', desc: 'Confluent-compatible schema registry API' }),
+  SCHEMA_REGISTRY_USERNAME: str({ default: '', desc: 'Registry basic-auth user (a managed registry calls it the API key); empty: none' }),
+  SCHEMA_REGISTRY_PASSWORD: str({ default: '', desc: 'Registry basic-auth password' }),
+  SCHEMA_REGISTRY_CA_FILE: str({ default: '', desc: "PEM file of the CAs that sign an https registry's certificate; empty: the system's" }),
   SCHEMA_SUBJECT: str({ default: 'telemetry.usage.v1-value', desc: 'Registry subject of the queued-record schema' }),
   REDIS_URL: url({ default: 'redis://127.0.0.1:16379', desc: 'Redis: API keys, revocation messages, dedupe keys' }),
+  REDIS_TLS_CA_FILE: str({
+    default: '',
+    desc: "PEM file of the CAs that sign a rediss:// server's certificate; empty: the system's. User and password go in REDIS_URL (rediss://user:password@host:port)",
+  }),
   REDIS_KEY_PREFIX: str({ default: 'otm:', desc: 'Prefix of every Redis key and channel' }),
   CLICKHOUSE_URL: url({ default: 'http://127.0.0.1:18123', desc: 'ClickHouse HTTP interface' }),
   CLICKHOUSE_DATABASE: str({ default: 'otm', desc: 'Database of the usage tables and rollups (created by the migrations)' }),
   CLICKHOUSE_USER: str({ default: 'default', desc: 'ClickHouse user' }),
   CLICKHOUSE_PASSWORD: str({ default: '', desc: 'ClickHouse password' }),
+  CLICKHOUSE_CA_FILE: str({ default: '', desc: "PEM file of the CAs that sign an https CLICKHOUSE_URL's certificate; empty: the system's" }),
   CLICKHOUSE_CLUSTER: str({
     default: '',
     desc: 'Cluster mode: the cluster (remote_servers) whose replicated local tables and Distributed tables the migrations make and the services use (docs/clickhouse-cluster.md); empty for one server',
+  }),
+  MIGRATE_ON_START: bool({
+    default: true,
+    desc: 'Apply the ClickHouse migrations at start (needs DDL rights); false: only check that `npm run migrate` has applied them all, and stop when not (services running as least-privilege users)',
   }),
   LOG_LEVEL: str({ default: 'info', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }),
 };

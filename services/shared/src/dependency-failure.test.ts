@@ -19,7 +19,7 @@ describe('dependency failures in one line', () => {
     expect(of(socketError('ETIMEDOUT'))).toBe('ClickHouse: no answer from https://h:1 (TLS to a plaintext port?); check CLICKHOUSE_URL');
     expect(of(socketError('ETIMEDOUT'), 'http://h:1')).toBe('ClickHouse: no answer from http://h:1; check CLICKHOUSE_URL');
     expect(of(socketError('SELF_SIGNED_CERT_IN_CHAIN'))).toBe(
-      'ClickHouse: the certificate of https://h:1 is not trusted (SELF_SIGNED_CERT_IN_CHAIN); check CLICKHOUSE_URL, NODE_EXTRA_CA_CERTS',
+      'ClickHouse: the certificate of https://h:1 is not trusted (SELF_SIGNED_CERT_IN_CHAIN); check CLICKHOUSE_URL, CLICKHOUSE_CA_FILE, NODE_EXTRA_CA_CERTS',
     );
     expect(of(socketError('EPROTO', 'wrong version number'))).toBe(
       'ClickHouse: TLS and plaintext mixed up at https://h:1 (EPROTO); check CLICKHOUSE_URL',

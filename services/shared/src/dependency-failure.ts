@@ -61,6 +61,16 @@ export function safeAddress(url: string): string {
   }
 }
 
+/** The variable naming each dependency's private CA (a certificate it does not trust). */
+const CA_VARIABLE: Record<Dependency, string> = {
+  Kafka: 'KAFKA_TLS_CA_FILE',
+  ClickHouse: 'CLICKHOUSE_CA_FILE',
+  Redis: 'REDIS_TLS_CA_FILE',
+  'the schema registry': 'SCHEMA_REGISTRY_CA_FILE',
+  // fetch() trusts the system's CAs and NODE_EXTRA_CA_CERTS only.
+  'the admin service': 'NODE_EXTRA_CA_CERTS',
+};
+
 /**
  * The network and TLS failures every dependency shares, or undefined when the error is
  * not one of them. `variables` name where the address (and the CA) are set.
@@ -82,8 +92,7 @@ export function networkFailure(
     }
     if (code !== undefined && TLS_CODES.has(code))
       return new DependencyError(dependency, `the certificate of ${address} is not trusted (${code})`, [
-        ...variables,
-        'NODE_EXTRA_CA_CERTS',
+        ...new Set([...variables, CA_VARIABLE[dependency], 'NODE_EXTRA_CA_CERTS']),
       ]);
     if (code === 'EPROTO' || /wrong version number|packet length too long/i.test(message))
       return new DependencyError(dependency, `TLS and plaintext mixed up at ${address} (${code ?? 'protocol error'})`, variables);
@@ -94,8 +103,8 @@ export function networkFailure(
 }
 
 /** A Redis connection, or a DependencyError saying why there is none. The caller quits it. */
-export async function reachRedis(url: string, name: string): Promise<Redis> {
-  const redis = createRedis(url, { name });
+export async function reachRedis(url: string, name: string, caFile = ''): Promise<Redis> {
+  const redis = createRedis(url, { name, caFile });
   try {
     await connectRedis(redis, url);
     await redis.ping();
@@ -180,7 +189,12 @@ export function clickhouseFailure(error: unknown, url: string, database?: string
 export function kafkaFailure(error: unknown, brokers: string): DependencyError {
   for (const { message } of chain(error)) {
     if (/SASL|Authentication failed|SaslAuthenticate/i.test(message))
-      return new DependencyError('Kafka', `${brokers} refused the credentials (${message.slice(0, 160)})`, ['KAFKA_BROKERS'], true);
+      return new DependencyError(
+        'Kafka',
+        `${brokers} refused the credentials (${message.slice(0, 160)})`,
+        ['KAFKA_SASL_USERNAME', 'KAFKA_SASL_PASSWORD', 'KAFKA_SASL_MECHANISM'],
+        true,
+      );
   }
   return networkFailure('Kafka', error, brokers, ['KAFKA_BROKERS']) ?? new DependencyError('Kafka', firstLine(error), ['KAFKA_BROKERS']);
 }
@@ -189,9 +203,12 @@ export function registryFailure(error: unknown, url: string): DependencyError {
   const address = safeAddress(url);
   for (const { message } of chain(error)) {
     if (/\b(401|403)\b|Unauthorized|Forbidden/i.test(message))
-      return new DependencyError('the schema registry', `${address} refused the request (${message.slice(0, 120)})`, [
-        'SCHEMA_REGISTRY_URL',
-      ]);
+      return new DependencyError(
+        'the schema registry',
+        `${address} refused the request (${message.slice(0, 120)})`,
+        ['SCHEMA_REGISTRY_USERNAME', 'SCHEMA_REGISTRY_PASSWORD'],
+        true,
+      );
   }
   return (
     networkFailure('the schema registry', error, address, ['SCHEMA_REGISTRY_URL']) ??

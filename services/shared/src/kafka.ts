@@ -11,9 +11,17 @@ import {
   type Producer,
   type ProducerRecord,
   type RecordMetadata,
+  type SASLOptions,
 } from 'kafkajs';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import type tls from 'node:tls';
+import { promisify } from 'node:util';
 import type { Logger } from './logger.js';
+import { ConfigError } from './config.js';
 import { registerKafkaCodecs } from './kafka-codecs.js';
+
+const execFileAsync = promisify(execFile);
 
 // Snappy, LZ4 and zstd batches readable (and writable) by every client made here.
 registerKafkaCodecs();
@@ -41,6 +49,101 @@ export function undecodableBatch(message: object): UndecodableBatch | undefined 
 export interface KafkaSettings {
   brokers: readonly string[];
   clientId: string;
+  /** TLS and SASL (kafkaSecurityFrom); absent: plaintext, anonymous. */
+  security?: KafkaSecurity;
+}
+
+export type SaslMechanism = 'PLAIN' | 'SCRAM-SHA-256' | 'SCRAM-SHA-512' | 'OAUTHBEARER';
+
+/** How a client proves itself to the brokers and checks them: the KAFKA_SECURITY_PROTOCOL family of variables. */
+export interface KafkaSecurity {
+  /** true: TLS, the server checked against the system's CAs; an object: with these CAs and an optional client certificate (mTLS). */
+  ssl?: true | tls.ConnectionOptions;
+  sasl?: SASLOptions;
+}
+
+/** The variables of infrastructureSpec that say how to reach Kafka. */
+export interface KafkaSecurityConfig {
+  KAFKA_SECURITY_PROTOCOL: string;
+  KAFKA_SASL_MECHANISM: string;
+  KAFKA_SASL_USERNAME: string;
+  KAFKA_SASL_PASSWORD: string;
+  KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: string;
+  KAFKA_SASL_OAUTHBEARER_TOKEN_COMMAND: string;
+  KAFKA_TLS_CA_FILE: string;
+  KAFKA_TLS_CERT_FILE: string;
+  KAFKA_TLS_KEY_FILE: string;
+}
+
+/**
+ * The security of a Kafka client from the configuration, the same for every client of
+ * the project. Files are read here, once (a certificate rotated on disk is read at the
+ * next start); an OAUTHBEARER token is read again at every authentication, so a file a
+ * sidecar refreshes, or a command that prints a fresh token, keeps working.
+ * Throws, naming the variable, on settings that cannot work together.
+ */
+export function kafkaSecurityFrom(config: KafkaSecurityConfig): KafkaSecurity {
+  const protocol = config.KAFKA_SECURITY_PROTOCOL.toUpperCase();
+  const usesTls = protocol === 'SSL' || protocol === 'SASL_SSL';
+  const usesSasl = protocol === 'SASL_PLAINTEXT' || protocol === 'SASL_SSL';
+  const security: KafkaSecurity = {};
+  const tlsFiles = [config.KAFKA_TLS_CA_FILE, config.KAFKA_TLS_CERT_FILE, config.KAFKA_TLS_KEY_FILE].some(Boolean);
+  if (tlsFiles && !usesTls) throw new ConfigError(`KAFKA_TLS_* files are set but KAFKA_SECURITY_PROTOCOL is ${protocol}: use SSL or SASL_SSL`);
+  if (Boolean(config.KAFKA_TLS_CERT_FILE) !== Boolean(config.KAFKA_TLS_KEY_FILE)) {
+    throw new ConfigError('KAFKA_TLS_CERT_FILE and KAFKA_TLS_KEY_FILE go together (the client certificate and its key)');
+  }
+  if (usesTls) {
+    security.ssl = tlsFiles
+      ? {
+          ...(config.KAFKA_TLS_CA_FILE ? { ca: [fs.readFileSync(config.KAFKA_TLS_CA_FILE)] } : {}),
+          ...(config.KAFKA_TLS_CERT_FILE ? { cert: fs.readFileSync(config.KAFKA_TLS_CERT_FILE), key: fs.readFileSync(config.KAFKA_TLS_KEY_FILE) } : {}),
+        }
+      : true;
+  }
+  const mechanism = config.KAFKA_SASL_MECHANISM.toUpperCase();
+  if (!usesSasl) {
+    if (mechanism) throw new ConfigError(`KAFKA_SASL_MECHANISM is ${mechanism} but KAFKA_SECURITY_PROTOCOL is ${protocol}: use SASL_SSL`);
+    return security;
+  }
+  if (mechanism === 'OAUTHBEARER') {
+    const file = config.KAFKA_SASL_OAUTHBEARER_TOKEN_FILE;
+    const command = config.KAFKA_SASL_OAUTHBEARER_TOKEN_COMMAND;
+    if (Boolean(file) === Boolean(command)) {
+      throw new ConfigError('OAUTHBEARER needs exactly one of KAFKA_SASL_OAUTHBEARER_TOKEN_FILE and KAFKA_SASL_OAUTHBEARER_TOKEN_COMMAND');
+    }
+    security.sasl = { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: await bearerToken(file, command) }) };
+    return security;
+  }
+  if (mechanism !== 'PLAIN' && mechanism !== 'SCRAM-SHA-256' && mechanism !== 'SCRAM-SHA-512') {
+    throw new ConfigError(`KAFKA_SASL_MECHANISM must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER with ${protocol}, got "${mechanism}"`);
+  }
+  if (!config.KAFKA_SASL_USERNAME) throw new ConfigError(`KAFKA_SASL_USERNAME is required with KAFKA_SASL_MECHANISM=${mechanism}`);
+  const username = config.KAFKA_SASL_USERNAME;
+  const password = config.KAFKA_SASL_PASSWORD;
+  security.sasl =
+    mechanism === 'PLAIN'
+      ? { mechanism: 'plain', username, password }
+      : mechanism === 'SCRAM-SHA-256'
+        ? { mechanism: 'scram-sha-256', username, password }
+        : { mechanism: 'scram-sha-512', username, password };
+  return security;
+}
+
+/** An OAUTHBEARER token: the file's content, or what the command prints (its first line), trimmed. */
+export async function bearerToken(file: string, command: string): Promise<string> {
+  const token = file
+    ? (await fs.promises.readFile(file, 'utf8')).trim()
+    : (await execFileAsync('/bin/sh', ['-c', command], { timeout: 30_000 })).stdout.split('\n')[0]!.trim();
+  if (!token) throw new Error(`the OAUTHBEARER token ${file ? `file ${file}` : 'command'} gave no token`);
+  return token;
+}
+
+/** A client's settings from the configuration: brokers, client id (prefix + service) and security. */
+export function kafkaSettingsFrom(
+  config: KafkaSecurityConfig & { KAFKA_BROKERS: readonly string[]; KAFKA_CLIENT_ID: string },
+  service: string,
+): KafkaSettings {
+  return { brokers: config.KAFKA_BROKERS, clientId: `${config.KAFKA_CLIENT_ID}-${service}`, security: kafkaSecurityFrom(config) };
 }
 
 const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
@@ -64,6 +167,8 @@ export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
   return new Kafka({
     clientId: settings.clientId,
     brokers: [...settings.brokers],
+    ...(settings.security?.ssl ? { ssl: settings.security.ssl } : {}),
+    ...(settings.security?.sasl ? { sasl: settings.security.sasl } : {}),
     connectionTimeout: 3000,
     requestTimeout: 10000,
     logLevel: logger ? logLevel.WARN : logLevel.NOTHING,

@@ -8,6 +8,7 @@ import type { ClickHouseClient } from './clickhouse.js';
 import { formatDateTime } from './clickhouse-values.js';
 import { clickhouseErrorCode } from './clickhouse-errors.js';
 import { alteredTable, clusterStatements, onCluster, recreateDistributed } from './cluster-ddl.js';
+import { DependencyError } from './dependency-failure.js';
 
 export const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../migrations');
 
@@ -77,6 +78,42 @@ export async function migrate(
     log(`applied ${file}`);
   }
   return appliedNow;
+}
+
+/**
+ * The migration files not yet applied to `database` (all of them when it has no ledger):
+ * what a service started with MIGRATE_ON_START=false checks instead of migrating, so that
+ * it can run as a user without DDL rights (docs/production.md, least privilege).
+ */
+export async function pendingMigrations(inDatabase: ClickHouseClient, database: string): Promise<string[]> {
+  const files = fs
+    .readdirSync(migrationsDir)
+    .filter((file) => file.endsWith('.sql'))
+    .sort();
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`CLICKHOUSE_DATABASE: not a plain identifier: ${database}`);
+  // 18.16 has no query parameters; the name is a plain identifier (checked above).
+  const ledger = await inDatabase.query({
+    query: `SELECT count() AS n FROM system.tables WHERE database = '${database}' AND name = 'schema_migrations'`,
+    format: 'JSONEachRow',
+  });
+  const [row] = await ledger.json<{ n: string }>();
+  if (Number(row?.n ?? 0) === 0) return files;
+  const result = await inDatabase.query({ query: `SELECT name FROM ${database}.schema_migrations`, format: 'JSONEachRow' });
+  const applied = new Set((await result.json<{ name: string }>()).map((entry) => entry.name));
+  return files.filter((file) => !applied.has(file));
+}
+
+/** Throws a DependencyError naming the migrations `npm run migrate` has still to apply. */
+export async function requireMigrated(inDatabase: ClickHouseClient, database: string): Promise<void> {
+  const pending = await pendingMigrations(inDatabase, database);
+  if (pending.length === 0) return;
+  const named = pending.length > 3 ? `${pending.slice(0, 3).join(', ')} and ${pending.length - 3} more` : pending.join(', ');
+  throw new DependencyError(
+    'ClickHouse',
+    `the database ${database} lacks migrations ${named} (MIGRATE_ON_START is false: run npm run migrate as the migrating user)`,
+    ['CLICKHOUSE_DATABASE', 'MIGRATE_ON_START'],
+    true,
+  );
 }
 
 async function apply(inDatabase: ClickHouseClient, file: string, statement: string, log: (line: string) => void): Promise<void> {

@@ -2,13 +2,31 @@
 // its wire format: magic byte 0, the schema id as a big-endian uint32, then the
 // JSON document. Framing is done here rather than by the registry client so the
 // hot path serialises once and validates once.
+import fs from 'node:fs';
+import https from 'node:https';
 import { COMPATIBILITY, SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import { createAjv } from '@otm/schemas';
 
 export const MAGIC_BYTE = 0;
 const HEADER_BYTES = 5;
 
-export function createRegistry(url: string): SchemaRegistry {
+/** How to reach the registry beside its URL: basic auth (a managed registry's API key and secret) and a private CA. */
+export interface RegistryAccess {
+  username?: string;
+  password?: string;
+  caFile?: string;
+}
+
+/** The registry access from a parsed configuration (SCHEMA_REGISTRY_* variables). */
+export function registryAccessFrom(config: {
+  SCHEMA_REGISTRY_USERNAME: string;
+  SCHEMA_REGISTRY_PASSWORD: string;
+  SCHEMA_REGISTRY_CA_FILE: string;
+}): RegistryAccess {
+  return { username: config.SCHEMA_REGISTRY_USERNAME, password: config.SCHEMA_REGISTRY_PASSWORD, caFile: config.SCHEMA_REGISTRY_CA_FILE };
+}
+
+export function createRegistry(url: string, access: RegistryAccess = {}): SchemaRegistry {
   // The client compiles every schema it registers or fetches; it must know our
   // formats and keywords, and a fresh AJV each time (one instance refuses a $id twice).
   const jsonOptions = {
@@ -16,7 +34,10 @@ export function createRegistry(url: string): SchemaRegistry {
       return createAjv();
     },
   };
-  return new SchemaRegistry({ host: url }, { [SchemaType.JSON]: jsonOptions } as never);
+  const auth = access.username ? { auth: { username: access.username, password: access.password ?? '' } } : {};
+  // The client's HTTP layer takes an agent: an https one that trusts the given CAs.
+  const agent = access.caFile && url.startsWith('https:') ? { agent: new https.Agent({ ca: [fs.readFileSync(access.caFile)], keepAlive: true }) } : {};
+  return new SchemaRegistry({ host: url, ...auth, ...agent }, { [SchemaType.JSON]: jsonOptions } as never);
 }
 
 /**
