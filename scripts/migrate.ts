@@ -21,6 +21,7 @@ const config = parseConfig(process.env, {
   CLICKHOUSE_DATABASE: infrastructureSpec.CLICKHOUSE_DATABASE,
   CLICKHOUSE_USER: infrastructureSpec.CLICKHOUSE_USER,
   CLICKHOUSE_PASSWORD: infrastructureSpec.CLICKHOUSE_PASSWORD,
+  CLICKHOUSE_CA_FILE: infrastructureSpec.CLICKHOUSE_CA_FILE,
 });
 const settings = clickhouseSettingsFrom({ ...config, CLICKHOUSE_CLUSTER: options.cluster ?? '' });
 const server = createClickHouse(settings, null);

@@ -2,7 +2,7 @@
 // processes on loopback, installed from Maven Central and Debian's packages when
 // missing. `up` is idempotent, `down` stops only what `up` started (by pid file).
 //
-//   npm run stack -- [--kafka-brokers 3] up|down|status|logs [service]|env
+//   npm run stack -- [--kafka-brokers 3 | --secure] up|down|status|logs [service]|env
 //   npm run stack -- kafka <console-consumer|console-producer|topics|consumer-groups|get-offsets> [tool options]
 import { spawnSync } from 'node:child_process';
 import { Command, Option } from 'commander';
@@ -16,11 +16,15 @@ const program = new Command('stack')
     new Option('--kafka-brokers <n>', 'Kafka brokers: 1, or 3 (replication factor 3, min.insync.replicas 2)')
       .choices(['1', '3'])
       .env('OTM_STACK_KAFKA_BROKERS'),
+  )
+  .option(
+    '--secure',
+    'the secure profile: TLS and authentication only (Kafka SASL_SSL/SCRAM and mTLS, registry HTTPS with basic auth, ClickHouse HTTPS with three users, Redis TLS with an ACL user), its own CA under .stack/secure',
   );
 let config: StackConfig = loadStackConfig(process.env);
 program.hook('preAction', () => {
-  const brokers = program.opts<{ kafkaBrokers?: string }>().kafkaBrokers;
-  config = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: brokers ?? '1' });
+  const { kafkaBrokers, secure } = program.opts<{ kafkaBrokers?: string; secure?: boolean }>();
+  config = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: kafkaBrokers ?? '1', OTM_STACK_SECURE: secure ? '1' : '' });
 });
 
 program
@@ -40,8 +44,10 @@ program
   )
   .action(async () => {
     await clusterDown(config);
-    const other = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: config.kafkaBrokers === 1 ? '3' : '1' });
-    for (const service of [...kafkaServices(other), ...stackServices(config)].reverse()) {
+    const replicated = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: '3', OTM_STACK_SECURE: '' });
+    const single = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: '1', OTM_STACK_SECURE: '' });
+    const secure = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: '1', OTM_STACK_SECURE: '1' });
+    for (const service of [...stackServices(secure), ...kafkaServices(replicated), ...stackServices(single)].reverse()) {
       await service.down();
     }
   });
@@ -87,7 +93,7 @@ program
 
 program
   .command('env')
-  .description('the stack addresses as shell-sourceable NAME=value lines')
+  .description('the stack addresses (with --secure: and credentials and CA files) as shell-sourceable NAME=value lines')
   .action(() => {
     console.log(stackEnvLines(config).join('\n'));
   });
@@ -115,6 +121,8 @@ program
     const mainClass = KAFKA_TOOLS[tool];
     if (!mainClass) program.error(`unknown tool "${tool}"; one of ${Object.keys(KAFKA_TOOLS).join(', ')}`);
     const [broker] = kafkaServices(config);
+    if (config.secure && !options.includes('--command-config'))
+      program.error('the secure profile needs --command-config <client.properties>');
     const args = options.includes('--bootstrap-server') ? options : ['--bootstrap-server', broker!.address, ...options];
     const result = spawnSync('java', ['-cp', `${broker!.libs()}/*`, mainClass!, ...args], { stdio: 'inherit' });
     process.exitCode = result.status ?? 1;

@@ -1,7 +1,7 @@
 // npm start: bring up the local stack, apply migrations, then run the gateway, the
 // ingester and the admin service (API + dashboard) against it until Ctrl-C.
 //
-//   npm start [-- --kafka-brokers 3]
+//   npm start [-- --kafka-brokers 3 | --secure]
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -12,6 +12,7 @@ import { Command, Option } from 'commander';
 import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
 import { ensureLocalCertificate } from './local-tls.js';
+import { ensureSecureMaterial, secureServiceEnv, type SecureRole } from './stack/secure.js';
 import { withMemoryFlags, SOURCE_FLAGS } from './lib/service-process.js';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
@@ -25,35 +26,57 @@ const options = new Command('start')
       .default('1')
       .env('OTM_STACK_KAFKA_BROKERS'),
   )
+  .option(
+    '--secure',
+    'the secure profile: every dependency with TLS and authentication only, the admin service over HTTPS (docs/production.md)',
+  )
   .parse(process.argv)
-  .opts<{ kafkaBrokers: string }>();
-const stack = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: options.kafkaBrokers });
+  .opts<{ kafkaBrokers: string; secure?: boolean }>();
+const stack = loadStackConfig({
+  ...process.env,
+  OTM_STACK_KAFKA_BROKERS: options.kafkaBrokers,
+  OTM_STACK_SECURE: options.secure ? '1' : '',
+});
 await stackUp(stack);
+const secureMaterial = stack.secure ? ensureSecureMaterial(stack) : undefined;
 
 const tokenFile = path.join(stack.dir, 'admin-token');
 if (!fs.existsSync(tokenFile)) fs.writeFileSync(tokenFile, randomBytes(32).toString('base64url'), { mode: 0o600 });
 const adminToken = process.env.ADMIN_TOKEN || fs.readFileSync(tokenFile, 'utf8').trim();
 
+// The secure profile's gateway shows the certificate its CA signed (one CA to trust for everything).
 const tls =
   process.env.TLS_CERT_FILE && process.env.TLS_KEY_FILE
     ? { certFile: process.env.TLS_CERT_FILE, keyFile: process.env.TLS_KEY_FILE }
-    : await ensureLocalCertificate(path.join(stack.dir, 'tls'));
+    : secureMaterial
+      ? { certFile: secureMaterial.serverCertFile, keyFile: secureMaterial.serverKeyFile }
+      : await ensureLocalCertificate(path.join(stack.dir, 'tls'));
+const caFile = secureMaterial?.caFile ?? tls.certFile;
 
-// The stack's addresses, unless the caller pointed a variable elsewhere.
-const env: NodeJS.ProcessEnv = { ...stackAddresses(stack), ...process.env, ADMIN_TOKEN: adminToken };
-env.TLS_CERT_FILE = tls.certFile;
-env.TLS_KEY_FILE = tls.keyFile;
+// The stack's addresses (and on the secure profile its credentials, per service), unless
+// the caller pointed a variable elsewhere.
+const envOf = (role: SecureRole): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {
+    ...(stack.secure ? secureServiceEnv(stack, role) : stackAddresses(stack)),
+    ...process.env,
+    ADMIN_TOKEN: adminToken,
+    TLS_CERT_FILE: tls.certFile,
+    TLS_KEY_FILE: tls.keyFile,
+  };
+  return env;
+};
+const env = envOf('ingester');
 
 // The freshness canary (the ingester's probe through the public endpoint) runs with a
 // key of its own, created once and kept beside the admin token.
 if (!env.CANARY_API_KEY) {
   env.CANARY_API_KEY = await canaryKey(path.join(stack.dir, 'canary-key'), env.REDIS_URL!, env.REDIS_KEY_PREFIX ?? 'otm:');
   env.CANARY_GATEWAY_URL ??= `https://${env.GATEWAY_HOST ?? '127.0.0.1'}:${env.GATEWAY_PORT ?? 8443}`;
-  env.CANARY_CA_FILE ??= tls.certFile;
+  env.CANARY_CA_FILE ??= caFile;
 }
 
 async function canaryKey(file: string, redisUrl: string, prefix: string): Promise<string> {
-  const redis = createRedis(redisUrl, { name: 'start' });
+  const redis = createRedis(redisUrl, { name: 'start', caFile: env.REDIS_TLS_CA_FILE });
   await redis.connect();
   try {
     const store = new KeyStore(redis, prefix);
@@ -71,7 +94,10 @@ async function canaryKey(file: string, redisUrl: string, prefix: string): Promis
   }
 }
 
-const migrate = spawn(process.execPath, [...SOURCE_FLAGS, path.join(stack.root, 'scripts/migrate.ts')], { env, stdio: 'inherit' });
+const migrate = spawn(process.execPath, [...SOURCE_FLAGS, path.join(stack.root, 'scripts/migrate.ts')], {
+  env: envOf('migrate'),
+  stdio: 'inherit',
+});
 const migrated = await new Promise<number | null>((resolve) => migrate.on('exit', resolve));
 if (migrated !== 0) throw new Error('migrations failed');
 
@@ -108,7 +134,12 @@ function show(name: keyof typeof services, line: string): void {
 function run(name: keyof typeof services, backoffMs = 1000): void {
   const startedAt = Date.now();
   const child = spawn(process.execPath, [...SOURCE_FLAGS, path.join(stack.root, services[name])], {
-    env: withMemoryFlags(name, env),
+    env: withMemoryFlags(name, {
+      ...envOf(name),
+      CANARY_API_KEY: env.CANARY_API_KEY,
+      CANARY_GATEWAY_URL: env.CANARY_GATEWAY_URL,
+      CANARY_CA_FILE: env.CANARY_CA_FILE,
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   for (const stream of [child.stdout!, child.stderr!]) {
@@ -127,7 +158,7 @@ function run(name: keyof typeof services, backoffMs = 1000): void {
 for (const name of Object.keys(services) as (keyof typeof services)[]) run(name);
 
 const gatewayUrl = `https://${env.GATEWAY_HOST ?? '127.0.0.1'}:${env.GATEWAY_PORT ?? 8443}`;
-const adminUrl = `http://${env.ADMIN_HOST ?? '127.0.0.1'}:${env.ADMIN_PORT ?? 8480}`;
+const adminUrl = `${stack.secure ? 'https' : 'http'}://${env.ADMIN_HOST ?? '127.0.0.1'}:${env.ADMIN_PORT ?? 8480}`;
 console.log(`otm-telemetry: starting the gateway, the ingester and the admin service (Kafka ${env.KAFKA_BROKERS}) ...`);
 
 /** Once every service is up: what runs where, and how to send the first record. */
@@ -136,12 +167,15 @@ function printReady(): void {
     [
       '',
       'otm-telemetry is running on the local stack:',
-      `  ingest endpoint  ${gatewayUrl}/v1/telemetry/usage   (self-signed certificate: ${path.relative(process.cwd(), tls.certFile)})`,
+      stack.secure
+        ? `  ingest endpoint  ${gatewayUrl}/v1/telemetry/usage   (secure profile; its CA: ${path.relative(process.cwd(), caFile)})`
+        : `  ingest endpoint  ${gatewayUrl}/v1/telemetry/usage   (self-signed certificate: ${path.relative(process.cwd(), tls.certFile)})`,
       `  dashboard        ${adminUrl}/   admin token: ${adminToken}`,
       `  metrics          http://127.0.0.1:9464/metrics (gateway), http://127.0.0.1:9465/metrics (ingester), http://127.0.0.1:9466/metrics (admin)`,
       'first record:',
+      ...(stack.secure ? ["  set -a; . <(npm run -s stack -- env --secure); set +a   # the secure profile's variables, for the CLIs"] : []),
       '  npm run keys -- create --env dev --name my-service      # prints the key once',
-      `  curl --cacert ${path.relative(process.cwd(), tls.certFile)} ${gatewayUrl}/v1/telemetry/usage \\`,
+      `  curl --cacert ${path.relative(process.cwd(), caFile)} ${gatewayUrl}/v1/telemetry/usage \\`,
       "    -H 'X-API-Key: <the key>' -H 'Content-Type: application/json' --data @schemas/fixtures/valid/success.json",
       'Ctrl-C stops the services; `npm run stack -- down` stops the stack.',
       '',

@@ -7,6 +7,17 @@ import path from 'node:path';
 export interface StackConfig {
   readonly root: string;
   readonly dir: string;
+  /** Where the downloaded Kafka jars and Apicurio app live: the default profile's folder, shared by every profile. */
+  readonly installDir: string;
+  /**
+   * The secure profile: every service with TLS and authentication only (Kafka SASL_SSL with
+   * SCRAM, and an mTLS listener; the registry over HTTPS with basic auth; ClickHouse over HTTPS
+   * with a migrating, a writing and a reading user; Redis over TLS with an ACL user), its own
+   * CA and passwords under `dir` (scripts/stack/secure.ts).
+   */
+  readonly secure: boolean;
+  /** Secure profile: the broker's mTLS (SSL, client certificate required) listener. */
+  readonly kafkaMtlsPort: number;
   readonly host: string;
   /** Kafka brokers (KRaft, each also a controller): 1, or 3 for the replicated profile. */
   readonly kafkaBrokers: 1 | 3;
@@ -43,22 +54,28 @@ function brokerCount(env: NodeJS.ProcessEnv): 1 | 3 {
 
 export function loadStackConfig(env: NodeJS.ProcessEnv): StackConfig {
   const kafkaBrokers = brokerCount(env);
-  // The replicated profile has ports of its own, so it never answers for the single
-  // broker's (or the other way round) when both have run on this machine.
-  const kafkaBase = kafkaBrokers === 1 ? 19092 : 19192;
+  const secure = env.OTM_STACK_SECURE === '1' || env.OTM_STACK_SECURE === 'true';
+  if (secure && kafkaBrokers !== 1) throw new Error('the secure profile runs one Kafka broker (OTM_STACK_KAFKA_BROKERS=1)');
+  // The replicated and the secure profiles have ports and folders of their own, so one
+  // never answers for another when several have run on this machine.
+  const kafkaBase = secure ? 19292 : kafkaBrokers === 1 ? 19092 : 19192;
+  const installDir = path.resolve(projectRoot, env.OTM_STACK_INSTALL_DIR || '.stack');
   return Object.freeze({
     root: projectRoot,
-    dir: path.resolve(projectRoot, env.OTM_STACK_DIR || '.stack'),
+    dir: path.resolve(projectRoot, env.OTM_STACK_DIR || (secure ? '.stack/secure' : '.stack')),
+    installDir,
+    secure,
     host: '127.0.0.1',
     kafkaBrokers,
     kafkaPort: port(env, 'OTM_STACK_KAFKA_PORT', kafkaBase),
     kafkaControllerPort: port(env, 'OTM_STACK_KAFKA_CONTROLLER_PORT', kafkaBase + 1),
+    kafkaMtlsPort: port(env, 'OTM_STACK_KAFKA_MTLS_PORT', kafkaBase + 2),
     kafkaHeapMb: port(env, 'OTM_STACK_KAFKA_HEAP_MB', 512),
-    registryPort: port(env, 'OTM_STACK_REGISTRY_PORT', 18081),
+    registryPort: port(env, 'OTM_STACK_REGISTRY_PORT', secure ? 18482 : 18081),
     registryHeapMb: port(env, 'OTM_STACK_REGISTRY_HEAP_MB', 384),
-    redisPort: port(env, 'OTM_STACK_REDIS_PORT', 16379),
-    clickhouseHttpPort: port(env, 'OTM_STACK_CLICKHOUSE_HTTP_PORT', 18123),
-    clickhouseTcpPort: port(env, 'OTM_STACK_CLICKHOUSE_TCP_PORT', 19000),
+    redisPort: port(env, 'OTM_STACK_REDIS_PORT', secure ? 16380 : 16379),
+    clickhouseHttpPort: port(env, 'OTM_STACK_CLICKHOUSE_HTTP_PORT', secure ? 18443 : 18123),
+    clickhouseTcpPort: port(env, 'OTM_STACK_CLICKHOUSE_TCP_PORT', secure ? 19440 : 19000),
     clickhouseDatabase: env.OTM_STACK_CLICKHOUSE_DATABASE || 'otm',
   });
 }
@@ -71,11 +88,13 @@ export function kafkaNodePorts(config: StackConfig, node: number): { broker: num
 /** The addresses services and tests use to reach this stack. */
 export function stackAddresses(config: StackConfig) {
   const brokers = Array.from({ length: config.kafkaBrokers }, (_, index) => `${config.host}:${kafkaNodePorts(config, index + 1).broker}`);
+  // The secure profile's schemes (its credentials and CA: secureServiceEnv in secure.ts).
+  const tls = config.secure ? 's' : '';
   return {
     KAFKA_BROKERS: brokers.join(','),
-    SCHEMA_REGISTRY_URL: `http://${config.host}:${config.registryPort}/apis/ccompat/v7`,
-    REDIS_URL: `redis://${config.host}:${config.redisPort}`,
-    CLICKHOUSE_URL: `http://${config.host}:${config.clickhouseHttpPort}`,
+    SCHEMA_REGISTRY_URL: `http${tls}://${config.host}:${config.registryPort}/apis/ccompat/v7`,
+    REDIS_URL: `redis${tls}://${config.host}:${config.redisPort}`,
+    CLICKHOUSE_URL: `http${tls}://${config.host}:${config.clickhouseHttpPort}`,
     CLICKHOUSE_DATABASE: config.clickhouseDatabase,
   };
 }

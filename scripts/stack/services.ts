@@ -7,7 +7,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
+import { Agent as UndiciAgent, request as undiciRequest } from 'undici';
+import { createRedis } from '@otm/shared/redis';
 import { type StackConfig, kafkaNodePorts, stackAddresses } from './config.js';
+import { SECURE_USERS, ensureSecureMaterial, secureEnvLines } from './secure.js';
 
 /** How long the local brokers keep messages (docs/topic-contract.md states it). */
 export const BROKER_RETENTION_HOURS = 48;
@@ -206,7 +209,7 @@ export class KafkaService extends ProcessService {
   /** The jars, fetched once per stack folder and shared by every broker. */
   libs(): string {
     const version = pomProperty(this.config, 'kafka.version');
-    const libs = path.join(this.config.dir, 'kafka', 'libs');
+    const libs = path.join(this.config.installDir, 'kafka', 'libs');
     const marker = path.join(libs, '.version');
     // The pom's digest beside the version: a dependency added to it fetches the jars again.
     const fetched = `${version} ${createHash('sha256')
@@ -252,11 +255,7 @@ export class KafkaService extends ProcessService {
         'process.roles=broker,controller',
         `node.id=${this.node}`,
         `controller.quorum.voters=${voters.join(',')}`,
-        `listeners=PLAINTEXT://${host}:${ports.broker},CONTROLLER://${host}:${ports.controller}`,
-        `advertised.listeners=PLAINTEXT://${host}:${ports.broker}`,
-        'controller.listener.names=CONTROLLER',
-        'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
-        'inter.broker.listener.name=PLAINTEXT',
+        ...(this.config.secure ? this.secureListeners(ports) : this.plainListeners(ports)),
         `log.dirs=${data}`,
         'num.partitions=1',
         `offsets.topic.replication.factor=${replicas}`,
@@ -284,9 +283,20 @@ export class KafkaService extends ProcessService {
       ].join('\n'),
     );
     const classpath = `${libs}/*`;
-    // Storage is formatted once; the cluster id lives in meta.properties afterwards.
+    // Storage is formatted once; the cluster id lives in meta.properties afterwards. The
+    // secure profile's SCRAM users are written into the cluster's metadata then (KRaft).
     if (!fs.existsSync(path.join(data, 'meta.properties'))) {
-      run('java', ['-cp', classpath, 'kafka.tools.StorageTool', 'format', '-t', this.clusterId(classpath), '-c', properties]);
+      run('java', [
+        '-cp',
+        classpath,
+        'kafka.tools.StorageTool',
+        'format',
+        '-t',
+        this.clusterId(classpath),
+        '-c',
+        properties,
+        ...(this.config.secure ? this.scramUsers() : []),
+      ]);
     }
     return {
       command: 'java',
@@ -309,6 +319,57 @@ export class KafkaService extends ProcessService {
     };
   }
 
+  private plainListeners(ports: { broker: number; controller: number }): string[] {
+    const { host } = this.config;
+    return [
+      `listeners=PLAINTEXT://${host}:${ports.broker},CONTROLLER://${host}:${ports.controller}`,
+      `advertised.listeners=PLAINTEXT://${host}:${ports.broker}`,
+      'controller.listener.names=CONTROLLER',
+      'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+      'inter.broker.listener.name=PLAINTEXT',
+    ];
+  }
+
+  /**
+   * The secure profile: clients reach the broker over SASL_SSL (SCRAM-SHA-256, SCRAM-SHA-512,
+   * PLAIN) or over SSL with a client certificate the profile's CA signed (mTLS); nothing
+   * in plaintext. The controller listener is the broker's own, on loopback.
+   */
+  private secureListeners(ports: { broker: number; controller: number }): string[] {
+    const { host } = this.config;
+    const material = ensureSecureMaterial(this.config);
+    const { passwords } = material;
+    const scram = 'org.apache.kafka.common.security.scram.ScramLoginModule required';
+    return [
+      `listeners=SASL_SSL://${host}:${ports.broker},SSL://${host}:${this.config.kafkaMtlsPort},CONTROLLER://${host}:${ports.controller}`,
+      `advertised.listeners=SASL_SSL://${host}:${ports.broker},SSL://${host}:${this.config.kafkaMtlsPort}`,
+      'controller.listener.names=CONTROLLER',
+      'listener.security.protocol.map=SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT',
+      'inter.broker.listener.name=SASL_SSL',
+      'sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512',
+      'sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN',
+      `listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=${scram} username="${SECURE_USERS.kafkaBroker}" password="${passwords.kafkaBroker}";`,
+      `listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=${scram};`,
+      `listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_${SECURE_USERS.kafkaPlain}="${passwords.kafkaPlain}";`,
+      'ssl.keystore.type=PEM',
+      `ssl.keystore.location=${material.serverKeystoreFile}`,
+      'ssl.truststore.type=PEM',
+      `ssl.truststore.location=${material.caFile}`,
+      'listener.name.ssl.ssl.client.auth=required',
+      'ssl.endpoint.identification.algorithm=https',
+    ];
+  }
+
+  private scramUsers(): string[] {
+    const { passwords } = ensureSecureMaterial(this.config);
+    const user = (mechanism: string, name: string, password: string) => ['--add-scram', `${mechanism}=[name=${name},password=${password}]`];
+    return [
+      ...user('SCRAM-SHA-512', SECURE_USERS.kafkaBroker, passwords.kafkaBroker),
+      ...user('SCRAM-SHA-512', SECURE_USERS.kafkaServices, passwords.kafkaServices),
+      ...user('SCRAM-SHA-256', SECURE_USERS.kafkaServices, passwords.kafkaServices),
+    ];
+  }
+
   async healthy(): Promise<boolean> {
     // Healthy means a metadata request succeeds, not merely an open port.
     const kafka = new Kafka({
@@ -317,6 +378,7 @@ export class KafkaService extends ProcessService {
       connectionTimeout: 1000,
       requestTimeout: 2000,
       retry: { retries: 0 },
+      ...(this.config.secure ? secureKafkaClient(this.config) : {}),
     });
     const admin = kafka.admin();
     try {
@@ -343,7 +405,7 @@ export class RegistryService extends ProcessService {
 
   protected prepare() {
     const version = pomProperty(this.config, 'apicurio.version');
-    const app = path.join(this.home, 'app');
+    const app = path.join(this.config.installDir, 'registry', 'app');
     const marker = path.join(app, '.version');
     if (!fs.existsSync(marker) || fs.readFileSync(marker, 'utf8') !== version) {
       console.log(`fetching Apicurio Registry ${version} (mvn dependency:copy) ...`);
@@ -374,7 +436,7 @@ export class RegistryService extends ProcessService {
         `-Xmx${this.config.registryHeapMb}m`,
         '-XX:TieredStopAtLevel=1',
         `-Dquarkus.http.host=${this.config.host}`,
-        `-Dquarkus.http.port=${this.config.registryPort}`,
+        ...(this.config.secure ? this.secureProperties() : [`-Dquarkus.http.port=${this.config.registryPort}`]),
         // Persistent storage: a restart must keep every schema id, or messages
         // already on the topic become undecodable.
         '-Dapicurio.storage.kind=sql',
@@ -391,8 +453,39 @@ export class RegistryService extends ProcessService {
     };
   }
 
+  /**
+   * The secure profile: HTTPS only (the plain port closed) with the profile's certificate,
+   * and HTTP basic auth on every path for one user: Quarkus' own HTTPS and embedded-user
+   * settings, which Apicurio is built on (no proxy in front).
+   */
+  private secureProperties(): string[] {
+    const material = ensureSecureMaterial(this.config);
+    return [
+      `-Dquarkus.http.ssl-port=${this.config.registryPort}`,
+      '-Dquarkus.http.insecure-requests=disabled',
+      `-Dquarkus.http.ssl.certificate.files=${material.serverCertFile}`,
+      `-Dquarkus.http.ssl.certificate.key-files=${material.serverKeyFile}`,
+      '-Dquarkus.http.auth.basic=true',
+      '-Dquarkus.security.users.embedded.enabled=true',
+      '-Dquarkus.security.users.embedded.plain-text=true',
+      `-Dquarkus.security.users.embedded.users.${SECURE_USERS.registry}=${material.passwords.registry}`,
+      '-Dquarkus.http.auth.permission.everything.paths=/*',
+      '-Dquarkus.http.auth.permission.everything.policy=authenticated',
+    ];
+  }
+
   async healthy(): Promise<boolean> {
     try {
+      if (this.config.secure) {
+        const material = ensureSecureMaterial(this.config);
+        const response = await undiciRequest(`${this.address}/subjects`, {
+          dispatcher: new UndiciAgent({ connect: { ca: fs.readFileSync(material.caFile) } }),
+          headers: { authorization: `Basic ${Buffer.from(`${SECURE_USERS.registry}:${material.passwords.registry}`).toString('base64')}` },
+          signal: AbortSignal.timeout(2000),
+        });
+        await response.body.dump();
+        return response.statusCode === 200;
+      }
       const response = await fetch(`${this.address}/subjects`, { signal: AbortSignal.timeout(2000) });
       return response.ok;
     } catch {
@@ -418,7 +511,7 @@ export class RedisService extends ProcessService {
       configFile,
       [
         `bind ${this.config.host}`,
-        `port ${this.config.redisPort}`,
+        ...(this.config.secure ? this.secureLines() : [`port ${this.config.redisPort}`]),
         `dir ${this.home}`,
         'daemonize no',
         'protected-mode yes',
@@ -436,7 +529,43 @@ export class RedisService extends ProcessService {
     return { command: 'redis-server', args: [configFile] };
   }
 
-  healthy(): Promise<boolean> {
+  /**
+   * The secure profile: TLS only (the plain port closed) and one ACL user, the default user
+   * off. The user may run what the services run on the keys and channels under the prefix
+   * `otm:`, and nothing from @dangerous but INFO (ioredis' ready check).
+   */
+  private secureLines(): string[] {
+    const material = ensureSecureMaterial(this.config);
+    return [
+      'port 0',
+      `tls-port ${this.config.redisPort}`,
+      `tls-cert-file ${material.serverCertFile}`,
+      `tls-key-file ${material.serverKeyFile}`,
+      `tls-ca-cert-file ${material.caFile}`,
+      'tls-auth-clients no',
+      'user default off',
+      `user ${SECURE_USERS.redis} on >${material.passwords.redis} ~otm:* &otm:* +@all -@dangerous +info`,
+    ];
+  }
+
+  async healthy(): Promise<boolean> {
+    if (!this.config.secure) return this.plainHealthy();
+    const material = ensureSecureMaterial(this.config);
+    const url = new URL(this.address);
+    url.username = SECURE_USERS.redis;
+    url.password = material.passwords.redis;
+    const redis = createRedis(url.toString(), { caFile: material.caFile });
+    try {
+      await redis.connect();
+      return (await redis.ping()) === 'PONG';
+    } catch {
+      return false;
+    } finally {
+      redis.disconnect();
+    }
+  }
+
+  private plainHealthy(): Promise<boolean> {
     return new Promise((resolve) => {
       const socket = net.connect({ host: this.config.host, port: this.config.redisPort });
       const done = (ok: boolean) => {
@@ -458,7 +587,7 @@ export class ClickHouseService extends ProcessService {
     return path.join(this.config.dir, 'clickhouse');
   }
   get address() {
-    return `http://${this.config.host}:${this.httpPort}`;
+    return `http${this.config.secure ? 's' : ''}://${this.config.host}:${this.httpPort}`;
   }
   protected get httpPort(): number {
     return this.config.clickhouseHttpPort;
@@ -484,18 +613,100 @@ export class ClickHouseService extends ProcessService {
       tcpPort: String(this.tcpPort),
     };
     const configXml = template.replace(/\$\{(\w+)\}/g, (_, key: string) => values[key] ?? '');
-    fs.writeFileSync(path.join(this.home, 'config.xml'), configXml);
+    fs.writeFileSync(path.join(this.home, 'config.xml'), this.config.secure ? this.secureConfig(configXml) : configXml);
     const extra = this.extraConfig();
     const extraFile = path.join(this.home, 'config.d', 'otm.xml');
     if (extra) fs.writeFileSync(extraFile, extra);
     else fs.rmSync(extraFile, { force: true });
-    fs.copyFileSync(path.join(this.config.root, 'deploy/clickhouse/users.xml'), path.join(this.home, 'users.xml'));
+    if (this.config.secure) fs.writeFileSync(path.join(this.home, 'users.xml'), this.secureUsers());
+    else fs.copyFileSync(path.join(this.config.root, 'deploy/clickhouse/users.xml'), path.join(this.home, 'users.xml'));
     const binary = onPath('clickhouse-server') ? 'clickhouse-server' : '/usr/sbin/clickhouse-server';
     return { command: binary, args: [`--config-file=${path.join(this.home, 'config.xml')}`] };
   }
 
+  /** The secure profile: HTTPS and the native protocol over TLS only, with the profile's certificate. */
+  private secureConfig(configXml: string): string {
+    const material = ensureSecureMaterial(this.config);
+    return configXml
+      .replace(/^\s*<http_port>.*\n/m, `    <https_port>${this.httpPort}</https_port>\n`)
+      .replace(/^\s*<tcp_port>.*\n/m, `    <tcp_port_secure>${this.tcpPort}</tcp_port_secure>\n`)
+      .replace(
+        '</yandex>',
+        [
+          '    <openSSL>',
+          '        <server>',
+          `            <certificateFile>${material.serverCertFile}</certificateFile>`,
+          `            <privateKeyFile>${material.serverKeyFile}</privateKeyFile>`,
+          '            <verificationMode>none</verificationMode>',
+          '            <loadDefaultCAFile>false</loadDefaultCAFile>',
+          '            <cacheSessions>true</cacheSessions>',
+          '            <disableProtocols>sslv2,sslv3,tlsv1,tlsv1_1</disableProtocols>',
+          '            <preferServerCiphers>true</preferServerCiphers>',
+          '        </server>',
+          '    </openSSL>',
+          '</yandex>',
+        ].join('\n'),
+      );
+  }
+
+  /**
+   * The secure profile's users (18.16 has no SQL users or GRANT: users.xml). `default` has a
+   * password nobody is given; otm_migrator changes the schema (npm run migrate); otm_writer
+   * (ingester, admin jobs) and otm_reader (analytics, readonly=2: SELECT and settings) see
+   * only the profile's database. docs/production.md gives the GRANTs of current releases.
+   */
+  private secureUsers(): string {
+    const { passwords } = ensureSecureMaterial(this.config);
+    const sha256 = (password: string) => createHash('sha256').update(password).digest('hex');
+    const user = (name: string, password: string, profile: string, databases?: string[]) =>
+      [
+        `        <${name}>`,
+        `            <password_sha256_hex>${sha256(password)}</password_sha256_hex>`,
+        '            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>',
+        `            <profile>${profile}</profile>`,
+        '            <quota>default</quota>',
+        ...(databases
+          ? [
+              '            <allow_databases>',
+              ...databases.map((name) => `                <database>${name}</database>`),
+              '            </allow_databases>',
+            ]
+          : []),
+        `        </${name}>`,
+      ].join('\n');
+    const database = this.config.clickhouseDatabase;
+    const limits = '<max_memory_usage>4000000000</max_memory_usage><load_balancing>random</load_balancing>';
+    return [
+      '<?xml version="1.0"?>',
+      "<!-- The secure profile's users, written by scripts/stack/services.ts. -->",
+      '<yandex>',
+      '    <profiles>',
+      `        <default>${limits}</default>`,
+      `        <reader>${limits}<readonly>2</readonly></reader>`,
+      '    </profiles>',
+      '    <users>',
+      user('default', passwords.clickhouseDefault, 'default'),
+      user(SECURE_USERS.clickhouseMigrator, passwords.clickhouseMigrator, 'default'),
+      user(SECURE_USERS.clickhouseWriter, passwords.clickhouseWriter, 'default', [database, 'system']),
+      user(SECURE_USERS.clickhouseReader, passwords.clickhouseReader, 'reader', [database, 'system']),
+      '    </users>',
+      '    <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>',
+      '</yandex>',
+      '',
+    ].join('\n');
+  }
+
   async healthy(): Promise<boolean> {
     try {
+      if (this.config.secure) {
+        const material = ensureSecureMaterial(this.config);
+        const response = await undiciRequest(`${this.address}/ping`, {
+          dispatcher: new UndiciAgent({ connect: { ca: fs.readFileSync(material.caFile) } }),
+          signal: AbortSignal.timeout(2000),
+        });
+        await response.body.dump();
+        return response.statusCode === 200;
+      }
       const response = await fetch(`${this.address}/ping`, { signal: AbortSignal.timeout(2000) });
       return response.ok;
     } catch {
@@ -529,5 +740,18 @@ export async function stackUp(config: StackConfig): Promise<void> {
 }
 
 export function stackEnvLines(config: StackConfig): string[] {
+  if (config.secure) return secureEnvLines(config);
   return Object.entries(stackAddresses(config)).map(([name, value]) => `${name}=${value}`);
+}
+
+/** kafkajs settings of the secure profile's services: SASL_SSL, SCRAM-SHA-512, the profile's CA. */
+export function secureKafkaClient(config: StackConfig): {
+  ssl: { ca: Buffer[] };
+  sasl: { mechanism: 'scram-sha-512'; username: string; password: string };
+} {
+  const material = ensureSecureMaterial(config);
+  return {
+    ssl: { ca: [fs.readFileSync(material.caFile)] },
+    sasl: { mechanism: 'scram-sha-512', username: SECURE_USERS.kafkaServices, password: material.passwords.kafkaServices },
+  };
 }

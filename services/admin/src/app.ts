@@ -29,11 +29,13 @@ export interface AdminOptions {
   jsonMaxDepth: number;
   /** The analytics queries' execution limit: the connection is never closed before their answer. */
   longestAnswerMs?: number;
+  /** HTTPS with this certificate; absent: plain HTTP (loopback, or behind a TLS-terminating proxy). */
+  https?: { key: Buffer; cert: Buffer };
 }
 
 export async function buildAdminApp(options: AdminOptions, deps: AdminDeps): Promise<FastifyInstance> {
   const serverOptions: FastifyServerOptions = {
-    ...edgeServerOptions(options.connectionLimits, undefined, options.longestAnswerMs),
+    ...edgeServerOptions(options.connectionLimits, options.https, options.longestAnswerMs),
     loggerInstance: deps.logger,
     // Unknown query parameters are a 400, not silently dropped.
     ajv: { customOptions: { removeAdditional: false } },

@@ -6,6 +6,11 @@ export const adminSpec = {
   ...connectionLimitsSpec,
   ADMIN_HOST: str({ default: '127.0.0.1', desc: 'Bind address of the admin API and dashboard' }),
   ADMIN_PORT: nonNegativeInt({ default: 8480, desc: 'Port of the admin API and dashboard; 0 picks a free one' }),
+  ADMIN_TLS_CERT_FILE: str({
+    default: '',
+    desc: 'PEM certificate of the admin API and dashboard (HTTPS), with ADMIN_TLS_KEY_FILE; empty: plain HTTP, for loopback or behind a TLS-terminating proxy',
+  }),
+  ADMIN_TLS_KEY_FILE: str({ default: '', desc: 'PEM private key of ADMIN_TLS_CERT_FILE' }),
   // Its metrics on a port of their own too (also at GET /metrics on the admin port, behind the admin token).
   ...metricsPortSpec(9466),
   INGEST_GROUP_ID: str({ default: 'otm-ingester', desc: "The ingesters' consumer group, whose lag GET /v1/pipeline reports" }),
@@ -42,5 +47,7 @@ export function loadAdminConfig(env: NodeJS.ProcessEnv) {
   if (config.ADMIN_TOKEN.length < 32) throw new Error('ADMIN_TOKEN: must be at least 32 characters');
   if (config.ADMIN_TOKEN_NEXT !== '' && config.ADMIN_TOKEN_NEXT.length < 32)
     throw new Error('ADMIN_TOKEN_NEXT: must be at least 32 characters');
+  if (Boolean(config.ADMIN_TLS_CERT_FILE) !== Boolean(config.ADMIN_TLS_KEY_FILE))
+    throw new Error('ADMIN_TLS_CERT_FILE, ADMIN_TLS_KEY_FILE: set both (HTTPS) or neither (plain HTTP)');
   return config;
 }

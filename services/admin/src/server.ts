@@ -1,4 +1,5 @@
 // The admin process: key management, analytics API and dashboard on 127.0.0.1:8480.
+import fs from 'node:fs';
 import { createLogger } from '@otm/shared/logger';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createRedis } from '@otm/shared/redis';
@@ -90,7 +91,11 @@ const kafkaAdminConnected = (): Promise<Admin> => {
 };
 
 const audit = new AuditLog(clickhouse);
-const erasureAnnouncer = new ErasureAnnouncer(kafka, createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config)), config.ERASURE_TOPIC);
+const erasureAnnouncer = new ErasureAnnouncer(
+  kafka,
+  createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config)),
+  config.ERASURE_TOPIC,
+);
 const erasureJobs = new ErasureJobs(
   redis,
   config.REDIS_KEY_PREFIX,
@@ -114,6 +119,9 @@ const app = await buildAdminApp(
     jsonMaxDepth: config.JSON_MAX_DEPTH,
     // The query's own limit rounded up to seconds, plus the client's 2 s of grace.
     longestAnswerMs: Math.ceil(config.ANALYTICS_QUERY_TIMEOUT_MS / 1000) * 1000 + 2000,
+    ...(config.ADMIN_TLS_CERT_FILE
+      ? { https: { cert: fs.readFileSync(config.ADMIN_TLS_CERT_FILE), key: fs.readFileSync(config.ADMIN_TLS_KEY_FILE) } }
+      : {}),
   },
   {
     logger,

@@ -64,7 +64,7 @@ export const infrastructureSpec = {
   }),
   KAFKA_TLS_CA_FILE: str({ default: '', desc: "PEM file of the CAs that sign the brokers' certificates; empty: the system's" }),
   KAFKA_TLS_CERT_FILE: str({ default: '', desc: 'PEM client certificate (mTLS), with KAFKA_TLS_KEY_FILE' }),
-  KAFKA_TLS_KEY_FILE: str({ default: '', desc: "PEM key of the client certificate" }),
+  KAFKA_TLS_KEY_FILE: str({ default: '', desc: 'PEM key of the client certificate' }),
   USAGE_TOPIC: str({ default: 'telemetry.usage.v1', desc: 'Kafka topic of queued usage records' }),
   USAGE_TOPIC_PARTITIONS: positiveInt({ default: 6, desc: 'Partitions when the topic is created' }),
   ERASURE_TOPIC: str({
@@ -87,7 +87,10 @@ export const infrastructureSpec = {
   CLICKHOUSE_DATABASE: str({ default: 'otm', desc: 'Database of the usage tables and rollups (created by the migrations)' }),
   CLICKHOUSE_USER: str({ default: 'default', desc: 'ClickHouse user' }),
   CLICKHOUSE_PASSWORD: str({ default: '', desc: 'ClickHouse password' }),
-  CLICKHOUSE_CA_FILE: str({ default: '', desc: "PEM file of the CAs that sign an https CLICKHOUSE_URL's certificate; empty: the system's" }),
+  CLICKHOUSE_CA_FILE: str({
+    default: '',
+    desc: "PEM file of the CAs that sign an https CLICKHOUSE_URL's certificate; empty: the system's",
+  }),
   CLICKHOUSE_CLUSTER: str({
     default: '',
     desc: 'Cluster mode: the cluster (remote_servers) whose replicated local tables and Distributed tables the migrations make and the services use (docs/clickhouse-cluster.md); empty for one server',

@@ -88,7 +88,8 @@ export function kafkaSecurityFrom(config: KafkaSecurityConfig): KafkaSecurity {
   const usesSasl = protocol === 'SASL_PLAINTEXT' || protocol === 'SASL_SSL';
   const security: KafkaSecurity = {};
   const tlsFiles = [config.KAFKA_TLS_CA_FILE, config.KAFKA_TLS_CERT_FILE, config.KAFKA_TLS_KEY_FILE].some(Boolean);
-  if (tlsFiles && !usesTls) throw new ConfigError(`KAFKA_TLS_* files are set but KAFKA_SECURITY_PROTOCOL is ${protocol}: use SSL or SASL_SSL`);
+  if (tlsFiles && !usesTls)
+    throw new ConfigError(`KAFKA_TLS_* files are set but KAFKA_SECURITY_PROTOCOL is ${protocol}: use SSL or SASL_SSL`);
   if (Boolean(config.KAFKA_TLS_CERT_FILE) !== Boolean(config.KAFKA_TLS_KEY_FILE)) {
     throw new ConfigError('KAFKA_TLS_CERT_FILE and KAFKA_TLS_KEY_FILE go together (the client certificate and its key)');
   }
@@ -96,7 +97,9 @@ export function kafkaSecurityFrom(config: KafkaSecurityConfig): KafkaSecurity {
     security.ssl = tlsFiles
       ? {
           ...(config.KAFKA_TLS_CA_FILE ? { ca: [fs.readFileSync(config.KAFKA_TLS_CA_FILE)] } : {}),
-          ...(config.KAFKA_TLS_CERT_FILE ? { cert: fs.readFileSync(config.KAFKA_TLS_CERT_FILE), key: fs.readFileSync(config.KAFKA_TLS_KEY_FILE) } : {}),
+          ...(config.KAFKA_TLS_CERT_FILE
+            ? { cert: fs.readFileSync(config.KAFKA_TLS_CERT_FILE), key: fs.readFileSync(config.KAFKA_TLS_KEY_FILE) }
+            : {}),
         }
       : true;
   }
@@ -115,7 +118,9 @@ export function kafkaSecurityFrom(config: KafkaSecurityConfig): KafkaSecurity {
     return security;
   }
   if (mechanism !== 'PLAIN' && mechanism !== 'SCRAM-SHA-256' && mechanism !== 'SCRAM-SHA-512') {
-    throw new ConfigError(`KAFKA_SASL_MECHANISM must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER with ${protocol}, got "${mechanism}"`);
+    throw new ConfigError(
+      `KAFKA_SASL_MECHANISM must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER with ${protocol}, got "${mechanism}"`,
+    );
   }
   if (!config.KAFKA_SASL_USERNAME) throw new ConfigError(`KAFKA_SASL_USERNAME is required with KAFKA_SASL_MECHANISM=${mechanism}`);
   const username = config.KAFKA_SASL_USERNAME;

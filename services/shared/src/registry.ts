@@ -36,7 +36,8 @@ export function createRegistry(url: string, access: RegistryAccess = {}): Schema
   };
   const auth = access.username ? { auth: { username: access.username, password: access.password ?? '' } } : {};
   // The client's HTTP layer takes an agent: an https one that trusts the given CAs.
-  const agent = access.caFile && url.startsWith('https:') ? { agent: new https.Agent({ ca: [fs.readFileSync(access.caFile)], keepAlive: true }) } : {};
+  const agent =
+    access.caFile && url.startsWith('https:') ? { agent: new https.Agent({ ca: [fs.readFileSync(access.caFile)], keepAlive: true }) } : {};
   return new SchemaRegistry({ host: url, ...auth, ...agent }, { [SchemaType.JSON]: jsonOptions } as never);
 }
 
