@@ -77,6 +77,46 @@ describe('helm chart', () => {
     },
   );
 
+  it(
+    'every credential from a Secret: Kafka SASL and mTLS, registry basic auth, the Redis URL, ClickHouse writer and reader, CA files mounted; valid Kubernetes objects',
+    { timeout: 600_000 },
+    async () => {
+      const secrets = [
+        'kafka.securityProtocol=SASL_SSL',
+        'kafka.saslMechanism=SCRAM-SHA-512',
+        'kafka.credentials.secretName=otm-kafka',
+        'kafka.tls.secretName=otm-kafka-tls',
+        'kafka.tls.clientCertificate=true',
+        'schemaRegistry.credentials.secretName=otm-registry',
+        'schemaRegistry.caSecretName=otm-ca',
+        'redis.urlSecret.secretName=otm-redis',
+        'redis.caSecretName=otm-ca',
+        'clickhouse.credentials.secretName=otm-clickhouse-writer',
+        'clickhouse.analyticsCredentials.secretName=otm-clickhouse-reader',
+        'clickhouse.caSecretName=otm-ca',
+        'clickhouse.migrateOnStart=false',
+        'admin.tls.secretName=otm-admin-tls',
+      ];
+      const { file, text } = await template('secrets', ['--set', secrets.join(',')]);
+      const fromSecret = (variable: string, secret: string) =>
+        text.match(new RegExp(`name: ${variable}\\s+valueFrom:\\s+secretKeyRef:\\s+name: ${secret}\\b`, 'g'))?.length ?? 0;
+      // Every service: Kafka, registry and Redis credentials; the ingester and admin: ClickHouse's writer; the admin: the reader.
+      expect(fromSecret('KAFKA_SASL_PASSWORD', 'otm-kafka')).toBe(3);
+      expect(fromSecret('SCHEMA_REGISTRY_PASSWORD', 'otm-registry')).toBe(3);
+      expect(fromSecret('REDIS_URL', 'otm-redis')).toBe(3);
+      expect(fromSecret('CLICKHOUSE_PASSWORD', 'otm-clickhouse-writer')).toBe(2);
+      expect(fromSecret('ANALYTICS_CLICKHOUSE_PASSWORD', 'otm-clickhouse-reader')).toBe(1);
+      expect(text.match(/mountPath: \/etc\/otm\/kafka/g)).toHaveLength(3);
+      expect(text.match(/value: \/etc\/otm\/clickhouse\/ca\.crt/g)).toHaveLength(3);
+      expect(text).toMatch(/name: ADMIN_TLS_CERT_FILE\s+value: \/tls\/tls\.crt/);
+      expect(text).toMatch(/path: \/readyz, port: http, scheme: HTTPS/);
+      // No credential is written into the objects themselves.
+      expect(text).not.toMatch(/name: (KAFKA_SASL_PASSWORD|SCHEMA_REGISTRY_PASSWORD|CLICKHOUSE_PASSWORD)\s+value:/);
+      const result = await validate(file);
+      expect(result.ok, result.output).toBe(true);
+    },
+  );
+
   it('HA values: HPA on CPU, disruption budgets, one ingester per partition; valid Kubernetes objects', { timeout: 600_000 }, async () => {
     const { file, kinds, text } = await template('ha', ['-f', path.join(chart, 'values-ha.yaml')]);
     expect(kinds.filter((kind) => kind === 'HorizontalPodAutoscaler')).toHaveLength(1);
