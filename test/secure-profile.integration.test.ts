@@ -9,7 +9,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request as undiciRequest } from 'undici';
 import { Kafka, logLevel } from 'kafkajs';
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { createKafka, ensureTopic, kafkaSettingsFrom, type KafkaSecurityConfig } from '@otm/shared/kafka';
 import { createRegistry, registerJsonSchema } from '@otm/shared/registry';
 import { buildQueuedRecordSchema } from '@otm/schemas';
@@ -21,7 +22,9 @@ import { stackServices } from '../scripts/stack/services.js';
 import { SECURE_USERS, ensureSecureMaterial, secureServiceEnv, type SecureRole } from '../scripts/stack/secure.js';
 import { startService, SOURCE_FLAGS, type ServiceProcess } from '../scripts/lib/service-process.js';
 import { eventually, fixture, projectRoot, uniqueName } from './helpers/stack.js';
+import { pythonWith, runPython } from './helpers/python.js';
 
+const execFileAsync = promisify(execFile);
 const config = loadStackConfig({
   OTM_STACK_SECURE: '1',
   OTM_STACK_DIR: '.stack/test-secure',
@@ -342,6 +345,41 @@ describe('secure profile: the pipeline', () => {
       [`${tag}-batch`]: 2,
       [`${tag}-otlp`]: 1,
     });
+
+    // A data engineer's consumer (the Python example, librdkafka) reads the topic over
+    // SASL_SSL and the registry over HTTPS with basic auth, from the same variables.
+    const python = await pythonWith(['examples/python-consumer/requirements.txt']);
+    if (python) {
+      const secure = secureServiceEnv(config, 'ingester');
+      const read = JSON.parse(
+        await runPython(
+          python,
+          [
+            'examples/python-consumer/consumer.py',
+            ...['--brokers', secure.KAFKA_BROKERS!, '--registry', secure.SCHEMA_REGISTRY_URL!, '--topic', topic],
+            ...['--group', uniqueName('secure-python'), '--by-user', '--idle-seconds', '4'],
+          ],
+          { env: secure },
+        ),
+      ) as Record<string, number>;
+      expect(read).toMatchObject({ [`qa:${tag}-single`]: 1, [`qa:${tag}-batch`]: 2 });
+    } else {
+      console.log('python3 is not on the PATH: the Python consumer was not run on the secure profile');
+    }
+
+    // The TypeScript example consumer (kafkajs) the same way.
+    const secure = secureServiceEnv(config, 'ingester');
+    const { stdout } = await execFileAsync(
+      path.join(projectRoot, 'node_modules', '.bin', 'tsx'),
+      [
+        'examples/typescript-consumer/consumer.ts',
+        ...['--brokers', secure.KAFKA_BROKERS!, '--registry', secure.SCHEMA_REGISTRY_URL!],
+        ...['--topic', topic, '--group', uniqueName('secure-ts'), '--idle-seconds', '4'],
+      ],
+      { cwd: projectRoot, timeout: 120_000, env: { ...process.env, ...secure } },
+    );
+    const sums = JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, { records: number }>;
+    expect(Object.values(sums).reduce((total, model) => total + model.records, 0)).toBe(4);
 
     // One user's erasure, as the writing user.
     const erasure = await get(`${admin.url}/v1/admin/users/${tag}-batch/data?environment=qa`, auth, 'DELETE');

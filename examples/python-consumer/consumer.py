@@ -24,6 +24,7 @@ object: the token sums per model over what the store holds, {"<provider>/<model>
 
 import argparse
 import json
+import os
 import sqlite3
 import sys
 import time
@@ -123,15 +124,49 @@ def report(db: sqlite3.Connection, by_user: bool) -> dict:
     }
 
 
+
+def kafka_security() -> dict:
+    """librdkafka settings from the variables the project's services read (docs/production.md).
+
+    KAFKA_SECURITY_PROTOCOL (PLAINTEXT, SSL, SASL_SSL), KAFKA_SASL_MECHANISM (PLAIN,
+    SCRAM-SHA-256, SCRAM-SHA-512), KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD,
+    KAFKA_TLS_CA_FILE, and for mTLS KAFKA_TLS_CERT_FILE with KAFKA_TLS_KEY_FILE.
+    """
+    env = os.environ
+    settings = {"security.protocol": env.get("KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")}
+    for variable, key in (
+        ("KAFKA_SASL_MECHANISM", "sasl.mechanism"),
+        ("KAFKA_SASL_USERNAME", "sasl.username"),
+        ("KAFKA_SASL_PASSWORD", "sasl.password"),
+        ("KAFKA_TLS_CA_FILE", "ssl.ca.location"),
+        ("KAFKA_TLS_CERT_FILE", "ssl.certificate.location"),
+        ("KAFKA_TLS_KEY_FILE", "ssl.key.location"),
+    ):
+        if env.get(variable):
+            settings[key] = env[variable]
+    return settings
+
+
+def registry_settings(url: str) -> dict:
+    """The registry client's settings: basic auth and a private CA from SCHEMA_REGISTRY_USERNAME, _PASSWORD, _CA_FILE."""
+    env = os.environ
+    settings = {"url": url}
+    if env.get("SCHEMA_REGISTRY_USERNAME"):
+        settings["basic.auth.user.info"] = f"{env['SCHEMA_REGISTRY_USERNAME']}:{env.get('SCHEMA_REGISTRY_PASSWORD', '')}"
+    if env.get("SCHEMA_REGISTRY_CA_FILE"):
+        settings["ssl.ca.location"] = env["SCHEMA_REGISTRY_CA_FILE"]
+    return settings
+
 def main() -> None:
     args = parse_args()
     erasures_topic = args.erasures_topic or f"{args.topic}.erasures"
     db = sqlite3.connect(args.store)
     db.executescript(SCHEMA)
-    registry = SchemaRegistryClient({"url": args.registry})
+    registry = SchemaRegistryClient(registry_settings(args.registry))
     consumer = DeserializingConsumer(
         {
             "bootstrap.servers": args.brokers,
+            **kafka_security(),
             "group.id": args.group,
             "auto.offset.reset": "earliest",
             # Offsets are committed after the store (at-least-once; a record read

@@ -27,6 +27,7 @@ Prints one JSON object: {"produced": n, "eventKeys": [...], "sums": {...}}.
 import argparse
 import datetime
 import json
+import os
 import pathlib
 import random
 import sys
@@ -86,6 +87,39 @@ def sample_record(index: int, rng: random.Random, now: datetime.datetime) -> dic
     }
 
 
+
+def kafka_security() -> dict:
+    """librdkafka settings from the variables the project's services read (docs/production.md).
+
+    KAFKA_SECURITY_PROTOCOL (PLAINTEXT, SSL, SASL_SSL), KAFKA_SASL_MECHANISM (PLAIN,
+    SCRAM-SHA-256, SCRAM-SHA-512), KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD,
+    KAFKA_TLS_CA_FILE, and for mTLS KAFKA_TLS_CERT_FILE with KAFKA_TLS_KEY_FILE.
+    """
+    env = os.environ
+    settings = {"security.protocol": env.get("KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")}
+    for variable, key in (
+        ("KAFKA_SASL_MECHANISM", "sasl.mechanism"),
+        ("KAFKA_SASL_USERNAME", "sasl.username"),
+        ("KAFKA_SASL_PASSWORD", "sasl.password"),
+        ("KAFKA_TLS_CA_FILE", "ssl.ca.location"),
+        ("KAFKA_TLS_CERT_FILE", "ssl.certificate.location"),
+        ("KAFKA_TLS_KEY_FILE", "ssl.key.location"),
+    ):
+        if env.get(variable):
+            settings[key] = env[variable]
+    return settings
+
+
+def registry_settings(url: str) -> dict:
+    """The registry client's settings: basic auth and a private CA from SCHEMA_REGISTRY_USERNAME, _PASSWORD, _CA_FILE."""
+    env = os.environ
+    settings = {"url": url}
+    if env.get("SCHEMA_REGISTRY_USERNAME"):
+        settings["basic.auth.user.info"] = f"{env['SCHEMA_REGISTRY_USERNAME']}:{env.get('SCHEMA_REGISTRY_PASSWORD', '')}"
+    if env.get("SCHEMA_REGISTRY_CA_FILE"):
+        settings["ssl.ca.location"] = env["SCHEMA_REGISTRY_CA_FILE"]
+    return settings
+
 def main() -> None:
     args = parse_args()
     if ":" in args.producer_name:
@@ -95,7 +129,7 @@ def main() -> None:
     validator_class = jsonschema.validators.validator_for(record_schema)
     record_validator = validator_class(record_schema, format_checker=validator_class.FORMAT_CHECKER)
 
-    registry = SchemaRegistryClient({"url": args.registry})
+    registry = SchemaRegistryClient(registry_settings(args.registry))
     subject = f"{args.topic}-value"
     # The topic's schema as the gateways registered it; this producer never registers one.
     schema_id = registry.get_latest_version(subject).schema_id
@@ -107,6 +141,7 @@ def main() -> None:
     producer = SerializingProducer(
         {
             "bootstrap.servers": args.brokers,
+            **kafka_security(),
             "acks": "all",
             "enable.idempotence": True,
             "partitioner": "murmur2_random",

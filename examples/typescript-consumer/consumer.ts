@@ -12,6 +12,8 @@
 // Stops after --idle-seconds without a new message (or at --max-messages) and prints
 // one JSON object: {"<provider>/<model>": {"records", "input", "output", "cachedInput", "reasoning"}}.
 import { parseArgs, promisify } from 'node:util';
+import fs from 'node:fs';
+import https from 'node:https';
 import zlib from 'node:zlib';
 import kafkajs from 'kafkajs';
 import snappy from 'snappy';
@@ -82,8 +84,47 @@ const jsonOptions = {
     return addFormats(new Ajv({ strict: false, allErrors: true }));
   },
 };
-const registry = new SchemaRegistry({ host: options.registry }, { [SchemaType.JSON]: jsonOptions } as never);
-const kafka = new Kafka({ clientId: 'typescript-consumer-example', brokers: options.brokers.split(','), logLevel: logLevel.WARN });
+// TLS and credentials from the variables the project's services read (docs/production.md):
+// KAFKA_SECURITY_PROTOCOL (SSL, SASL_SSL), KAFKA_SASL_MECHANISM (PLAIN, SCRAM-SHA-256,
+// SCRAM-SHA-512), KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD, KAFKA_TLS_CA_FILE,
+// KAFKA_TLS_CERT_FILE and KAFKA_TLS_KEY_FILE (mTLS); SCHEMA_REGISTRY_USERNAME,
+// SCHEMA_REGISTRY_PASSWORD, SCHEMA_REGISTRY_CA_FILE.
+const env = process.env;
+const protocol = (env.KAFKA_SECURITY_PROTOCOL ?? 'PLAINTEXT').toUpperCase();
+const fileOf = (file: string | undefined) => (file ? fs.readFileSync(file) : undefined);
+const ssl =
+  protocol === 'SSL' || protocol === 'SASL_SSL'
+    ? {
+        ca: env.KAFKA_TLS_CA_FILE ? [fileOf(env.KAFKA_TLS_CA_FILE)!] : undefined,
+        cert: fileOf(env.KAFKA_TLS_CERT_FILE),
+        key: fileOf(env.KAFKA_TLS_KEY_FILE),
+      }
+    : undefined;
+const mechanism = (env.KAFKA_SASL_MECHANISM ?? '').toLowerCase();
+const sasl = protocol.startsWith('SASL_')
+  ? ({ mechanism, username: env.KAFKA_SASL_USERNAME ?? '', password: env.KAFKA_SASL_PASSWORD ?? '' } as {
+      mechanism: 'plain';
+      username: string;
+      password: string;
+    })
+  : undefined;
+const registry = new SchemaRegistry(
+  {
+    host: options.registry,
+    ...(env.SCHEMA_REGISTRY_USERNAME
+      ? { auth: { username: env.SCHEMA_REGISTRY_USERNAME, password: env.SCHEMA_REGISTRY_PASSWORD ?? '' } }
+      : {}),
+    ...(env.SCHEMA_REGISTRY_CA_FILE ? { agent: new https.Agent({ ca: fileOf(env.SCHEMA_REGISTRY_CA_FILE) }) } : {}),
+  },
+  { [SchemaType.JSON]: jsonOptions } as never,
+);
+const kafka = new Kafka({
+  clientId: 'typescript-consumer-example',
+  brokers: options.brokers.split(','),
+  logLevel: logLevel.WARN,
+  ssl,
+  sasl,
+});
 const consumer = kafka.consumer({ groupId: options.group });
 
 interface Held {

@@ -8,7 +8,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { Agent as UndiciAgent, request as undiciRequest } from 'undici';
-import { createRedis } from '@otm/shared/redis';
+// Not @otm/shared: the test setup loads this file before any workspace is built.
+import { Redis } from 'ioredis';
 import { type StackConfig, kafkaNodePorts, stackAddresses } from './config.js';
 import { SECURE_USERS, ensureSecureMaterial, secureEnvLines } from './secure.js';
 
@@ -554,7 +555,14 @@ export class RedisService extends ProcessService {
     const url = new URL(this.address);
     url.username = SECURE_USERS.redis;
     url.password = material.passwords.redis;
-    const redis = createRedis(url.toString(), { caFile: material.caFile });
+    const redis = new Redis(url.toString(), {
+      tls: { ca: [fs.readFileSync(material.caFile)] },
+      lazyConnect: true,
+      connectTimeout: 1000,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    redis.on('error', () => undefined);
     try {
       await redis.connect();
       return (await redis.ping()) === 'PONG';
