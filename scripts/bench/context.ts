@@ -219,9 +219,10 @@ export const tls = await ensureLocalCertificate(path.join(stack.dir, 'tls'));
 export const serviceEnv = (extra: Record<string, string | number>): NodeJS.ProcessEnv => {
   // Dedupe keys of a bench run need not outlive it (200,000 per ingester run add up in Redis).
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses, DEDUPE_TTL_SECONDS: '600' };
-  // Tuning variables given to the bench reach the services under test (glibc's MALLOC_ARENA_MAX among them).
+  // Tuning variables given to the bench reach the services under test (glibc's MALLOC_ARENA_MAX among them, and
+  // LD_PRELOAD: another allocator, e.g. jemalloc).
   for (const [name, value] of Object.entries(process.env))
-    if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE|IDEMPOTENCY|MALLOC)_|^KAFKA_COMPRESSION$/.test(name)) env[name] = value;
+    if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE|IDEMPOTENCY|MALLOC)_|^KAFKA_COMPRESSION$|^LD_PRELOAD$/.test(name)) env[name] = value;
   for (const [name, value] of Object.entries(extra)) env[name] = String(value);
   return env;
 };
