@@ -18,4 +18,16 @@ export default tseslint.config(
       'no-undef': 'off',
     },
   },
+  {
+    // One Kafka seam: the client library is used through services/shared/src/kafka.ts only,
+    // so it can be swapped in one place. (The examples are standalone programs.)
+    files: ['**/*.ts'],
+    ignores: ['services/shared/src/kafka.ts', 'services/shared/src/kafka-codecs.ts', 'examples/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { paths: [{ name: 'kafkajs', message: 'Use @otm/shared/kafka (services/shared/src/kafka.ts): the one Kafka seam.' }] },
+      ],
+    },
+  },
 );

@@ -9,8 +9,7 @@ import { LATENCY_ROLLUP_TABLES, USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-v
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigResourceTypes } from 'kafkajs';
-import { createKafka } from '@otm/shared/kafka';
+import { createKafka, topicSettings } from '@otm/shared/kafka';
 import { pythonWith, runPython } from './helpers/python.js';
 import {
   createTestKey,
@@ -255,14 +254,7 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
 
     // The announcement: keyed by environment and user, the documented fields, registry wire format.
     const kafka = createKafka({ brokers: stack.KAFKA_BROKERS.split(','), clientId: 'erasure-test' });
-    const admin_ = kafka.admin();
-    await admin_.connect();
-    const described = await admin_.describeConfigs({
-      includeSynonyms: false,
-      resources: [{ type: ConfigResourceTypes.TOPIC, name: erasureTopic, configNames: ['cleanup.policy'] }],
-    });
-    await admin_.disconnect();
-    expect(described.resources[0]!.configEntries[0]!.configValue).toBe('compact');
+    expect(await topicSettings(kafka, erasureTopic, ['cleanup.policy'])).toEqual({ 'cleanup.policy': 'compact' });
     const announcements: { key: string; value: Buffer; headers: Record<string, string> }[] = [];
     const reader = kafka.consumer({ groupId: uniqueName('erasure-reader') });
     await reader.connect();

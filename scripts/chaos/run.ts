@@ -7,8 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import kafkajs from 'kafkajs';
-import { consumerLag, createKafka, type Admin } from '@otm/shared/kafka';
+import { consumerLag, createKafka, setTopicSettings, type Admin } from '@otm/shared/kafka';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { rollupTotals } from '@otm/shared/rollup-repair';
@@ -283,24 +282,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     },
     redisCommand: (...args: string[]) => redis.call(args[0]!, ...args.slice(1)),
     async setTopicConfig(name, value) {
-      // AlterConfigs replaces a topic's whole dynamic configuration: its other settings
-      // (max.message.bytes) go along unchanged.
-      const { ConfigResourceTypes } = kafkajs; // not among the names Node's ESM loader finds in kafkajs
-      const described = await admin.describeConfigs({
-        includeSynonyms: false,
-        resources: [{ type: ConfigResourceTypes.TOPIC, name: names.topic }],
-      });
-      const kept = described.resources[0]!.configEntries.filter((entry) => !entry.isDefault && entry.configName !== name);
-      await admin.alterConfigs({
-        validateOnly: false,
-        resources: [
-          {
-            type: ConfigResourceTypes.TOPIC,
-            name: names.topic,
-            configEntries: [...kept.map((entry) => ({ name: entry.configName, value: entry.configValue })), { name, value }],
-          },
-        ],
-      });
+      await setTopicSettings(kafka, names.topic, { [name]: value });
       log(`topic ${names.topic}: ${name}=${value}`);
     },
     log,

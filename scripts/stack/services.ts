@@ -6,7 +6,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { Kafka, logLevel } from 'kafkajs';
+// Relative, not @otm/shared: the test setup loads this file before any workspace is built.
+import { kafkaRefusal } from '../../services/shared/src/kafka.js';
 import { Agent as UndiciAgent, request as undiciRequest } from 'undici';
 // Not @otm/shared: the test setup loads this file before any workspace is built.
 import { Redis } from 'ioredis';
@@ -373,24 +374,7 @@ export class KafkaService extends ProcessService {
 
   async healthy(): Promise<boolean> {
     // Healthy means a metadata request succeeds, not merely an open port.
-    const kafka = new Kafka({
-      brokers: [this.address],
-      logLevel: logLevel.NOTHING,
-      connectionTimeout: 1000,
-      requestTimeout: 2000,
-      retry: { retries: 0 },
-      ...(this.config.secure ? secureKafkaClient(this.config) : {}),
-    });
-    const admin = kafka.admin();
-    try {
-      await admin.connect();
-      await admin.fetchTopicMetadata({ topics: [] });
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await admin.disconnect().catch(() => undefined);
-    }
+    return (await kafkaRefusal([this.address], this.config.secure ? secureKafkaClient(this.config) : {})) === undefined;
   }
 }
 

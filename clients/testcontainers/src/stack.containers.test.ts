@@ -2,8 +2,7 @@
 // start the pipeline in containers, send records with the SDK, read them back from
 // the topic and from ClickHouse.
 import { afterAll, describe, expect, it } from 'vitest';
-import { Kafka, logLevel } from 'kafkajs';
-import { registerKafkaCodecs } from '@otm/shared/kafka-codecs';
+import { createKafka } from '@otm/shared/kafka';
 import { createClient } from '@otm/client';
 import { OtmTelemetryStack, type StartedOtmTelemetryStack } from './index.js';
 
@@ -29,10 +28,9 @@ describe('OtmTelemetryStack', () => {
     await telemetry.shutdown();
     expect(telemetry.stats()).toMatchObject({ sent: 5, failed: 0, dropped: 0 });
 
-    // On the topic, read from the host through the advertised listener. The gateway's
-    // batches are snappy (KAFKA_COMPRESSION): a bare kafkajs needs the codec registered.
-    registerKafkaCodecs();
-    const kafka = new Kafka({ clientId: 'module-test', brokers: stack.kafkaBrokers.split(','), logLevel: logLevel.NOTHING });
+    // On the topic, read from the host through the advertised listener (the gateway's
+    // batches are snappy: the project's Kafka module reads every codec).
+    const kafka = createKafka({ clientId: 'module-test', brokers: stack.kafkaBrokers.split(',') });
     const consumer = kafka.consumer({ groupId: `module-test-${Date.now()}` });
     await consumer.connect();
     await consumer.subscribe({ topic: stack.topic, fromBeginning: true });

@@ -1,6 +1,6 @@
 // Every Kafka call of the project goes through this module, so the client
 // (kafkajs, unmaintained since 2023) can be swapped without touching the pipeline.
-import {
+import kafkajs, {
   Kafka,
   Partitioners,
   logLevel,
@@ -27,6 +27,9 @@ const execFileAsync = promisify(execFile);
 registerKafkaCodecs();
 
 export type { Admin, Consumer, Producer, Kafka };
+// Enums of the client that callers name (a topic's settings, a batch's codec). Read from the
+// default export: Node's ESM loader does not find them among kafkajs's named exports.
+export const { CompressionTypes, ConfigResourceTypes } = kafkajs;
 export type { EachBatchPayload, KafkaMessage, IHeaders } from 'kafkajs';
 
 /**
@@ -344,4 +347,87 @@ export async function sendAcknowledged(producer: Producer, record: ProducerRecor
     throw new IncompleteSendError(`the broker did not answer for partition(s) ${missing.join(', ')} of ${record.topic}; not acknowledged`);
   }
   return answered;
+}
+
+/**
+ * Whether the brokers answer a metadata request (not merely an open port), with the
+ * given security: undefined when they do, else the error the request ended in.
+ */
+export async function kafkaRefusal(brokers: readonly string[], security: KafkaSecurity = {}, timeoutMs = 2000): Promise<Error | undefined> {
+  const admin = new Kafka({
+    brokers: [...brokers],
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: Math.min(timeoutMs, 3000),
+    requestTimeout: timeoutMs,
+    retry: { retries: 0 },
+    ...(security.ssl ? { ssl: security.ssl } : {}),
+    ...(security.sasl ? { sasl: security.sasl } : {}),
+  }).admin();
+  try {
+    await admin.connect();
+    await admin.fetchTopicMetadata({ topics: [] });
+    return undefined;
+  } catch (error) {
+    return error as Error;
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+}
+
+/** A topic's settings, by name (`names`: only these; all when absent). */
+export async function topicSettings(kafka: Kafka, topic: string, names?: string[]): Promise<Record<string, string>> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const described = await admin.describeConfigs({
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, ...(names ? { configNames: names } : {}) }],
+      includeSynonyms: false,
+    });
+    return Object.fromEntries((described.resources[0]?.configEntries ?? []).map((entry) => [entry.configName, entry.configValue]));
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/**
+ * Changes some of a topic's settings. AlterConfigs replaces a topic's whole dynamic
+ * configuration, so the settings it already has (max.message.bytes) are sent along unchanged.
+ */
+export async function setTopicSettings(kafka: Kafka, topic: string, settings: Record<string, string>): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const described = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: ConfigResourceTypes.TOPIC, name: topic }],
+    });
+    const kept = (described.resources[0]?.configEntries ?? [])
+      .filter((entry) => !entry.isDefault && !(entry.configName in settings))
+      .map((entry) => ({ name: entry.configName, value: entry.configValue }));
+    await admin.alterConfigs({
+      validateOnly: false,
+      resources: [
+        {
+          type: ConfigResourceTypes.TOPIC,
+          name: topic,
+          configEntries: [...kept, ...Object.entries(settings).map(([name, value]) => ({ name, value }))],
+        },
+      ],
+    });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** The partition Kafka's default partitioner (murmur2 of the key, as the Java client's) gives `key` among `partitions`. */
+export function defaultPartition(topic: string, key: string, partitions: number): number {
+  const choose = Partitioners.DefaultPartitioner();
+  const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({
+    partitionId,
+    leader: 0,
+    partitionErrorCode: 0,
+    replicas: [0],
+    isr: [0],
+  }));
+  return choose({ topic, partitionMetadata, message: { key, value: null } });
 }
