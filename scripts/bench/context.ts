@@ -18,6 +18,7 @@ import { stackUp } from '../stack/services.js';
 import { ensureLocalCertificate } from '../local-tls.js';
 import { queuedRecords, sampleUsageRecords } from '../lib/sample-records.js';
 import { startProcess, startService, type ServiceProcess } from '../lib/service-process.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export const options = new Command('bench')
   .option('--quick', 'short runs (about 2 minutes with the stack up)')
@@ -79,7 +80,7 @@ export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
 }
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+export { sleep };
 
 /** Peak resident memory of a process so far, in MB (VmHWM). */
 export function peakRssMb(pid: number | undefined): number {

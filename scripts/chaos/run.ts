@@ -20,6 +20,7 @@ import { startService, type ServiceProcess } from '../lib/service-process.js';
 import { FaultProxy } from './fault-proxy.js';
 import { Traffic, type TrafficCounts } from './traffic.js';
 import { scenarios, type Harness, type Scenario } from './scenarios.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface ChaosOptions {
   /** Records offered per second. */
@@ -113,8 +114,6 @@ export function chaosStackConfig(kafkaBrokers: 1 | 3): StackConfig {
     OTM_STACK_CLICKHOUSE_TCP_PORT: '27900',
   });
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => console.log(`[chaos ${new Date().toISOString().slice(11, 19)}] ${line}`));

@@ -3,6 +3,7 @@
 // against what ClickHouse holds. Scenarios that kill or pause a service of the stack
 // run only on the suite's own stack (never on the one `npm start` or the tests use).
 import type { FaultProxy } from './fault-proxy.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Harness {
   /** Between the ingester and ClickHouse. */
@@ -34,8 +35,6 @@ export interface Scenario {
   inject(harness: Harness, holdMs: number): Promise<void>;
   clear(harness: Harness): Promise<void>;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function service(harness: Harness, name: string) {
   const found = harness.services?.get(name);

@@ -13,6 +13,7 @@ import { Agent as UndiciAgent, request as undiciRequest } from 'undici';
 import { Redis } from 'ioredis';
 import { type StackConfig, kafkaNodePorts, stackAddresses } from './config.js';
 import { SECURE_USERS, ensureSecureMaterial, secureEnvLines } from './secure.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How long the local brokers keep messages (docs/topic-contract.md states it). */
 export const BROKER_RETENTION_HOURS = 48;
@@ -96,8 +97,6 @@ function isOurs(pid: number, stackDir: string): boolean {
     return false;
   }
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export abstract class ProcessService implements StackService {
   abstract readonly name: string;

@@ -22,6 +22,7 @@ import {
   type ServiceProcess,
 } from '../../../test/helpers/stack.js';
 import { loadOtlpRoot, OTLP_TYPES } from './otlp.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const topic = uniqueName('gw-cost');
 const keyPrefix = `${uniqueName('gwc')}:`;
@@ -47,8 +48,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([gateway?.stop(), admin?.stop()]);
 });
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Another client (its own connections) posting a valid record every 100 ms; every answer's time is kept. */
 async function probed<T>(attack: () => Promise<T>): Promise<{ result: T; attackMs: number; probeMaxMs: number; probes: number }> {

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { ApiKeyRecord, KeyStore } from '@otm/shared/keys/key-store';
 import type { Redis } from '@otm/shared/redis';
 import { KeyCache } from './key-cache.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const record = { id: 'key_1', environment: 'prod' } as unknown as ApiKeyRecord;
 
@@ -25,8 +26,6 @@ function fakeSubscriber(): Redis {
   const emitter = new EventEmitter();
   return Object.assign(emitter, { connect: async () => {}, subscribe: async () => {} }) as unknown as Redis;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('KeyCache', () => {
   it('answers from the entry and refreshes it in the background after half its lifetime', async () => {
