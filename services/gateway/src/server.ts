@@ -2,7 +2,6 @@
 // schema registry, listen; on SIGTERM stop accepting, answer in-flight requests,
 // flush the producer and close clients in reverse order.
 import fs from 'node:fs';
-import { LRUCache } from 'lru-cache';
 import { buildQueuedRecordSchema, compileValidators, parseTimestamp, QUEUED_CONTENT_TYPE } from '@otm/schemas';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createLogger } from '@otm/shared/logger';
@@ -10,7 +9,8 @@ import { createKafka, ensureTopic, kafkaSettingsFrom } from '@otm/shared/kafka';
 import { createRegistry, fetchJsonSchema, registerJsonSchema, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
-import { buildApp, type AcceptedReply } from './app.js';
+import { buildApp } from './app.js';
+import { ReplayMemory } from './replay-memory.js';
 import { loadGatewayConfig } from './config.js';
 import { KeyCache } from './key-cache.js';
 import { serveMetrics } from '@otm/shared/metrics-server';
@@ -117,10 +117,8 @@ const ready = readinessOf([
   },
 ]);
 
-const replay =
-  config.IDEMPOTENCY_REPLAY_ENTRIES > 0
-    ? new LRUCache<string, AcceptedReply>({ max: config.IDEMPOTENCY_REPLAY_ENTRIES, ttl: 24 * 3600 * 1000 })
-    : undefined;
+// Accepted idempotency keys, for 24 hours at most, in fixed-size slots (replay-memory.ts).
+const replay = config.IDEMPOTENCY_REPLAY_ENTRIES > 0 ? new ReplayMemory(config.IDEMPOTENCY_REPLAY_ENTRIES, 24 * 3600 * 1000) : undefined;
 
 const app = await buildApp(
   {
