@@ -6,7 +6,7 @@
 //                                      # (docs/clickhouse-cluster.md)
 import { Command, Option } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
-import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { migrate } from '@otm/shared/migrate';
 import { reachClickHouse, runCommand } from '@otm/shared/dependency-failure';
 
@@ -24,8 +24,8 @@ const config = parseConfig(process.env, {
   CLICKHOUSE_CA_FILE: infrastructureSpec.CLICKHOUSE_CA_FILE,
 });
 const settings = clickhouseSettingsFrom({ ...config, CLICKHOUSE_CLUSTER: options.cluster ?? '' });
-const server = createClickHouse(settings, null);
-const inDatabase = createClickHouse(settings);
+const server = createClickHouse(settings, null, MIGRATION_TIMEOUT_MS);
+const inDatabase = createClickHouse(settings, settings.database, MIGRATION_TIMEOUT_MS);
 await runCommand('migrate', async () => {
   try {
     // The server first, without the database (migrate creates it).

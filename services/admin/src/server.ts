@@ -10,7 +10,7 @@ import { ErasureJobs, registerErasureRoutes } from './erasure.js';
 import { ErasureAnnouncer } from '@otm/shared/erasure-announcements';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { migrate, requireMigrated } from '@otm/shared/migrate';
-import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { registerAnalyticsRoutes } from './analytics-routes.js';
 import { backfillState } from './analytics.js';
 import { registerDashboard } from './dashboard.js';
@@ -47,13 +47,14 @@ const analyticsReader = config.ANALYTICS_CLICKHOUSE_USER
 // ingester: idempotent, and safe when several run at once. ClickHouse away at start
 // does not stop the admin service: it tries again every 5 s, and until then changes
 // of keys and policies are refused (503: no audit entry, no change).
-const migrationServer = createClickHouse(clickhouseSettingsFrom(config), null);
+const migrationServer = createClickHouse(clickhouseSettingsFrom(config), null, MIGRATION_TIMEOUT_MS);
+const migrating = createClickHouse(clickhouseSettingsFrom(config), config.CLICKHOUSE_DATABASE, MIGRATION_TIMEOUT_MS);
 const migrated = (async () => {
   for (;;) {
     try {
       // The ingesters report the migrations they apply; here they are only debug lines.
       if (config.MIGRATE_ON_START) {
-        await migrate(migrationServer, clickhouse, config.CLICKHOUSE_DATABASE, (line) => logger.debug(line), config.CLICKHOUSE_CLUSTER);
+        await migrate(migrationServer, migrating, config.CLICKHOUSE_DATABASE, (line) => logger.debug(line), config.CLICKHOUSE_CLUSTER);
       } else {
         await requireMigrated(clickhouse, config.CLICKHOUSE_DATABASE);
       }
@@ -161,6 +162,7 @@ async function shutdown(): Promise<void> {
   redis.disconnect();
   await clickhouse.close();
   await migrationServer.close();
+  await migrating.close();
   process.exit(0);
 }
 process.on('SIGTERM', () => void shutdown());

@@ -7,7 +7,7 @@ import { codecs } from '@otm/shared/kafka-codecs';
 import { cachedConsumerLag, createConsumer, createDurableProducer, createKafka, ensureTopic, kafkaSettingsFrom } from '@otm/shared/kafka';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
-import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
 import { loadIngesterConfig } from './config.js';
 import { UsageConsumer } from './consumer.js';
@@ -35,7 +35,8 @@ if (config.INGEST_FAULT_INJECTION === 'undecodable-snappy') {
 }
 
 const clickhouseSettings = clickhouseSettingsFrom(config);
-const server = createClickHouse(clickhouseSettings, null);
+const server = createClickHouse(clickhouseSettings, null, MIGRATION_TIMEOUT_MS);
+const migrating = createClickHouse(clickhouseSettings, clickhouseSettings.database, MIGRATION_TIMEOUT_MS);
 const clickhouse = createClickHouse(clickhouseSettings);
 // A dependency that cannot be used at start ends the process with one line naming it
 // and the variables to fix (dependency-failure.ts).
@@ -45,16 +46,17 @@ await startStep(
     config.MIGRATE_ON_START
       ? migrate(
           server,
-          clickhouse,
+          migrating,
           config.CLICKHOUSE_DATABASE,
           (line) => logger.info(line),
           clickhouseSettings.cluster,
           config.INGEST_MIGRATIONS_UP_TO || undefined,
         ).then(() => undefined)
-      : requireMigrated(clickhouse, config.CLICKHOUSE_DATABASE),
+      : requireMigrated(migrating, config.CLICKHOUSE_DATABASE),
   (error) => (error instanceof DependencyError ? error : clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE)),
 );
 await server.close();
+await migrating.close();
 
 const kafka = createKafka(kafkaSettingsFrom(config, 'ingester'), logger);
 await startStep(
