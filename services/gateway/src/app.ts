@@ -21,18 +21,9 @@ import { createIngestAuth, type KeyLookup } from './ingest-auth.js';
 import { ingestRoutes } from './ingest-routes.js';
 import { CAPTURE_HEADER, capturePolicyOf, headerValues } from './capture.js';
 import type { Redactor } from './redact.js';
-import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
-import {
-  checkRecord,
-  IDEMPOTENCY_KEY,
-  prepareRecord,
-  previousAnswer,
-  queuedValue,
-  type AcceptedReply,
-  type IntakeContext,
-  type ReplayCache,
-  type Usage,
-} from './record-intake.js';
+import type { QueuedMessage } from './produce-batcher.js';
+import { IDEMPOTENCY_KEY, type IntakeContext, type ReplayCache } from './record-intake.js';
+import { accept, type ItemResult } from './intake.js';
 import type { GatewayMetrics } from './metrics.js';
 
 /** zlib's output chunk when inflating a request body (see the compress registration). */
@@ -151,26 +142,17 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     async (request, reply) => {
       const context = intakeContext(request, new Date());
       reply.header(CAPTURE_HEADER, context.capture);
-      const checked = checkRecord(request.body, idempotencyKeyOf(request), request.id, context);
-      const previous = previousAnswer(checked, deps.replay);
-      if (previous) {
-        deps.metrics.replays.inc();
-        return reply.code(202).send(accepted(previous, checked.usage));
+      const [result] = await accept([{ record: request.body, idempotencyKey: idempotencyKeyOf(request), requestId: request.id }], context, {
+        batcher: deps.batcher,
+        onReplay: () => deps.metrics.replays.inc(),
+      });
+      if (result!.kind === 'refused') throw result!.error;
+      if (result!.kind === 'unavailable') {
+        request.log.warn({ requestId: request.id, reason: result!.reason }, 'produce unavailable');
+        throw unavailable(reply, 'The queue is unavailable; the record was not accepted. Retry later.');
       }
-      const prepared = prepareRecord(checked, context);
-      try {
-        await deps.batcher.enqueue({ key: prepared.eventKey, value: queuedValue(prepared, context), requestId: prepared.requestId });
-      } catch (error) {
-        if (error instanceof ProduceUnavailableError) {
-          request.log.warn({ requestId: request.id, reason: error.message }, 'produce unavailable');
-          throw unavailable(reply, 'The queue is unavailable; the record was not accepted. Retry later.');
-        }
-        throw error;
-      }
-      const answer = { requestId: request.id, timestamp: context.receivedAtIso, digest: prepared.digest };
-      if (prepared.idempotencyKey) deps.replay?.set(prepared.eventKey, answer);
-      deps.metrics.records.inc({ outcome: 'accepted' });
-      return reply.code(202).send(accepted(answer, prepared.usage));
+      if (!result!.replay) deps.metrics.records.inc({ outcome: 'accepted' });
+      return reply.code(202).send(accepted(result!));
     },
   );
 
@@ -220,12 +202,12 @@ function idempotencyKeyOf(request: FastifyRequest): string | undefined {
   return values[0];
 }
 
-function accepted(answer: AcceptedReply, usage: Usage) {
+function accepted(result: Extract<ItemResult, { kind: 'accepted' }>) {
   return {
-    requestId: answer.requestId,
+    requestId: result.requestId,
     status: 'accepted',
     message: 'Usage record accepted for processing.',
-    timestamp: answer.timestamp,
-    usage,
+    timestamp: result.timestamp,
+    usage: result.usage,
   };
 }

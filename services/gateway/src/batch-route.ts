@@ -1,8 +1,9 @@
-// POST /v1/telemetry/usage/batch: many records in one request (decisions.md, "Batch
-// ingest"). Each item goes through the same intake as a single record; the valid
-// ones are handed to the produce batcher together, so a batch travels in one
-// Produce request (or a few, when it is larger than one may be). An item is answered
-// 202 only once Kafka acknowledged it.
+// POST /v1/telemetry/usage/batch: many records in one request. The route reads the
+// body (a JSON array or NDJSON, counted as it arrives), turns each item into an intake
+// item (its own idempotencyKey member, or the batch's key with its index), hands them
+// all to the one intake (intake.ts) and answers from the results: 202 when every item
+// was accepted, 207 when some were, 503 when a valid item could not be queued and none
+// was accepted, 400 otherwise.
 import { CAPTURE_HEADER } from './capture.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { v7 as uuidv7 } from 'uuid';
@@ -10,21 +11,10 @@ import { errorReportLimits, fitErrorBudget, ServiceError, type FieldError } from
 import type { Readable } from 'node:stream';
 import { parseJsonText } from '@otm/shared/http-edge';
 import { parseNdjson, readCountedBody, UnreadableLine, type BatchBodyLimits } from './batch-body.js';
-import { encodeWireAll } from '@otm/shared/registry';
 import { errorBodySchema, ingestRoutes } from './ingest-routes.js';
-import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
-import {
-  checkRecord,
-  IDEMPOTENCY_KEY,
-  prepareRecord,
-  previousAnswer,
-  queuedJson,
-  type CheckedRecord,
-  type IntakeContext,
-  type PreparedRecord,
-  type Usage,
-} from './record-intake.js';
-import { EventLoopTurn } from './event-loop-turn.js';
+import type { QueuedMessage } from './produce-batcher.js';
+import { IDEMPOTENCY_KEY, type IntakeContext } from './record-intake.js';
+import { accept, acceptedUsage, type IntakeItem, type ItemResult } from './intake.js';
 import type { GatewayMetrics } from './metrics.js';
 
 export type BatchLimits = BatchBodyLimits;
@@ -98,38 +88,44 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         const batchKey = deps.idempotencyKeyOf(request);
         const context = deps.intakeContext(request, receivedAt);
         reply.header(CAPTURE_HEADER, context.capture);
-        const answer = await ingestBatch(request.body as unknown[], batchKey, context, deps);
-        deps.metrics.records.inc({ outcome: 'accepted' }, answer.accepted);
-        deps.metrics.records.inc({ outcome: 'refused' }, answer.refused);
-        const status = answer.accepted === answer.results.length ? 202 : answer.accepted > 0 ? 207 : undefined;
+        const intake = await accept(batchItems(request.body as unknown[], batchKey), context, {
+          batcher: deps.batcher,
+          onReplay: () => deps.metrics.replays.inc(),
+        });
+        const results = intake.map(itemResult);
+        const accepted = intake.filter((result) => result.kind === 'accepted').length;
+        const refused = results.length - accepted;
+        deps.metrics.records.inc({ outcome: 'accepted' }, accepted);
+        deps.metrics.records.inc({ outcome: 'refused' }, refused);
+        const status = accepted === results.length ? 202 : accepted > 0 ? 207 : undefined;
         if (status !== undefined) {
-          fitErrorBudget(answer.results);
+          fitErrorBudget(results);
           return reply.code(status).send({
             status: status === 202 ? 'accepted' : 'partial',
             message:
               status === 202
-                ? `All ${answer.accepted} usage records accepted for processing.`
-                : `${answer.accepted} of ${answer.results.length} usage records accepted; see results for the others.`,
+                ? `All ${accepted} usage records accepted for processing.`
+                : `${accepted} of ${results.length} usage records accepted; see results for the others.`,
             timestamp: context.receivedAtIso,
-            accepted: answer.accepted,
-            refused: answer.refused,
-            usage: answer.usage,
-            results: answer.results,
+            accepted,
+            refused,
+            usage: acceptedUsage(intake),
+            results,
           });
         }
         // Nothing accepted: 503 if a valid item could not be queued (retry it all), else 400.
-        const unavailable = answer.results.some((result) => result.status === 503);
+        const unavailable = results.some((result) => result.status === 503);
         if (unavailable) {
           reply.header('retry-after', String(deps.retryAfterSeconds));
           const body = new ServiceError('Unavailable', 'The queue is unavailable; no record was accepted. Retry later.').toBody();
-          return reply.code(503).send({ ...body, results: answer.results });
+          return reply.code(503).send({ ...body, results });
         }
         deps.metrics.validationFailures.inc();
         // Every item's errors once, pointing into the batch, within the answer's budget;
         // the results then say each item's status and type only.
         const errors: FieldError[] = [];
         let truncated = false;
-        for (const result of answer.results) {
+        for (const result of results) {
           truncated ||= result.truncated === true;
           for (const error of result.errors ?? [{ path: '/', message: result.message ?? 'refused' }]) {
             errors.push({ path: `/${result.index}${error.path === '/' ? '' : error.path}`, message: error.message });
@@ -140,114 +136,33 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         const listed = fitWithin(errors);
         truncated ||= listed.length < errors.length;
         const body = new ServiceError('ValidationError', 'No record of the batch is valid; see results.').toBody();
-        return reply.code(400).send({ ...body, errors: listed, ...(truncated ? { truncated: true } : {}), results: answer.results });
+        return reply.code(400).send({ ...body, errors: listed, ...(truncated ? { truncated: true } : {}), results });
       },
     );
   });
 }
 
-interface BatchAnswer {
-  accepted: number;
-  refused: number;
-  usage: Usage;
-  results: BatchItemResult[];
-}
-
-async function ingestBatch(
-  items: unknown[],
-  batchKey: string | undefined,
-  context: IntakeContext,
-  deps: Pick<BatchRouteDeps, 'batcher' | 'metrics'>,
-): Promise<BatchAnswer> {
-  const results: BatchItemResult[] = new Array(items.length);
-  const checked: (CheckedRecord | undefined)[] = new Array(items.length);
-  const prepared: (PreparedRecord | undefined)[] = new Array(items.length);
-  /** The indexes of the items to queue, in order. */
-  const toQueue: number[] = [];
-  // The first item of this batch holding each event key: a later item with the same
-  // key is the same record (answered as the first) or a reused key (422).
-  const firstWithKey = new Map<string, number>();
-  const twins: [number, number][] = [];
-  const turn = new EventLoopTurn();
-
-  for (let index = 0; index < items.length; index++) {
-    // A large batch is checked in slices, so other requests are answered between them.
-    await turn.yieldIfLong();
+/** The batch's items for the intake: a member `idempotencyKey` is the item's own key, else the batch's key with the item's index. */
+function batchItems(items: unknown[], batchKey: string | undefined): (IntakeItem | ServiceError)[] {
+  return items.map((item, index) => {
     try {
-      const { record, itemKey } = splitItem(items[index]);
-      const key = itemKey ?? (batchKey === undefined ? undefined : `${batchKey}:${index}`);
-      const item = checkRecord(record, key, uuidv7(), context);
-      checked[index] = item;
-      const first = firstWithKey.get(item.eventKey);
-      if (first !== undefined) {
-        if (checked[first]?.digest !== item.digest) throw reusedKey();
-        twins.push([index, first]);
-        continue;
-      }
-      if (key !== undefined) firstWithKey.set(item.eventKey, index);
-      const previous = previousAnswer(item, context.replay);
-      if (previous) {
-        deps.metrics.replays.inc();
-        results[index] = { index, status: 202, requestId: previous.requestId };
-        continue;
-      }
-      toQueue.push(index);
+      const { record, itemKey } = splitItem(item);
+      return { record, idempotencyKey: itemKey ?? (batchKey === undefined ? undefined : `${batchKey}:${index}`), requestId: uuidv7() };
     } catch (error) {
-      if (!(error instanceof ServiceError)) throw error;
-      checked[index] = undefined;
-      results[index] = { index, status: error.statusCode as 400 | 422, ...error.toBody() };
-      delete (results[index] as { statusCode?: number }).statusCode;
+      if (error instanceof ServiceError) return error;
+      throw error;
     }
-  }
-  // The capture policy (redaction) only on the records that will be queued.
-  for (const index of toQueue) {
-    await turn.yieldIfLong();
-    prepared[index] = prepareRecord(checked[index]!, context);
-  }
-  // Every valid item's message value in one buffer (encodeWireAll), then queued together.
-  const values = encodeWireAll(
-    context.schemaId,
-    toQueue.map((index) => queuedJson(prepared[index]!, context)),
-  );
-  const sends = toQueue.map((index, position) => {
-    const item = prepared[index]!;
-    return deps.batcher.enqueue({ key: item.eventKey, value: values[position]!, requestId: item.requestId }).then(
-      () => {
-        results[index] = { index, status: 202, requestId: item.requestId };
-        if (item.idempotencyKey)
-          context.replay?.set(item.eventKey, {
-            requestId: item.requestId,
-            timestamp: context.receivedAtIso,
-            digest: item.digest,
-          });
-      },
-      (error: unknown) => {
-        if (!(error instanceof ProduceUnavailableError)) throw error;
-        results[index] = {
-          index,
-          status: 503,
-          errorType: 'Unavailable',
-          message: 'The queue is unavailable; this record was not accepted. Retry it.',
-        };
-      },
-    );
   });
-  await Promise.all(sends);
-  for (const [index, first] of twins) results[index] = { ...results[first]!, index };
+}
 
-  const answer: BatchAnswer = { accepted: 0, refused: 0, usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 }, results };
-  for (const result of results) {
-    if (result.status !== 202) {
-      answer.refused++;
-      continue;
-    }
-    answer.accepted++;
-    const usage = checked[result.index]!.usage;
-    answer.usage.inputTokens += usage.inputTokens;
-    answer.usage.outputTokens += usage.outputTokens;
-    answer.usage.totalTokens += usage.totalTokens;
+/** An item's result as the batch answer lists it. */
+function itemResult(result: ItemResult, index: number): BatchItemResult {
+  if (result.kind === 'accepted') return { index, status: 202, requestId: result.requestId };
+  if (result.kind === 'unavailable') {
+    return { index, status: 503, errorType: 'Unavailable', message: 'The queue is unavailable; this record was not accepted. Retry it.' };
   }
-  return answer;
+  const { statusCode, ...body } = result.error.toBody();
+  return { index, status: statusCode as 400 | 422, ...body };
 }
 
 /** An item is a record, plus optionally its own `idempotencyKey` (removed before validation). */
@@ -263,13 +178,6 @@ function splitItem(item: unknown): { record: unknown; itemKey: string | undefine
     });
   }
   return { record, itemKey: idempotencyKey };
-}
-
-function reusedKey(): ServiceError {
-  return new ServiceError(
-    'IdempotencyKeyReused',
-    'This idempotency key is used by another record of the batch; send a new key for a new record.',
-  );
 }
 
 /** The first errors of a list whose JSON fits the answer's byte budget. */

@@ -1,8 +1,8 @@
 // POST /v1/otlp/v1/traces: OTLP/HTTP trace exports (protobuf or JSON, gzip or not),
 // with the ingest key in X-API-Key or Authorization: Bearer. Each GenAI span becomes a
-// usage record through the same intake as the ingest endpoints (schema, bounds, capture
-// policy, replay), keyed by trace and span id so an exporter's retry stores nothing
-// twice; spans without GenAI attributes are ignored and counted. Answers follow the
+// usage record through the one intake (intake.ts: schema, bounds, capture policy,
+// replay, enqueue), keyed by trace and span id so an exporter's retry stores nothing
+// twice (the same span twice in one export is one record); spans without GenAI attributes are ignored and counted. Answers follow the
 // OTLP specification: 200 with an ExportTraceServiceResponse (partial_success when
 // spans were rejected), 503/429 with Retry-After for what an exporter should retry,
 // and every error body a google.rpc.Status in the request's encoding.
@@ -14,9 +14,9 @@ import { CAPTURE_HEADER } from './capture.js';
 import { ingestRoutes } from './ingest-routes.js';
 import type { GatewayMetrics } from './metrics.js';
 import { countJson, countProtobuf, decodeJson, OtlpDecodeError, usageFromSpan, type OtlpCodec, type OtlpSpan } from './otlp.js';
-import { EventLoopTurn } from './event-loop-turn.js';
-import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
-import { checkRecord, prepareRecord, previousAnswer, queuedValue, type IntakeContext } from './record-intake.js';
+import type { QueuedMessage } from './produce-batcher.js';
+import type { IntakeContext } from './record-intake.js';
+import { accept, type IntakeItem } from './intake.js';
 
 export interface OtlpRouteDeps {
   codec: OtlpCodec;
@@ -148,11 +148,10 @@ async function ingestSpans(
   deps: Pick<OtlpRouteDeps, 'batcher' | 'metrics'>,
 ): Promise<SpansOutcome> {
   const outcome: SpansOutcome = { accepted: 0, ignored: 0, rejected: [], unavailable: false };
-  const sends: Promise<void>[] = [];
-  const seen = new Set<string>();
-  const turn = new EventLoopTurn();
+  // Each GenAI span as an intake item (keyed by its trace and span ids); the others ignored.
+  const items: (IntakeItem | ServiceError)[] = [];
+  const itemSpans: OtlpSpan[] = [];
   for (const span of spans) {
-    await turn.yieldIfLong();
     const usage = usageFromSpan(span);
     if (usage.kind === 'ignored') {
       outcome.ignored++;
@@ -162,36 +161,19 @@ async function ingestSpans(
       outcome.rejected.push(usage.reason);
       continue;
     }
-    try {
-      const checked = checkRecord(usage.record, usage.idempotencyKey, uuidv7(), context);
-      // The same span twice in one export is one record.
-      if (seen.has(checked.eventKey)) continue;
-      seen.add(checked.eventKey);
-      if (previousAnswer(checked, context.replay)) {
-        deps.metrics.replays.inc();
-        outcome.accepted++;
-        continue;
-      }
-      const item = prepareRecord(checked, context);
-      sends.push(
-        deps.batcher.enqueue({ key: item.eventKey, value: queuedValue(item, context), requestId: item.requestId }).then(
-          () => {
-            outcome.accepted++;
-            context.replay?.set(item.eventKey, { requestId: item.requestId, timestamp: context.receivedAtIso, digest: item.digest });
-          },
-          (error: unknown) => {
-            if (!(error instanceof ProduceUnavailableError)) throw error;
-            outcome.unavailable = true;
-          },
-        ),
-      );
-    } catch (error) {
-      if (!(error instanceof ServiceError)) throw error;
-      const detail = error.details.errors?.map((each) => `${each.path} ${each.message}`).join('; ');
-      outcome.rejected.push(`span ${span.spanId}: ${error.message}${detail ? ` (${detail})` : ''}`);
-    }
+    items.push({ record: usage.record, idempotencyKey: usage.idempotencyKey, requestId: uuidv7() });
+    itemSpans.push(span);
   }
-  await Promise.all(sends);
+  const results = await accept(items, context, { batcher: deps.batcher, onReplay: () => deps.metrics.replays.inc() });
+  results.forEach((result, index) => {
+    if (result.kind === 'accepted') outcome.accepted++;
+    else if (result.kind === 'unavailable') outcome.unavailable = true;
+    else {
+      const { error } = result;
+      const detail = error.details.errors?.map((each) => `${each.path} ${each.message}`).join('; ');
+      outcome.rejected.push(`span ${itemSpans[index]!.spanId}: ${error.message}${detail ? ` (${detail})` : ''}`);
+    }
+  });
   return outcome;
 }
 
