@@ -113,12 +113,14 @@ function renderMarkdown(data: Output): string {
   const an = (data.analytics ?? {}) as Record<string, any>;
   const atFirst = new Map(((an.atFirst ?? []) as Record<string, any>[]).map((row) => [row.name, row]));
   const atFull = (an.atFull ?? []) as Record<string, any>[];
-  const ratios = atFull.map((row) => row.p95Ms / (atFirst.get(row.name)?.p95Ms ?? NaN)).filter(Number.isFinite);
+  const ratiosOf = (key: 'p50Ms' | 'p95Ms') =>
+    atFull.map((row) => row[key] / (atFirst.get(row.name)?.[key] ?? NaN)).filter(Number.isFinite);
+  const ratios = [...ratiosOf('p50Ms'), ...ratiosOf('p95Ms')];
   const mb = (bytes: unknown) => f(Number(bytes) / 1_048_576, 1);
   const analyticsRows = atFull
     .map((row) => {
       const small = atFirst.get(row.name) ?? {};
-      return `| ${row.name} | ${f(small.p50Ms)} / ${f(small.p95Ms)} ms | ${f(small.rowsRead)} | ${f(row.p50Ms)} / ${f(row.p95Ms)} ms | ${f(row.rowsRead)} | ${mb(row.bytesRead)} MB | ${f(row.p95Ms / small.p95Ms, 2)} |${row.status === 200 ? '' : ` answered ${row.status}`}`;
+      return `| ${row.name} | ${f(small.firstMs)}; ${f(small.p50Ms)} / ${f(small.p95Ms)} ms | ${f(small.rowsRead)} | ${f(row.firstMs)}; ${f(row.p50Ms)} / ${f(row.p95Ms)} ms | ${f(row.rowsRead)} | ${mb(row.bytesRead)} MB | ${f(row.p50Ms / small.p50Ms, 2)} / ${f(row.p95Ms / small.p95Ms, 2)} |${row.status === 200 ? '' : ` answered ${row.status}`}`;
     })
     .join('\n');
   const tableRows = ((an.tables ?? []) as Record<string, any>[])
@@ -131,7 +133,7 @@ function renderMarkdown(data: Output): string {
   const targets = [
     ['analytics: every p95 ≤ 300 ms at the full size', `${f(worstP95)} ms (the slowest)`, check(worstP95, (x) => x <= 300)],
     [
-      'analytics: p95 at the full size / at a tenth ≤ 1.5',
+      'analytics: time at the full size / at a tenth ≤ 1.5 (p50 and p95)',
       `${f(ratios.length ? Math.max(...ratios) : undefined, 2)} (the largest)`,
       check(ratios.length ? Math.max(...ratios) : undefined, (x) => x <= 1.5),
     ],
@@ -230,9 +232,9 @@ ${hostileRows || '| not measured | | | | | | |'}
 
 Gateway RSS ${f(h.rssBeforeMb)} MB before the attacks (after a warm-up of normal batches), ${f(h.rssAfterAttacksMb)} MB after them, ${f(h.rssSettledMb)} MB ${f(h.settleSeconds)} s later (budget: back within 50 MB within a minute).
 
-Analytics at scale (\`--only analytics\`; docs/analytics-api.md): ${f(an.first)} then ${f(an.events)} usage events generated inside ClickHouse (30 days, 100,000 users, 50 models, 48 keys, 2 % errors; ${f(an.firstGenerateSeconds)} s and ${f(an.restGenerateSeconds)} s more, every view filling its table except usage_rollup_minute's, which the API no longer reads; then the hour, day and per-user rollups merged as a month of background merges would leave them: ${f(an.firstSettle?.seconds)} s and ${f(an.fullSettle?.seconds)} s, their rows ${f(an.fullSettle?.rowsBefore)} → ${f(an.fullSettle?.rowsAfter)} at the full size), then each request asked of the admin service 5 times; p50 / p95 of the answer's time and what ClickHouse read for it (system.query_log, by the request's id):
+Analytics at scale (\`--only analytics\`; docs/analytics-api.md): ${f(an.first)} then ${f(an.events)} usage events generated inside ClickHouse (30 days, 100,000 users, 50 models, 48 keys, 2 % errors; ${f(an.firstGenerateSeconds)} s and ${f(an.restGenerateSeconds)} s more, every view filling its table except usage_rollup_minute's, which the API no longer reads; then the hour, day and per-user rollups merged as a month of background merges would leave them: ${f(an.firstSettle?.seconds)} s and ${f(an.fullSettle?.seconds)} s, their rows ${f(an.fullSettle?.rowsBefore)} → ${f(an.fullSettle?.rowsAfter)} at the full size), then each request asked of the admin service once (the first answer's time, before its pages are in memory) and ${f(an.timedAnswers ?? 5)} times more: p50 / p95 of those answers' times, what ClickHouse read for the last (system.query_log, by the request's id), and the ratios of the p50s and of the p95s at the two sizes:
 
-| request | at ${f(an.first)}: p50 / p95 | rows read | at ${f(an.events)}: p50 / p95 | rows read | bytes read | p95 ratio |
+| request | at ${f(an.first)}: first; p50 / p95 | rows read | at ${f(an.events)}: first; p50 / p95 | rows read | bytes read | ratio p50 / p95 |
 | --- | --- | --- | --- | --- | --- | --- |
 ${analyticsRows || '| not measured | | | | | | |'}
 

@@ -4,8 +4,9 @@
 // (default 100 million), then the rest; at each size every request each dashboard page
 // makes and each documented API shape (grouped by model, provider, environment, user,
 // key; one user; top users by cost; latency; errors; over 24 h, 7 d and 30 d) is asked of
-// a real admin service 5 times: p50 and p95 of the answer's time, and the rows and
-// bytes ClickHouse read for it (system.query_log, found by the request's id). At the
+// a real admin service once (its time reported as the first answer: pages not yet in
+// memory), then TIMED_ANSWERS more times: p50 and p95 of those answers' times, and the
+// rows and bytes ClickHouse read for it (system.query_log, found by the request's id). At the
 // full size: one user's erasure, one day's re-costing, and each dashboard page's time
 // until its charts are drawn in Chromium.
 //
@@ -79,8 +80,13 @@ function pageRequests(since: string): Shape[] {
   ];
 }
 
+/** Answers timed per request after the first (p95 of 20 is the second slowest, not the slowest). */
+const TIMED_ANSWERS = 20;
+
 interface Timed {
   name: string;
+  /** The first answer's time. */
+  firstMs: number;
   p50Ms: number;
   p95Ms: number;
   rowsRead: number;
@@ -117,7 +123,7 @@ export async function benchAnalytics(): Promise<void> {
     90_000,
   );
   const auth = { authorization: `Bearer ${adminToken}` };
-  const out: Record<string, unknown> = { events, first };
+  const out: Record<string, unknown> = { events, first, timedAnswers: TIMED_ANSWERS };
 
   const measure = async (list: Shape[]): Promise<Timed[]> => {
     const timed: Timed[] = [];
@@ -125,7 +131,7 @@ export async function benchAnalytics(): Promise<void> {
       const times: number[] = [];
       const ids: string[] = [];
       let status = 0;
-      for (let i = 0; i < 5; i++) {
+      for (let i = 0; i <= TIMED_ANSWERS; i++) {
         const started = performance.now();
         const response = await fetch(`${admin.url}${shape.path}`, { headers: auth });
         await response.text();
@@ -133,10 +139,19 @@ export async function benchAnalytics(): Promise<void> {
         ids.push(response.headers.get('x-request-id') ?? '');
         status = response.status;
       }
-      timed.push({ name: shape.name, p50Ms: percentile(times, 50), p95Ms: percentile(times, 95), rowsRead: 0, bytesRead: 0, status });
+      const [firstMs, ...rest] = times as [number, ...number[]];
+      timed.push({
+        name: shape.name,
+        firstMs,
+        p50Ms: percentile(rest, 50),
+        p95Ms: percentile(rest, 95),
+        rowsRead: 0,
+        bytesRead: 0,
+        status,
+      });
       (timed[timed.length - 1] as Timed & { ids?: string[] }).ids = ids;
     }
-    // What ClickHouse read for each (the last of the five), from its query log.
+    // What ClickHouse read for each (its last answer), from its query log.
     await clickhouse.command({ query: 'SYSTEM FLUSH LOGS' });
     for (const entry of timed as (Timed & { ids?: string[] })[]) {
       const id = entry.ids!.at(-1)!;

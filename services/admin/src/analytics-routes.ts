@@ -33,8 +33,13 @@ export const analyticsAnswerSchema = {
   type: 'object',
   required: ['from', 'to', 'bucket', 'groupBy', 'rows', 'truncated'],
   properties: {
-    from: { type: 'string', format: 'date-time' },
-    to: { type: 'string', format: 'date-time' },
+    from: {
+      type: 'string',
+      format: 'date-time',
+      description:
+        'start of the range counted: earlier than asked when the query is counted in whole hours or days (latency in whole buckets; per-user days)',
+    },
+    to: { type: 'string', format: 'date-time', description: 'end of the range counted (later than asked in the same cases)' },
     bucket: { type: 'string' },
     groupBy: { type: 'array', items: { type: 'string' } },
     rows: { type: 'array', items: { type: 'object', additionalProperties: true } },

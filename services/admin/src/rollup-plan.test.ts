@@ -87,13 +87,58 @@ describe('planQuery', () => {
 
   it('hourly latency reads the latency rollups when they hold every dimension asked for', () => {
     const hourly = { ...base, route: 'latency' as const, bucketSeconds: 3600, fromS: 1800, toS: 7 * 86_400 };
-    expect(tables(hourly)).toEqual(['usage_latency_by_hour', 'usage_rollup_by_minute']);
-    expect(tables({ ...hourly, dimensions: ['provider', 'model'] })).toEqual(['usage_latency_by_hour', 'usage_rollup_by_minute']);
-    expect(tables({ ...hourly, dimensions: ['model', 'environment'] })).toEqual(['usage_latency_env_by_hour', 'usage_rollup_by_minute']);
-    expect(tables({ ...hourly, dimensions: ['model', 'userType'] })).toEqual(['usage_rollup_by_hour', 'usage_rollup_by_minute']);
-    expect(tables({ ...hourly, dimensions: ['keyId'] })).toEqual(['usage_rollup_key_by_hour', 'usage_rollup_key_by_minute']);
-    // Usage never reads them (they hold no tokens, no cost).
+    expect(tables(hourly)).toEqual(['usage_latency_by_hour']);
+    expect(tables({ ...hourly, dimensions: ['provider', 'model'] })).toEqual(['usage_latency_by_hour']);
+    expect(tables({ ...hourly, dimensions: ['model', 'environment'] })).toEqual(['usage_latency_env_by_hour']);
+    expect(tables({ ...hourly, dimensions: ['model', 'userType'] })).toEqual(['usage_rollup_by_hour']);
+    expect(tables({ ...hourly, dimensions: ['keyId'] })).toEqual(['usage_rollup_key_by_hour']);
+    // Usage never reads them (they hold no tokens, no cost), and keeps its minutes at the edges.
     expect(tables({ ...hourly, route: 'usage', dimensions: ['model'] })).toEqual(['usage_rollup_by_hour', 'usage_rollup_by_minute']);
+  });
+
+  it('latency is counted in whole buckets: the range widened to hours or days, never cut into minutes', () => {
+    const at = (h: number, m = 0) => h * 3600 + m * 60;
+    // Hourly from 00:30 to 23:10 of day 2: 00:00 to 24:00, hours only.
+    const hourly = planQuery({ ...base, route: 'latency', bucketSeconds: 3600, fromS: 86_400 + at(0, 30), toS: 86_400 + at(23, 10) });
+    expect([hourly.fromS, hourly.toS]).toEqual([86_400, 2 * 86_400]);
+    expect(hourly.plan).toEqual({
+      kind: 'rollups',
+      pieces: [{ table: 'usage_latency_by_hour', time: 'hour', fromS: 86_400, toS: 2 * 86_400 }],
+    });
+    // Daily over 30 days from mid-afternoon: whole days only.
+    const daily = planQuery({ ...base, route: 'latency', bucketSeconds: 86_400, fromS: at(14, 37), toS: 30 * 86_400 + at(9, 13) });
+    expect([daily.fromS, daily.toS]).toEqual([0, 31 * 86_400]);
+    expect(tables({ ...base, route: 'latency', bucketSeconds: 86_400, fromS: at(14, 37), toS: 30 * 86_400 + at(9, 13) })).toEqual([
+      'usage_rollup_by_day',
+    ]);
+    // No buckets: whole hours once the range spans a day (days inside, hours around them) ...
+    const week = planQuery({ ...base, route: 'latency', fromS: at(14, 37), toS: 7 * 86_400 + at(9, 13) });
+    expect([week.fromS, week.toS]).toEqual([at(14), 7 * 86_400 + at(10)]);
+    expect(tables({ ...base, route: 'latency', fromS: at(14, 37), toS: 7 * 86_400 + at(9, 13) })).toEqual([
+      'usage_rollup_by_day',
+      'usage_latency_by_hour',
+    ]);
+    // ... and as asked when shorter, or with minute buckets.
+    expect(planQuery({ ...base, route: 'latency', fromS: at(1, 17), toS: at(7, 43) })).toMatchObject({ fromS: at(1, 17), toS: at(7, 43) });
+    expect(planQuery({ ...base, route: 'latency', bucketSeconds: 60, fromS: at(1, 17), toS: at(30, 43) })).toMatchObject({
+      fromS: at(1, 17),
+      toS: at(30, 43),
+    });
+    // Usage, errors and one user's latency keep their range.
+    for (const input of [
+      { ...base, route: 'usage' as const, bucketSeconds: 3600, fromS: at(0, 30), toS: at(23, 10) },
+      { ...base, route: 'errors' as const, bucketSeconds: 3600, fromS: at(0, 30), toS: at(23, 10) },
+      { ...base, route: 'latency' as const, oneUser: true, bucketSeconds: 3600, fromS: at(0, 30), toS: at(23, 10) },
+    ]) {
+      expect(planQuery(input)).toMatchObject({ fromS: at(0, 30), toS: at(23, 10) });
+    }
+    // Before the backfill: usage_rollup_minute, as asked.
+    expect(
+      planQuery({ ...base, route: 'latency', bucketSeconds: 3600, fromS: at(0, 30), toS: at(23, 10), backfilled: false }),
+    ).toMatchObject({
+      fromS: at(0, 30),
+      toS: at(23, 10),
+    });
   });
 
   it("one user's queries read that user's records; top users read the per-user days, widened to whole days", () => {

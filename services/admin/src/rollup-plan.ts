@@ -21,6 +21,12 @@
 //                                           environment, usage_latency_env_by_hour)
 //   errors                                  usage_errors_by_hour, usage_errors_minute
 //
+// Latency is counted in whole buckets: hourly latency over whole hours, daily over whole
+// days, and with no buckets over whole hours once the range spans a day (the answer's
+// from/to say so). A percentile state of a minute holds that minute's values, so
+// minutes at the edges would cost what the traffic in them was; whole hours and days
+// cost what the chart shows (docs/analytics-api.md, "Latency in whole buckets").
+//
 // Until the backfill of migration 0008 has finished, every usage and latency query reads
 // usage_rollup_minute and every errors query usage_errors_minute, as before it.
 
@@ -88,9 +94,26 @@ const USER_DAY_DIMENSIONS = new Set(['environment', 'userType', 'userId']);
 const LATENCY_DIMENSIONS: ReadonlySet<string> = new Set(['provider', 'model']);
 const LATENCY_ENV_DIMENSIONS: ReadonlySet<string> = new Set(['environment', 'provider', 'model']);
 
+/**
+ * The range a latency query counts: [fromS, toS) widened to whole buckets (hours or
+ * days), or with no buckets to whole hours once it spans a day; minute buckets, and
+ * shorter ranges without buckets, stay as asked.
+ */
+export function latencyRange(bucketSeconds: number, fromS: number, toS: number): { fromS: number; toS: number } {
+  const unit = bucketSeconds >= HOUR ? bucketSeconds : bucketSeconds === 0 && toS - fromS >= DAY ? HOUR : 0;
+  if (unit === 0) return { fromS, toS };
+  return { fromS: Math.floor(fromS / unit) * unit, toS: Math.ceil(toS / unit) * unit };
+}
+
 /** The plan for a query; `fromS`/`toS` come back changed when the plan counts a wider range. */
 export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: number } {
-  const { route, bucketSeconds, dimensions, fromS, toS } = input;
+  const { route, bucketSeconds, dimensions } = input;
+  // Latency over the rollups: whole buckets (above). One user's records stay as asked.
+  const widened =
+    route === 'latency' && input.backfilled && !input.oneUser && !dimensions.includes('userId')
+      ? latencyRange(bucketSeconds, input.fromS, input.toS)
+      : { fromS: input.fromS, toS: input.toS };
+  const { fromS, toS } = widened;
   const same = (plan: Plan) => ({ plan, fromS, toS });
   if (!input.backfilled) return same({ kind: 'legacy' });
   if (route === 'errors') {
