@@ -6,15 +6,15 @@
 // was accepted, 400 otherwise.
 import { CAPTURE_HEADER } from './capture.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { v7 as uuidv7 } from 'uuid';
-import { errorReportLimits, fitErrorBudget, ServiceError, type FieldError } from '@otm/shared/errors';
+import { fitErrorBudget, ServiceError } from '@otm/shared/errors';
 import type { Readable } from 'node:stream';
 import { parseJsonText } from '@otm/shared/http-edge';
-import { parseNdjson, readCountedBody, UnreadableLine, type BatchBodyLimits } from './batch-body.js';
+import { parseNdjson, readCountedBody, type BatchBodyLimits } from './batch-body.js';
+import { batchItems, itemResult, noneValidAnswer } from './batch-answer.js';
 import { errorBodySchema, ingestRoutes } from './ingest-routes.js';
 import type { QueuedMessage } from './produce-batcher.js';
-import { IDEMPOTENCY_KEY, type IntakeContext } from './record-intake.js';
-import { accept, acceptedUsage, type IntakeItem, type ItemResult } from './intake.js';
+import type { IntakeContext } from './record-intake.js';
+import { accept, acceptedUsage } from './intake.js';
 import type { GatewayMetrics } from './metrics.js';
 
 export type BatchLimits = BatchBodyLimits;
@@ -27,16 +27,6 @@ export interface BatchRouteDeps {
   idempotencyKeyOf(request: FastifyRequest): string | undefined;
   intakeContext(request: FastifyRequest, receivedAt: Date): IntakeContext;
   retryAfterSeconds: number;
-}
-
-export interface BatchItemResult {
-  index: number;
-  status: 202 | 400 | 422 | 503;
-  requestId?: string;
-  errorType?: string;
-  message?: string;
-  errors?: FieldError[];
-  truncated?: boolean;
 }
 
 export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits, jsonMaxDepth: number, deps: BatchRouteDeps): void {
@@ -121,73 +111,8 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
           return reply.code(503).send({ ...body, results });
         }
         deps.metrics.validationFailures.inc();
-        // Every item's errors once, pointing into the batch, within the answer's budget;
-        // the results then say each item's status and type only.
-        const errors: FieldError[] = [];
-        let truncated = false;
-        for (const result of results) {
-          truncated ||= result.truncated === true;
-          for (const error of result.errors ?? [{ path: '/', message: result.message ?? 'refused' }]) {
-            errors.push({ path: `/${result.index}${error.path === '/' ? '' : error.path}`, message: error.message });
-          }
-          delete result.errors;
-          delete result.truncated;
-        }
-        const listed = fitWithin(errors);
-        truncated ||= listed.length < errors.length;
-        const body = new ServiceError('ValidationError', 'No record of the batch is valid; see results.').toBody();
-        return reply.code(400).send({ ...body, errors: listed, ...(truncated ? { truncated: true } : {}), results });
+        return reply.code(400).send(noneValidAnswer(results));
       },
     );
   });
-}
-
-/** The batch's items for the intake: a member `idempotencyKey` is the item's own key, else the batch's key with the item's index. */
-function batchItems(items: unknown[], batchKey: string | undefined): (IntakeItem | ServiceError)[] {
-  return items.map((item, index) => {
-    try {
-      const { record, itemKey } = splitItem(item);
-      return { record, idempotencyKey: itemKey ?? (batchKey === undefined ? undefined : `${batchKey}:${index}`), requestId: uuidv7() };
-    } catch (error) {
-      if (error instanceof ServiceError) return error;
-      throw error;
-    }
-  });
-}
-
-/** An item's result as the batch answer lists it. */
-function itemResult(result: ItemResult, index: number): BatchItemResult {
-  if (result.kind === 'accepted') return { index, status: 202, requestId: result.requestId };
-  if (result.kind === 'unavailable') {
-    return { index, status: 503, errorType: 'Unavailable', message: 'The queue is unavailable; this record was not accepted. Retry it.' };
-  }
-  const { statusCode, ...body } = result.error.toBody();
-  return { index, status: statusCode as 400 | 422, ...body };
-}
-
-/** An item is a record, plus optionally its own `idempotencyKey` (removed before validation). */
-function splitItem(item: unknown): { record: unknown; itemKey: string | undefined } {
-  if (item instanceof UnreadableLine) throw item.error;
-  if (item === null || typeof item !== 'object' || Array.isArray(item) || !('idempotencyKey' in item)) {
-    return { record: item, itemKey: undefined };
-  }
-  const { idempotencyKey, ...record } = item as Record<string, unknown>;
-  if (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
-    throw new ServiceError('ValidationError', 'Invalid idempotencyKey.', {
-      errors: [{ path: '/idempotencyKey', message: 'must be a string of 1 to 255 printable ASCII characters' }],
-    });
-  }
-  return { record, itemKey: idempotencyKey };
-}
-
-/** The first errors of a list whose JSON fits the answer's byte budget. */
-function fitWithin(errors: FieldError[]): FieldError[] {
-  let spent = 2;
-  let count = 0;
-  for (const error of errors) {
-    spent += JSON.stringify(error).length + 1;
-    if (spent > errorReportLimits.answerBytes) break;
-    count++;
-  }
-  return errors.slice(0, count);
 }

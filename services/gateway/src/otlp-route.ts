@@ -7,16 +7,15 @@
 // spans were rejected), 503/429 with Retry-After for what an exporter should retry,
 // and every error body a google.rpc.Status in the request's encoding.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { v7 as uuidv7 } from 'uuid';
 import { ServiceError } from '@otm/shared/errors';
 import { registerJsonParser } from '@otm/shared/http-edge';
 import { CAPTURE_HEADER } from './capture.js';
 import { ingestRoutes } from './ingest-routes.js';
 import type { GatewayMetrics } from './metrics.js';
-import { countJson, countProtobuf, decodeJson, OtlpDecodeError, usageFromSpan, type OtlpCodec, type OtlpSpan } from './otlp.js';
+import { countJson, countProtobuf, decodeJson, type OtlpCodec, type OtlpSpan } from './otlp.js';
+import { ingestSpans, readable, summary } from './otlp-spans.js';
 import type { QueuedMessage } from './produce-batcher.js';
 import type { IntakeContext } from './record-intake.js';
-import { accept, type IntakeItem } from './intake.js';
 
 export interface OtlpRouteDeps {
   codec: OtlpCodec;
@@ -123,62 +122,4 @@ export function registerOtlpRoute(app: FastifyInstance, deps: OtlpRouteDeps): vo
       },
     );
   });
-}
-
-/** The result of reading the body, an unreadable one refused with 400. */
-function readable<T>(read: () => T): T {
-  try {
-    return read();
-  } catch (error) {
-    if (error instanceof OtlpDecodeError) throw new ServiceError('ValidationError', error.message);
-    throw error;
-  }
-}
-
-interface SpansOutcome {
-  accepted: number;
-  ignored: number;
-  rejected: string[];
-  unavailable: boolean;
-}
-
-async function ingestSpans(
-  spans: OtlpSpan[],
-  context: IntakeContext,
-  deps: Pick<OtlpRouteDeps, 'batcher' | 'metrics'>,
-): Promise<SpansOutcome> {
-  const outcome: SpansOutcome = { accepted: 0, ignored: 0, rejected: [], unavailable: false };
-  // Each GenAI span as an intake item (keyed by its trace and span ids); the others ignored.
-  const items: (IntakeItem | ServiceError)[] = [];
-  const itemSpans: OtlpSpan[] = [];
-  for (const span of spans) {
-    const usage = usageFromSpan(span);
-    if (usage.kind === 'ignored') {
-      outcome.ignored++;
-      continue;
-    }
-    if (usage.kind === 'refused') {
-      outcome.rejected.push(usage.reason);
-      continue;
-    }
-    items.push({ record: usage.record, idempotencyKey: usage.idempotencyKey, requestId: uuidv7() });
-    itemSpans.push(span);
-  }
-  const results = await accept(items, context, { batcher: deps.batcher, onReplay: () => deps.metrics.replays.inc() });
-  results.forEach((result, index) => {
-    if (result.kind === 'accepted') outcome.accepted++;
-    else if (result.kind === 'unavailable') outcome.unavailable = true;
-    else {
-      const { error } = result;
-      const detail = error.details.errors?.map((each) => `${each.path} ${each.message}`).join('; ');
-      outcome.rejected.push(`span ${itemSpans[index]!.spanId}: ${error.message}${detail ? ` (${detail})` : ''}`);
-    }
-  });
-  return outcome;
-}
-
-/** partial_success.error_message: the first reasons, and how many more. */
-function summary(reasons: string[]): string {
-  const shown = reasons.slice(0, 5).join(' | ');
-  return reasons.length > 5 ? `${shown} | and ${reasons.length - 5} more` : shown;
 }
