@@ -1,0 +1,103 @@
+// Redis (Debian's package) for the local stack: append-only, TLS and an ACL user in the
+// secure profile.
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+// Not @otm/shared: the test setup loads this file before any workspace is built.
+import { Redis } from 'ioredis';
+import { stackAddresses } from './config.js';
+import { SECURE_USERS, ensureSecureMaterial } from './secure.js';
+import { ProcessService, ensureDebianPackage } from './process-service.js';
+
+export class RedisService extends ProcessService {
+  readonly name = 'redis';
+  readonly startTimeoutMs = 20_000;
+  protected get home() {
+    return path.join(this.config.dir, 'redis');
+  }
+  get address() {
+    return stackAddresses(this.config).REDIS_URL;
+  }
+
+  protected prepare() {
+    ensureDebianPackage('redis-server', 'redis-server');
+    const configFile = path.join(this.home, 'redis.conf');
+    fs.writeFileSync(
+      configFile,
+      [
+        `bind ${this.config.host}`,
+        ...(this.config.secure ? this.secureLines() : [`port ${this.config.redisPort}`]),
+        `dir ${this.home}`,
+        'daemonize no',
+        'protected-mode yes',
+        // Dedupe keys survive a restart (AOF, fsync every second). What a crash
+        // still loses, ClickHouse's event-key collapsing absorbs.
+        'appendonly yes',
+        'appendfsync everysec',
+        'save ""',
+        'maxmemory 1gb',
+        'maxmemory-policy noeviction',
+        'notify-keyspace-events ""',
+        '',
+      ].join('\n'),
+    );
+    return { command: 'redis-server', args: [configFile] };
+  }
+
+  /**
+   * The secure profile: TLS only (the plain port closed) and one ACL user, the default user
+   * off. The user may run what the services run on the keys and channels under the prefix
+   * `otm:`, and nothing from @dangerous but INFO (ioredis' ready check).
+   */
+  private secureLines(): string[] {
+    const material = ensureSecureMaterial(this.config);
+    return [
+      'port 0',
+      `tls-port ${this.config.redisPort}`,
+      `tls-cert-file ${material.serverCertFile}`,
+      `tls-key-file ${material.serverKeyFile}`,
+      `tls-ca-cert-file ${material.caFile}`,
+      'tls-auth-clients no',
+      'user default off',
+      `user ${SECURE_USERS.redis} on >${material.passwords.redis} ~otm:* &otm:* +@all -@dangerous +info`,
+    ];
+  }
+
+  async healthy(): Promise<boolean> {
+    if (!this.config.secure) return this.plainHealthy();
+    const material = ensureSecureMaterial(this.config);
+    const url = new URL(this.address);
+    url.username = SECURE_USERS.redis;
+    url.password = material.passwords.redis;
+    const redis = new Redis(url.toString(), {
+      tls: { ca: [fs.readFileSync(material.caFile)] },
+      lazyConnect: true,
+      connectTimeout: 1000,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    redis.on('error', () => undefined);
+    try {
+      await redis.connect();
+      return (await redis.ping()) === 'PONG';
+    } catch {
+      return false;
+    } finally {
+      redis.disconnect();
+    }
+  }
+
+  private plainHealthy(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const socket = net.connect({ host: this.config.host, port: this.config.redisPort });
+      const done = (ok: boolean) => {
+        socket.destroy();
+        resolve(ok);
+      };
+      socket.setTimeout(1000, () => done(false));
+      socket.on('error', () => done(false));
+      socket.on('connect', () => socket.write('PING\r\n'));
+      socket.on('data', (chunk) => done(chunk.toString().startsWith('+PONG')));
+    });
+  }
+}
