@@ -1,4 +1,4 @@
-// The consumer loop (consumer.ts) on in-memory stages (seams.ts): no Kafka, Redis,
+// The consumer loop (consumer.ts) on in-memory stages (stage-ports.ts): no Kafka, Redis,
 // ClickHouse or registry, so the delivery guarantee can be checked case by case. A
 // stand-in for kafkajs hands batches to eachBatch as kafkajs would and records the
 // offsets committed. The same cases run against the real services in
@@ -17,7 +17,7 @@ import type { IsolatedLoad, Unanswered } from './load-step.js';
 import { createIngesterMetrics } from './metrics.js';
 import { deadLetter, ok } from './outcome.js';
 import { PriceTable } from './prices.js';
-import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './seams.js';
+import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
 import { subjectKey, type FenceInterval, type Subject } from '@otm/shared/erasures';
 
 const TOPIC = 'usage';

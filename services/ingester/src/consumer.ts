@@ -15,7 +15,7 @@
 // The chunks of the partitions kafkajs hands over together load as one unit (one
 // insert per table, see load-gatherer.ts). eachBatch hands its chunks over and
 // returns, so the next fetch overlaps the load; each chunk's offsets commit once its
-// unit is loaded and marked, in order within its partition (follow()). A chunk fetched
+// unit is loaded and marked, in order within its partition (commitInOrder()). A chunk fetched
 // before the latest rebalance is never inserted: its partition may belong to another
 // member by now.
 import { isFenced, subjectKey } from '@otm/shared/erasures';
@@ -26,9 +26,9 @@ import { enrich, rowText, type RowText } from './enrich-step.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
 import type { DeadLetter } from './dead-letter.js';
 import { noneUnanswered, type IsolatedLoad, type Unanswered } from './load-step.js';
-import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './seams.js';
+import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
 import { failureReason } from './failure-reason.js';
-import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
+import { LoadGatherer, type ChunkOutcome } from './load-gatherer.js';
 import type { PriceTable } from './prices.js';
 import type { IngesterMetrics } from './metrics.js';
 
@@ -83,11 +83,11 @@ class Fenced extends Error {
 interface Item {
   message: KafkaMessage;
   row: RowText;
-  part: Part;
+  decodedChunk: DecodedChunk;
 }
 
 /** One partition chunk, decoded, waiting to be loaded with the others of its unit. */
-interface Part {
+interface DecodedChunk {
   topic: string;
   partition: number;
   rows: number;
@@ -102,7 +102,7 @@ interface Part {
 }
 
 export class UsageConsumer {
-  private readonly gatherer: LoadGatherer<Part>;
+  private readonly gatherer: LoadGatherer<DecodedChunk>;
   /** Bumped at every rebalance: chunks fetched under an older generation are not inserted. */
   private generation = 0;
   /** Per generation and partition: settles true once every chunk so far is loaded and committable. */
@@ -112,7 +112,7 @@ export class UsageConsumer {
   /** Rows decoded and handed to the gatherer, not loaded yet (bounded by maxPendingRows). */
   private pendingRows = 0;
   /** The chunks handed to the gatherer and not yet settled (for the age gauge). */
-  private readonly pending = new Set<Part>();
+  private readonly pending = new Set<DecodedChunk>();
   private roomWaiters: (() => void)[] = [];
   /** An error out of our own code during a load: thrown from the next eachBatch, as it would have been inline. */
   private failure: Error | undefined;
@@ -122,7 +122,9 @@ export class UsageConsumer {
     private readonly deps: ConsumerDeps,
     private readonly options: ConsumerOptions,
   ) {
-    this.gatherer = new LoadGatherer({ maxRows: options.maxBatchRows, lingerMs: options.gatherMs }, (parts) => this.loadUnit(parts));
+    this.gatherer = new LoadGatherer({ maxRows: options.maxBatchRows, lingerMs: options.gatherMs }, (decodedChunks) =>
+      this.loadUnit(decodedChunks),
+    );
   }
 
   async start(): Promise<void> {
@@ -152,17 +154,17 @@ export class UsageConsumer {
     for (let start = 0; start < messages.length; start += this.options.maxBatchRows) {
       const chunk = messages.slice(start, start + this.options.maxBatchRows);
       // Bounded memory: wait while the rows decoded and not yet loaded fill the window.
-      if (!(await this.roomFor(chunk.length, alive, heartbeat)) || this.draining) return;
-      let part: Part;
+      if (!(await this.waitForRoom(chunk.length, alive, heartbeat)) || this.draining) return;
+      let decodedChunk: DecodedChunk;
       try {
-        part = await this.decode(batch.topic, batch.partition, chunk, alive, heartbeat);
+        decodedChunk = await this.decode(batch.topic, batch.partition, chunk, alive, heartbeat);
       } catch (error) {
         if (error instanceof Abandoned) return; // not resolved: fetched again by whoever owns the partition
         throw error;
       }
-      this.follow(part, generation, chunk[0]!.offset, chunk[chunk.length - 1]!.offset);
+      this.commitInOrder(decodedChunk, generation, chunk[0]!.offset, chunk[chunk.length - 1]!.offset);
       // Resolving lets kafkajs fetch on while the chunk loads; what is committed is
-      // decided by follow(), only after the rows are in.
+      // decided by commitInOrder(), only after the rows are in.
       resolveOffset(chunk[chunk.length - 1]!.offset);
     }
     if (stuck >= 0 && alive()) this.stopPartition(batch.topic, batch.partition, undecodableBatch(batch.messages[stuck]!)!);
@@ -193,16 +195,16 @@ export class UsageConsumer {
    * partition commits in this generation (kafkajs starts the next generation from the
    * last commit, so the chunk is fetched again).
    */
-  private follow(part: Part, generation: number, first: string, last: string): void {
-    this.pendingRows += part.rows;
-    this.pending.add(part);
-    const loaded = this.gatherer.submit(part);
+  private commitInOrder(decodedChunk: DecodedChunk, generation: number, first: string, last: string): void {
+    this.pendingRows += decodedChunk.rows;
+    this.pending.add(decodedChunk);
+    const loaded = this.gatherer.submit(decodedChunk);
     if (this.options.unsafeCommitBeforeLoad) {
       void this.deps.consumer
-        .commitOffsets([{ topic: part.topic, partition: part.partition, offset: (BigInt(last) + 1n).toString() }])
+        .commitOffsets([{ topic: decodedChunk.topic, partition: decodedChunk.partition, offset: (BigInt(last) + 1n).toString() }])
         .catch(() => undefined);
     }
-    const key = `${generation}:${part.topic}:${part.partition}`;
+    const key = `${generation}:${decodedChunk.topic}:${decodedChunk.partition}`;
     const previous = this.chains.get(key) ?? Promise.resolve(true);
     const chain = previous.then(async (committable) => {
       try {
@@ -211,22 +213,24 @@ export class UsageConsumer {
         if (!(error instanceof Abandoned)) {
           this.failure ??= error instanceof Error ? error : new Error(String(error));
           this.deps.logger.error(
-            { partition: part.partition, first, last, err: this.failure.message },
+            { partition: decodedChunk.partition, first, last, err: this.failure.message },
             'load failed; the consumer stops at its next batch',
           );
         }
         return false;
       } finally {
-        this.pending.delete(part);
-        this.release(part.rows);
+        this.pending.delete(decodedChunk);
+        this.release(decodedChunk.rows);
       }
       if (!committable || generation !== this.generation) return false;
       try {
-        await this.deps.consumer.commitOffsets([{ topic: part.topic, partition: part.partition, offset: (BigInt(last) + 1n).toString() }]);
+        await this.deps.consumer.commitOffsets([
+          { topic: decodedChunk.topic, partition: decodedChunk.partition, offset: (BigInt(last) + 1n).toString() },
+        ]);
       } catch (error) {
         // The rows are in and marked; a later commit covers these offsets, and were
         // there none, the redelivered rows are known duplicates.
-        this.deps.logger.warn({ partition: part.partition, first, last, err: (error as Error).message }, 'offset commit failed');
+        this.deps.logger.warn({ partition: decodedChunk.partition, first, last, err: (error as Error).message }, 'offset commit failed');
       }
       return true;
     });
@@ -246,12 +250,13 @@ export class UsageConsumer {
   /** Kafka timestamp (ms) of the oldest message taken and not yet loaded; undefined when none waits. */
   oldestPendingMs(): number | undefined {
     let oldest: number | undefined;
-    for (const part of this.pending) if (Number.isFinite(part.oldestMs)) oldest = Math.min(oldest ?? Infinity, part.oldestMs);
+    for (const decodedChunk of this.pending)
+      if (Number.isFinite(decodedChunk.oldestMs)) oldest = Math.min(oldest ?? Infinity, decodedChunk.oldestMs);
     return oldest;
   }
 
   /** Waits until `rows` more fit in the window of decoded, unloaded rows; false if the batch was given up meanwhile. */
-  private async roomFor(rows: number, alive: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
+  private async waitForRoom(rows: number, alive: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
     while (this.pendingRows > 0 && this.pendingRows + rows > this.options.maxPendingRows) {
       if (!alive()) return false;
       await new Promise<void>((resolve) => {
@@ -291,20 +296,30 @@ export class UsageConsumer {
     chunk: KafkaMessage[],
     alive: () => boolean,
     heartbeat: () => Promise<void>,
-  ): Promise<Part> {
+  ): Promise<DecodedChunk> {
     const { decoder, prices } = this.deps;
     let oldestMs = Infinity;
     for (const message of chunk) oldestMs = Math.min(oldestMs, Number(message.timestamp));
-    const part: Part = { topic, partition, rows: chunk.length, items: [], letters: [], probes: [], oldestMs, alive, heartbeat };
+    const decodedChunk: DecodedChunk = {
+      topic,
+      partition,
+      rows: chunk.length,
+      items: [],
+      letters: [],
+      probes: [],
+      oldestMs,
+      alive,
+      heartbeat,
+    };
     const canaryKeyId = this.options.canaryKeyId?.();
     for (const message of chunk) {
       const decoded = await this.retrying('schema registry', () => decoder.decode(message.value), alive, heartbeat);
       if (decoded.kind === 'deadLetter') {
-        letter(part, message, decoded.reason);
+        addDeadLetter(decodedChunk, message, decoded.reason);
         continue;
       }
       if (canaryKeyId !== undefined && decoded.value.meta.apiKeyId === canaryKeyId) {
-        part.probes.push(probeRow(decoded.value));
+        decodedChunk.probes.push(probeRow(decoded.value));
         continue;
       }
       // enrich is total by design (a value it cannot use becomes null and an anomaly);
@@ -314,30 +329,30 @@ export class UsageConsumer {
       try {
         row = rowText(enrich(decoded.value, prices));
       } catch (error) {
-        letter(part, message, `enrich failed: ${(error as Error).message}`);
+        addDeadLetter(decodedChunk, message, `enrich failed: ${(error as Error).message}`);
         continue;
       }
-      part.items.push({ message, row, part });
+      decodedChunk.items.push({ message, row, decodedChunk });
     }
-    return part;
+    return decodedChunk;
   }
 
   /**
-   * Loads the parts of one unit together: one Redis check, one ClickHouse load, one
-   * batch of dead letters, one Redis mark. A part whose partition was lost (or the
+   * Loads the decodedChunks of one unit together: one Redis check, one ClickHouse load, one
+   * batch of dead letters, one Redis mark. A decodedChunk whose partition was lost (or the
    * consumer stopping) before the insert is left out and reported abandoned.
    */
-  private async loadUnit(parts: Part[]): Promise<PartOutcome[]> {
+  private async loadUnit(decodedChunks: DecodedChunk[]): Promise<ChunkOutcome[]> {
     const { metrics, dedupe, store, erasures } = this.deps;
     const started = performance.now();
-    const anyAlive = () => parts.some((part) => part.alive());
+    const anyAlive = () => decodedChunks.some((decodedChunk) => decodedChunk.alive());
     const heartbeat = async () => {
-      await Promise.all(parts.map((part) => part.heartbeat().catch(() => undefined)));
+      await Promise.all(decodedChunks.map((decodedChunk) => decodedChunk.heartbeat().catch(() => undefined)));
     };
     const retry = <T>(what: string, work: () => Promise<T>) => this.retrying(what, work, anyAlive, heartbeat);
-    const outcomes = new Map<Part, 'loaded' | 'abandoned'>(parts.map((part) => [part, 'loaded']));
+    const outcomes = new Map<DecodedChunk, 'loaded' | 'abandoned'>(decodedChunks.map((decodedChunk) => [decodedChunk, 'loaded']));
     try {
-      const items = parts.flatMap((part) => part.items);
+      const items = decodedChunks.flatMap((decodedChunk) => decodedChunk.items);
       const { fresh, duplicates, collisions } = await retry('redis (dedupe check)', () =>
         dedupe.filterSeen(
           items,
@@ -347,7 +362,7 @@ export class UsageConsumer {
       );
       // The key was loaded with another record: never silently dropped as a duplicate.
       for (const item of collisions) {
-        letter(item.part, item.message, `event key collision: ${item.row.eventKey} was loaded with a different record`, {
+        addDeadLetter(item.decodedChunk, item.message, `event key collision: ${item.row.eventKey} was loaded with a different record`, {
           'x-dlq-event-key': item.row.eventKey,
         });
       }
@@ -361,11 +376,11 @@ export class UsageConsumer {
       let refused: { item: Item; reason: string; headers: Record<string, string> }[] = [];
       const loaded = await retry('clickhouse', async () => {
         // A consumer that lost a partition must not write what the new owner writes.
-        for (const part of parts) if (!part.alive()) outcomes.set(part, 'abandoned');
+        for (const decodedChunk of decodedChunks) if (!decodedChunk.alive()) outcomes.set(decodedChunk, 'abandoned');
         const live = loadableItems(
           items,
           fresh,
-          (item) => outcomes.get(item.part) === 'loaded',
+          (item) => outcomes.get(item.decodedChunk) === 'loaded',
           (item) => item.row.eventKey,
         );
         if (live.length === 0 && !anyAlive()) throw new Abandoned();
@@ -407,13 +422,13 @@ export class UsageConsumer {
         }));
         return result.loaded;
       });
-      for (const { item, reason, headers } of refused) letter(item.part, item.message, reason, headers);
-      const loadedParts = parts.filter((part) => outcomes.get(part) === 'loaded');
-      const probes = loadedParts.flatMap((part) => part.probes);
+      for (const { item, reason, headers } of refused) addDeadLetter(item.decodedChunk, item.message, reason, headers);
+      const loadedParts = decodedChunks.filter((decodedChunk) => outcomes.get(decodedChunk) === 'loaded');
+      const probes = loadedParts.flatMap((decodedChunk) => decodedChunk.probes);
       if (probes.length > 0) await retry('clickhouse (canary)', () => store.insertProbes(probes));
 
       const inserted = performance.now();
-      const letters = loadedParts.flatMap((part) => part.letters);
+      const letters = loadedParts.flatMap((decodedChunk) => decodedChunk.letters);
       await retry('kafka (dead letters)', () => this.deps.deadLetters.send(letters));
       for (const sent of letters) {
         this.deps.logger.warn(
@@ -436,7 +451,7 @@ export class UsageConsumer {
       metrics.batchRows.observe(loaded.length);
       this.deps.logger.debug(
         {
-          parts: parts.length,
+          decodedChunks: decodedChunks.length,
           rows: loaded.length,
           ms: { dedupe: Math.round(checked - started), load: Math.round(inserted - checked), mark: Math.round(done - inserted) },
         },
@@ -444,9 +459,9 @@ export class UsageConsumer {
       );
     } catch (error) {
       // Given up before the rows were loaded and marked: nothing of this unit commits.
-      return parts.map(() => (error instanceof Error ? error : new Error(String(error))));
+      return decodedChunks.map(() => (error instanceof Error ? error : new Error(String(error))));
     }
-    return parts.map((part) => (outcomes.get(part) === 'loaded' ? 'loaded' : new Abandoned()));
+    return decodedChunks.map((decodedChunk) => (outcomes.get(decodedChunk) === 'loaded' ? 'loaded' : new Abandoned()));
   }
 
   /**
@@ -510,10 +525,10 @@ export class UsageConsumer {
 
 /**
  * The items a load unit inserts: one per event key that Redis has not seen, taken
- * from a part still being loaded. A unit can hold the same records twice (a chunk
+ * from a decodedChunk still being loaded. A unit can hold the same records twice (a chunk
  * fetched before a rebalance, now given up, beside the same offsets fetched again
  * after it), and Redis's answer names the first occurrence: the one kept here is the
- * first occurrence among the live parts, so a given-up copy never stands in for the
+ * first occurrence among the live decodedChunks, so a given-up copy never stands in for the
  * copy that commits.
  */
 export function loadableItems<T>(items: readonly T[], fresh: readonly T[], live: (item: T) => boolean, keyOf: (item: T) => string): T[] {
@@ -546,12 +561,12 @@ export function requestIdOf(message: KafkaMessage): string | undefined {
   return value === undefined ? undefined : value.toString();
 }
 
-function letter(part: Part, message: KafkaMessage, reason: string, headers?: DeadLetter['headers']): void {
+function addDeadLetter(decodedChunk: DecodedChunk, message: KafkaMessage, reason: string, headers?: DeadLetter['headers']): void {
   const requestId = requestIdOf(message);
-  part.letters.push({
+  decodedChunk.letters.push({
     headers: requestId === undefined ? headers : { 'x-request-id': requestId, ...headers },
-    topic: part.topic,
-    partition: part.partition,
+    topic: decodedChunk.topic,
+    partition: decodedChunk.partition,
     offset: message.offset,
     key: message.key,
     value: message.value,

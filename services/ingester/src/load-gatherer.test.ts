@@ -2,14 +2,14 @@
 // unit closes, that one unit loads at a time while the next gathers, and that each
 // contributor learns its own outcome.
 import { describe, expect, it } from 'vitest';
-import { LoadGatherer, type PartOutcome } from './load-gatherer.js';
+import { LoadGatherer, type ChunkOutcome } from './load-gatherer.js';
 
 interface Part {
   name: string;
   rows: number;
 }
 
-function recordingLoader(outcome: (part: Part) => PartOutcome = () => 'loaded', ms = 5) {
+function recordingLoader(outcome: (part: Part) => ChunkOutcome = () => 'loaded', ms = 5) {
   const units: string[][] = [];
   let loading = 0;
   let mostAtOnce = 0;

@@ -1,7 +1,7 @@
 // Gathers decoded partition chunks into load units, so ClickHouse gets one large
 // insert per table instead of one small insert per partition (ClickHouse 18.16 pays
-// per insert: a new part per table and per materialized view, and the merges that
-// follow). Each contributor learns its own part's outcome; nothing here touches
+// per insert: a new chunk per table and per materialized view, and the merges that
+// follow). Each contributor learns its own chunk's outcome; nothing here touches
 // Kafka, Redis or ClickHouse.
 //
 // One unit loads at a time, and the next gathers meanwhile (pipelining): while
@@ -12,7 +12,7 @@
 //   - when it holds `maxRows` rows and nothing is loading,
 //   - `lingerMs` after its first chunk arrived when nothing was loading (an idle
 //     ingester waits that long for the other partitions of the same fetch).
-// A unit takes at most `maxRows` rows (and at least one part); the rest wait for the
+// A unit takes at most `maxRows` rows (and at least one chunk); the rest wait for the
 // next. How many rows wait in all is bounded by the consumer (see consumer.ts).
 
 export interface GathererOptions {
@@ -20,11 +20,11 @@ export interface GathererOptions {
   lingerMs: number;
 }
 
-/** What a load unit reports for each part: loaded, or an error (not loaded, not to be committed). */
-export type PartOutcome = 'loaded' | Error;
+/** What a load unit reports for each chunk: loaded, or an error (not loaded, not to be committed). */
+export type ChunkOutcome = 'loaded' | Error;
 
 interface Waiting<T> {
-  part: T;
+  chunk: T;
   resolve: () => void;
   reject: (error: unknown) => void;
 }
@@ -37,20 +37,20 @@ export class LoadGatherer<T extends { rows: number }> {
 
   constructor(
     private readonly options: GathererOptions,
-    /** Loads one unit; returns each part's outcome, in the order given. */
-    private readonly load: (parts: T[]) => Promise<PartOutcome[]>,
+    /** Loads one unit; returns each chunk's outcome, in the order given. */
+    private readonly load: (chunks: T[]) => Promise<ChunkOutcome[]>,
   ) {}
 
   /**
-   * Resolves once the unit holding `part` is loaded; rejects with the part's error
+   * Resolves once the unit holding `chunk` is loaded; rejects with the chunk's error
    * otherwise. The contributor may await it much later (the consumer awaits it behind
    * the commits of its partition's earlier chunks), so a rejection before then is
    * marked handled here: an unhandled rejection would end the process.
    */
-  submit(part: T): Promise<void> {
+  submit(chunk: T): Promise<void> {
     const outcome = new Promise<void>((resolve, reject) => {
-      this.open.push({ part, resolve, reject });
-      this.openRows += part.rows;
+      this.open.push({ chunk, resolve, reject });
+      this.openRows += chunk.rows;
       if (this.loading) return; // loads as soon as the unit ahead of it is in
       if (this.openRows >= this.options.maxRows) this.close();
       else this.timer ??= setTimeout(() => this.close(), this.options.lingerMs);
@@ -63,17 +63,17 @@ export class LoadGatherer<T extends { rows: number }> {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.loading || this.open.length === 0) return;
-    let rows = this.open[0]!.part.rows;
+    let rows = this.open[0]!.chunk.rows;
     let count = 1;
-    while (count < this.open.length && rows + this.open[count]!.part.rows <= this.options.maxRows) rows += this.open[count++]!.part.rows;
+    while (count < this.open.length && rows + this.open[count]!.chunk.rows <= this.options.maxRows) rows += this.open[count++]!.chunk.rows;
     const unit = this.open.splice(0, count);
     this.openRows -= rows;
     this.loading = true;
-    void this.load(unit.map((waiting) => waiting.part))
+    void this.load(unit.map((waiting) => waiting.chunk))
       .then(
         (outcomes) =>
           unit.forEach((waiting, index) => {
-            const outcome = outcomes[index] ?? new Error('the load unit reported no outcome for a part');
+            const outcome = outcomes[index] ?? new Error('the load unit reported no outcome for a chunk');
             if (outcome === 'loaded') waiting.resolve();
             else waiting.reject(outcome);
           }),

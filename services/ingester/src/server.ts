@@ -13,7 +13,7 @@ import { loadIngesterConfig } from './config.js';
 import { UsageConsumer } from './consumer.js';
 import { SchemaCache } from './decode-step.js';
 import { DedupeStep } from './dedupe-step.js';
-import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './seams.js';
+import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './stage-ports.js';
 import { createIngesterMetrics } from './metrics.js';
 import { ErasureStore } from '@otm/shared/erasures';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
