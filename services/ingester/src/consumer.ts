@@ -29,6 +29,7 @@ import { noneUnanswered, type IsolatedLoad, type Unanswered } from './load-step.
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
 import { failureReason } from './failure-reason.js';
 import { LoadGatherer, type ChunkOutcome } from './load-gatherer.js';
+import { OrderedCommits, RowWindow } from '@otm/shared/ordered-commits';
 import type { PriceTable } from './prices.js';
 import type { IngesterMetrics } from './metrics.js';
 
@@ -103,17 +104,12 @@ interface DecodedChunk {
 
 export class UsageConsumer {
   private readonly gatherer: LoadGatherer<DecodedChunk>;
-  /** Bumped at every rebalance: chunks fetched under an older generation are not inserted. */
-  private generation = 0;
-  /** Per generation and partition: settles true once every chunk so far is loaded and committable. */
-  private readonly chains = new Map<string, Promise<boolean>>();
-  /** Every chain link not settled yet (what a graceful stop waits for). */
-  private readonly inFlight = new Set<Promise<boolean>>();
+  /** Commits in order per partition and generation (bumped at every rebalance: chunks fetched under an older generation are not inserted). */
+  private readonly commits: OrderedCommits;
   /** Rows decoded and handed to the gatherer, not loaded yet (bounded by maxPendingRows). */
-  private pendingRows = 0;
+  private readonly window: RowWindow;
   /** The chunks handed to the gatherer and not yet settled (for the age gauge). */
   private readonly pending = new Set<DecodedChunk>();
-  private roomWaiters: (() => void)[] = [];
   /** An error out of our own code during a load: thrown from the next eachBatch, as it would have been inline. */
   private failure: Error | undefined;
   private draining = false;
@@ -122,6 +118,25 @@ export class UsageConsumer {
     private readonly deps: ConsumerDeps,
     private readonly options: ConsumerOptions,
   ) {
+    this.window = new RowWindow(options.maxPendingRows);
+    this.commits = new OrderedCommits({
+      commit: (topic, partition, offset) => deps.consumer.commitOffsets([{ topic, partition, offset }]),
+      onLoadFailed: (error, where) => {
+        if (error instanceof Abandoned) return;
+        this.failure ??= error instanceof Error ? error : new Error(String(error));
+        deps.logger.error(
+          { partition: where.partition, first: where.first, last: where.last, err: this.failure.message },
+          'load failed; the consumer stops at its next batch',
+        );
+      },
+      // The rows are in and marked; a later commit covers these offsets, and were there
+      // none, the redelivered rows are known duplicates.
+      onCommitFailed: (error, where) =>
+        deps.logger.warn(
+          { partition: where.partition, first: where.first, last: where.last, err: (error as Error).message },
+          'offset commit failed',
+        ),
+    });
     this.gatherer = new LoadGatherer({ maxRows: options.maxBatchRows, lingerMs: options.gatherMs }, (decodedChunks) =>
       this.loadUnit(decodedChunks),
     );
@@ -129,7 +144,7 @@ export class UsageConsumer {
 
   async start(): Promise<void> {
     const { consumer } = this.deps;
-    const bump = () => void this.generation++;
+    const bump = () => this.commits.nextGeneration();
     consumer.on(consumer.events.REBALANCING, bump);
     consumer.on(consumer.events.GROUP_JOIN, bump);
     await consumer.subscribe({ topic: this.options.topic, fromBeginning: true });
@@ -149,12 +164,12 @@ export class UsageConsumer {
     // loads, the partition stops at it, and the other partitions go on.
     const stuck = batch.messages.findIndex((message) => undecodableBatch(message) !== undefined);
     const messages = stuck < 0 ? batch.messages : batch.messages.slice(0, stuck);
-    const generation = this.generation;
-    const alive = () => isRunning() && !isStale() && generation === this.generation;
+    const generation = this.commits.generation;
+    const alive = () => isRunning() && !isStale() && generation === this.commits.generation;
     for (let start = 0; start < messages.length; start += this.options.maxBatchRows) {
       const chunk = messages.slice(start, start + this.options.maxBatchRows);
       // Bounded memory: wait while the rows decoded and not yet loaded fill the window.
-      if (!(await this.waitForRoom(chunk.length, alive, heartbeat)) || this.draining) return;
+      if (!(await this.window.waitForRoom(chunk.length, alive, heartbeat)) || this.draining) return;
       let decodedChunk: DecodedChunk;
       try {
         decodedChunk = await this.decode(batch.topic, batch.partition, chunk, alive, heartbeat);
@@ -196,7 +211,7 @@ export class UsageConsumer {
    * last commit, so the chunk is fetched again).
    */
   private commitInOrder(decodedChunk: DecodedChunk, generation: number, first: string, last: string): void {
-    this.pendingRows += decodedChunk.rows;
+    this.window.add(decodedChunk.rows);
     this.pending.add(decodedChunk);
     const loaded = this.gatherer.submit(decodedChunk);
     if (this.options.unsafeCommitBeforeLoad) {
@@ -204,47 +219,10 @@ export class UsageConsumer {
         .commitOffsets([{ topic: decodedChunk.topic, partition: decodedChunk.partition, offset: (BigInt(last) + 1n).toString() }])
         .catch(() => undefined);
     }
-    const key = `${generation}:${decodedChunk.topic}:${decodedChunk.partition}`;
-    const previous = this.chains.get(key) ?? Promise.resolve(true);
-    const chain = previous.then(async (committable) => {
-      try {
-        await loaded;
-      } catch (error) {
-        if (!(error instanceof Abandoned)) {
-          this.failure ??= error instanceof Error ? error : new Error(String(error));
-          this.deps.logger.error(
-            { partition: decodedChunk.partition, first, last, err: this.failure.message },
-            'load failed; the consumer stops at its next batch',
-          );
-        }
-        return false;
-      } finally {
-        this.pending.delete(decodedChunk);
-        this.release(decodedChunk.rows);
-      }
-      if (!committable || generation !== this.generation) return false;
-      try {
-        await this.deps.consumer.commitOffsets([
-          { topic: decodedChunk.topic, partition: decodedChunk.partition, offset: (BigInt(last) + 1n).toString() },
-        ]);
-      } catch (error) {
-        // The rows are in and marked; a later commit covers these offsets, and were
-        // there none, the redelivered rows are known duplicates.
-        this.deps.logger.warn({ partition: decodedChunk.partition, first, last, err: (error as Error).message }, 'offset commit failed');
-      }
-      return true;
+    this.commits.track({ topic: decodedChunk.topic, partition: decodedChunk.partition, first, last }, generation, loaded, () => {
+      this.pending.delete(decodedChunk);
+      this.window.release(decodedChunk.rows);
     });
-    this.chains.set(key, chain);
-    this.inFlight.add(chain);
-    // A chain that ended false stays: nothing later of its partition may commit in
-    // this generation. One that ended true is forgotten once it is the latest.
-    void chain.then(
-      (committable) => {
-        this.inFlight.delete(chain);
-        if (committable && this.chains.get(key) === chain) this.chains.delete(key);
-      },
-      () => this.inFlight.delete(chain),
-    );
   }
 
   /** Kafka timestamp (ms) of the oldest message taken and not yet loaded; undefined when none waits. */
@@ -255,27 +233,6 @@ export class UsageConsumer {
     return oldest;
   }
 
-  /** Waits until `rows` more fit in the window of decoded, unloaded rows; false if the batch was given up meanwhile. */
-  private async waitForRoom(rows: number, alive: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
-    while (this.pendingRows > 0 && this.pendingRows + rows > this.options.maxPendingRows) {
-      if (!alive()) return false;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 1000);
-        this.roomWaiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-      await heartbeat().catch(() => undefined);
-    }
-    return alive();
-  }
-
-  private release(rows: number): void {
-    this.pendingRows -= rows;
-    for (const wake of this.roomWaiters.splice(0)) wake();
-  }
-
   /**
    * Graceful stop: takes no new chunks and waits (up to `timeoutMs`) until the chunks
    * already taken are loaded and committed, so a planned restart redelivers nothing.
@@ -283,10 +240,7 @@ export class UsageConsumer {
   async drain(timeoutMs: number): Promise<void> {
     this.draining = true;
     this.deps.consumer.pause([{ topic: this.options.topic }]);
-    const deadline = Date.now() + timeoutMs;
-    while (this.inFlight.size > 0 && Date.now() < deadline) {
-      await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((resolve) => setTimeout(resolve, 100))]);
-    }
+    await this.commits.settle(timeoutMs);
   }
 
   /** Decode and enrich one chunk (CPU only, but the registry may need asking). */

@@ -1,0 +1,123 @@
+// Ordered commits and the row window (ordered-commits.ts), with loads as promises the
+// test settles by hand: commits follow the loads in order per partition, nothing
+// commits behind a failed load or across a rebalance, and the window holds a fetch
+// until rows are released.
+import { describe, expect, it } from 'vitest';
+import { OrderedCommits, RowWindow, type ChunkPlace } from './ordered-commits.js';
+
+function deferred() {
+  let resolve!: () => void;
+  let reject!: (error: Error) => void;
+  const promise = new Promise<void>((yes, no) => {
+    resolve = yes;
+    reject = no;
+  });
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
+function commits() {
+  const committed: string[] = [];
+  const failed: string[] = [];
+  const ordered = new OrderedCommits({
+    commit: async (topic, partition, offset) => void committed.push(`${topic}/${partition}@${offset}`),
+    onLoadFailed: (error, where) => void failed.push(`${where.partition}:${where.first}-${where.last} ${(error as Error).message}`),
+    onCommitFailed: () => undefined,
+  });
+  return { ordered, committed, failed };
+}
+
+const place = (partition: number, first: number, last: number): ChunkPlace => ({
+  topic: 't',
+  partition,
+  first: String(first),
+  last: String(last),
+});
+const flush = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+describe('OrderedCommits', () => {
+  it("commits a partition's chunks in order, whatever order their loads finish in", async () => {
+    const { ordered, committed } = commits();
+    const first = deferred();
+    const second = deferred();
+    const other = deferred();
+    const settled: string[] = [];
+    ordered.track(place(0, 0, 9), 0, first.promise, () => settled.push('first'));
+    ordered.track(place(0, 10, 19), 0, second.promise, () => settled.push('second'));
+    ordered.track(place(1, 0, 4), 0, other.promise);
+    second.resolve();
+    other.resolve();
+    await flush();
+    // The second chunk is loaded but waits behind the first; the other partition goes on.
+    expect(committed).toEqual(['t/1@5']);
+    expect(ordered.pending).toBe(2);
+    first.resolve();
+    await ordered.settle(1000);
+    expect(committed).toEqual(['t/1@5', 't/0@10', 't/0@20']);
+    expect(settled.sort()).toEqual(['first', 'second']);
+    expect(ordered.pending).toBe(0);
+  });
+
+  it('commits nothing of a partition behind a chunk that did not load, in that generation', async () => {
+    const { ordered, committed, failed } = commits();
+    const broken = deferred();
+    const after = deferred();
+    ordered.track(place(0, 0, 9), 0, broken.promise);
+    ordered.track(place(0, 10, 19), 0, after.promise);
+    broken.reject(new Error('ClickHouse gone'));
+    after.resolve();
+    await ordered.settle(1000);
+    expect(committed).toEqual([]);
+    expect(failed).toEqual(['0:0-9 ClickHouse gone']);
+    // A later chunk of the same generation still does not commit; after a rebalance the partition starts afresh.
+    ordered.track(place(0, 20, 29), 0, Promise.resolve());
+    await ordered.settle(1000);
+    expect(committed).toEqual([]);
+    ordered.nextGeneration();
+    ordered.track(place(0, 0, 9), ordered.generation, Promise.resolve());
+    await ordered.settle(1000);
+    expect(committed).toEqual(['t/0@10']);
+  });
+
+  it('never commits a chunk taken before the latest rebalance', async () => {
+    const { ordered, committed } = commits();
+    const load = deferred();
+    ordered.track(place(0, 0, 9), ordered.generation, load.promise);
+    ordered.nextGeneration();
+    load.resolve();
+    await ordered.settle(1000);
+    expect(committed).toEqual([]);
+  });
+});
+
+describe('RowWindow', () => {
+  it('holds a fetch until rows are released; a chunk larger than the window goes alone', async () => {
+    const window = new RowWindow(100);
+    const alive = () => true;
+    const heartbeat = async () => undefined;
+    expect(await window.waitForRoom(150, alive, heartbeat)).toBe(true);
+    window.add(150);
+    let roomed = false;
+    const waiting = window.waitForRoom(10, alive, heartbeat).then((ok) => (roomed = ok));
+    await flush();
+    expect(roomed).toBe(false);
+    window.release(150);
+    await waiting;
+    expect(roomed).toBe(true);
+    expect(window.rows).toBe(0);
+  });
+
+  it('gives up when the batch is no longer alive', async () => {
+    const window = new RowWindow(10);
+    window.add(10);
+    let alive = true;
+    const waiting = window.waitForRoom(
+      5,
+      () => alive,
+      async () => undefined,
+    );
+    alive = false;
+    window.release(0);
+    expect(await waiting).toBe(false);
+  });
+});

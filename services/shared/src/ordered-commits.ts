@@ -1,0 +1,140 @@
+// Ordered commits for a consumer that loads chunks of a partition out of its fetch loop
+// (the ingester hands a chunk over and fetches on while it loads). Nothing here knows
+// Kafka's client or what a load is: the consumer gives each chunk's load as a promise
+// and how to commit an offset.
+//
+//   OrderedCommits  commits a chunk's offset once its load succeeded and every earlier
+//                   chunk of its partition (in the same generation) did too. After a
+//                   chunk that did not load, nothing later of that partition commits in
+//                   that generation: the group starts the next generation from the last
+//                   commit, so the chunk is fetched again. A generation is bumped at
+//                   every rebalance; a chunk of an older generation is never committed.
+//   RowWindow       bounds the rows taken and not yet loaded (backpressure): a fetch
+//                   waits for room, heartbeating, and gives up when its batch is gone.
+
+export interface OrderedCommitsDeps {
+  /** Commits `offset` (the next one to read) of the partition. */
+  commit(topic: string, partition: number, offset: string): Promise<void>;
+  /** A load that failed: its chunk and every later one of the partition stay uncommitted this generation. */
+  onLoadFailed(error: unknown, where: ChunkPlace): void;
+  /** A commit refused (the rows are in; a later commit covers the offsets). */
+  onCommitFailed(error: unknown, where: ChunkPlace): void;
+}
+
+export interface ChunkPlace {
+  topic: string;
+  partition: number;
+  /** First and last offsets of the chunk. */
+  first: string;
+  last: string;
+}
+
+export class OrderedCommits {
+  /** Bumped at every rebalance (`nextGeneration`). */
+  private current = 0;
+  /** Per generation and partition: settles true once every chunk so far is loaded and committed. */
+  private readonly chains = new Map<string, Promise<boolean>>();
+  /** Every chain link not settled yet (what a graceful stop waits for). */
+  private readonly inFlight = new Set<Promise<boolean>>();
+
+  constructor(private readonly deps: OrderedCommitsDeps) {}
+
+  get generation(): number {
+    return this.current;
+  }
+
+  nextGeneration(): void {
+    this.current++;
+  }
+
+  /** Chunks whose load or commit has not settled yet. */
+  get pending(): number {
+    return this.inFlight.size;
+  }
+
+  /**
+   * Commits the chunk at `where` (taken in `generation`) once `loaded` resolves, behind
+   * every earlier chunk of its partition; `settled` runs when its load settles, either way.
+   */
+  track(where: ChunkPlace, generation: number, loaded: Promise<unknown>, settled: () => void = () => {}): void {
+    const key = `${generation}:${where.topic}:${where.partition}`;
+    const previous = this.chains.get(key) ?? Promise.resolve(true);
+    const chain = previous.then(async (committable) => {
+      try {
+        await loaded;
+      } catch (error) {
+        this.deps.onLoadFailed(error, where);
+        return false;
+      } finally {
+        settled();
+      }
+      if (!committable || generation !== this.current) return false;
+      try {
+        await this.deps.commit(where.topic, where.partition, (BigInt(where.last) + 1n).toString());
+      } catch (error) {
+        this.deps.onCommitFailed(error, where);
+      }
+      return true;
+    });
+    this.chains.set(key, chain);
+    this.inFlight.add(chain);
+    // A chain that ended false stays: nothing later of its partition may commit in this
+    // generation. One that ended true is forgotten once it is the latest.
+    void chain.then(
+      (committable) => {
+        this.inFlight.delete(chain);
+        if (committable && this.chains.get(key) === chain) this.chains.delete(key);
+      },
+      () => this.inFlight.delete(chain),
+    );
+  }
+
+  /** Waits until every chunk tracked so far has settled, or `timeoutMs` passed. */
+  async settle(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.inFlight.size > 0 && Date.now() < deadline) {
+      await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((resolve) => setTimeout(resolve, 100))]);
+    }
+  }
+}
+
+export class RowWindow {
+  private taken = 0;
+  private waiters: (() => void)[] = [];
+
+  constructor(private readonly maxRows: number) {}
+
+  /** Rows taken and not released yet. */
+  get rows(): number {
+    return this.taken;
+  }
+
+  /**
+   * Waits until `rows` more fit (always when none are taken: a chunk larger than the
+   * window still goes, alone), heartbeating every second; false when `alive()` turned
+   * false meanwhile. The caller adds the rows it then takes.
+   */
+  async waitForRoom(rows: number, alive: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
+    while (this.taken > 0 && this.taken + rows > this.maxRows) {
+      if (!alive()) return false;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 1000);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      await heartbeat().catch(() => undefined);
+    }
+    return alive();
+  }
+
+  add(rows: number): void {
+    this.taken += rows;
+  }
+
+  release(rows: number): void {
+    this.taken -= rows;
+    for (const wake of this.waiters.splice(0)) wake();
+  }
+}
