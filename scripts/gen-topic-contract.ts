@@ -13,7 +13,7 @@ import { buildQueuedRecordSchema, QUEUED_MESSAGE_HEADERS, usageRecordSchema } fr
 import { infrastructureSpec } from '@otm/shared/config';
 import { SUBJECT_COMPATIBILITY } from '@otm/shared/registry';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
-import { DEAD_LETTER_HEADERS } from '../services/ingester/src/dead-letter.js';
+import { DEAD_LETTER_HEADERS, DEAD_LETTER_REASONS } from '../services/ingester/src/dead-letter.js';
 import { BROKER_RETENTION_HOURS } from './stack/services.js';
 
 const { check } = new Command('gen:contract')
@@ -159,6 +159,11 @@ const sections: Record<string, () => string> = {
   subject,
   'message-headers': () => headers(QUEUED_MESSAGE_HEADERS),
   'dead-letter-headers': () => headers(DEAD_LETTER_HEADERS),
+  'dead-letter-reasons': () =>
+    table(
+      ['`x-dlq-reason-code`', 'the record'],
+      Object.entries(DEAD_LETTER_REASONS).map(([name, meaning]) => [code(name), meaning]),
+    ),
   meta,
   record,
 };

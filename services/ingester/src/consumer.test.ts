@@ -27,14 +27,14 @@ const validate = compileValidators(buildQueuedRecordSchema(), { maxLengths: fals
 const decoder: RecordDecoder = {
   async decode(value) {
     const wire = decodeWire(value);
-    if (!wire.ok) return deadLetter(wire.reason);
+    if (!wire.ok) return deadLetter('no_wire_header', wire.reason);
     let document: unknown;
     try {
       document = JSON.parse(wire.json);
     } catch {
-      return deadLetter('value is not valid JSON');
+      return deadLetter('not_json', 'value is not valid JSON');
     }
-    return validate(document) ? ok(document as QueuedUsageRecord) : deadLetter('does not match the schema');
+    return validate(document) ? ok(document as QueuedUsageRecord) : deadLetter('schema_mismatch', 'does not match the schema');
   },
 };
 
@@ -262,9 +262,9 @@ describe('UsageConsumer on in-memory stages', () => {
     await consumer.deliver(0, messages([clash(second!, 'k-2'), first!], 3));
     await until(() => consumer.committed.get(0) === 5n);
     expect([...store.inserts.keys()].sort()).toEqual(['k-0', 'k-2']);
-    expect(deadLetters.letters.map((letter) => [letter.offset, letter.reason])).toEqual([
-      ['1', 'event key collision: k-0 was loaded with a different record'],
-      ['3', 'event key collision: k-2 was loaded with a different record'],
+    expect(deadLetters.letters.map((letter) => [letter.offset, letter.code, letter.reason])).toEqual([
+      ['1', 'event_key_collision', 'event key collision: k-0 was loaded with a different record'],
+      ['3', 'event_key_collision', 'event key collision: k-2 was loaded with a different record'],
     ]);
   });
 
@@ -323,6 +323,8 @@ describe('UsageConsumer on in-memory stages', () => {
     expect(reasons['1']).toMatch(/magic byte|wire header/);
     expect(reasons['5']).toMatch(/schema/);
     expect(reasons['3']).toMatch(/clickhouse refused the row: code 27/);
+    const codes = Object.fromEntries(deadLetters.letters.map((letter) => [letter.offset, letter.code]));
+    expect(codes).toEqual({ '1': 'no_wire_header', '3': 'clickhouse_refused', '5': 'schema_mismatch' });
   });
 
   it("an erased user's records received before the erasure are dropped, later ones load; nothing is dead-lettered; leases end", async () => {

@@ -13,22 +13,19 @@
 // dropped. Nothing answered 202 is lost, nothing is counted twice.
 //
 // The chunks of the partitions kafkajs hands over together load as one unit (one
-// insert per table, see load-gatherer.ts). eachBatch hands its chunks over and
+// insert per table, see load-gatherer.ts; the unit itself in load-unit.ts). eachBatch hands its chunks over and
 // returns, so the next fetch overlaps the load; each chunk's offsets commit once its
 // unit is loaded and marked, in order within its partition (commitInOrder()). A chunk fetched
 // before the latest rebalance is never inserted: its partition may belong to another
 // member by now.
-import { isFenced, subjectKey } from '@otm/shared/erasures';
 import { undecodableBatch, type Consumer, type EachBatchPayload, type KafkaMessage, type UndecodableBatch } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
 import { enrich, rowText, type RowText } from './enrich-step.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
-import type { DeadLetter } from './dead-letter.js';
-import { noneUnanswered, type IsolatedLoad, type Unanswered } from './load-step.js';
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
-import { failureReason } from './failure-reason.js';
-import { LoadGatherer, type ChunkOutcome } from './load-gatherer.js';
+import { LoadGatherer } from './load-gatherer.js';
+import { Abandoned, addDeadLetter, loadUnit, retrying, type DecodedChunk } from './load-unit.js';
 import { OrderedCommits, RowWindow } from '@otm/shared/ordered-commits';
 import type { PriceTable } from './prices.js';
 import type { IngesterMetrics } from './metrics.js';
@@ -68,40 +65,6 @@ export interface ConsumerDeps {
   logger: Logger;
 }
 
-const FULL_HINT =
-  'Redis is at maxmemory with noeviction: nothing is lost (offsets stay uncommitted until the keys are marked); raise maxmemory or lower DEDUPE_TTL_SECONDS';
-
-/** Thrown inside a retry loop when the batch must be given up (shutdown, rebalance). */
-class Abandoned extends Error {}
-
-/** A unit holding a row of an interval whose rollup rows are being rebuilt (an erasure, a re-costing) waits. */
-class Fenced extends Error {
-  constructor() {
-    super('the rollup rows of a time in this unit are being rebuilt (an erasure or a re-costing); waiting');
-  }
-}
-
-interface Item {
-  message: KafkaMessage;
-  row: RowText;
-  decodedChunk: DecodedChunk;
-}
-
-/** One partition chunk, decoded, waiting to be loaded with the others of its unit. */
-interface DecodedChunk {
-  topic: string;
-  partition: number;
-  rows: number;
-  items: Item[];
-  letters: DeadLetter[];
-  /** canary_probes rows (JSON lines) of the freshness canary's records in the chunk. */
-  probes: string[];
-  /** Kafka timestamp (ms) of the chunk's oldest message. */
-  oldestMs: number;
-  alive: () => boolean;
-  heartbeat: () => Promise<void>;
-}
-
 export class UsageConsumer {
   private readonly gatherer: LoadGatherer<DecodedChunk>;
   /** Commits in order per partition and generation (bumped at every rebalance: chunks fetched under an older generation are not inserted). */
@@ -138,7 +101,7 @@ export class UsageConsumer {
         ),
     });
     this.gatherer = new LoadGatherer({ maxRows: options.maxBatchRows, lingerMs: options.gatherMs }, (decodedChunks) =>
-      this.loadUnit(decodedChunks),
+      loadUnit(decodedChunks, { deps: this.deps, options: this.options }),
     );
   }
 
@@ -267,9 +230,15 @@ export class UsageConsumer {
     };
     const canaryKeyId = this.options.canaryKeyId?.();
     for (const message of chunk) {
-      const decoded = await this.retrying('schema registry', () => decoder.decode(message.value), alive, heartbeat);
+      const decoded = await retrying(
+        { deps: this.deps, options: this.options },
+        'schema registry',
+        () => decoder.decode(message.value),
+        alive,
+        heartbeat,
+      );
       if (decoded.kind === 'deadLetter') {
-        addDeadLetter(decodedChunk, message, decoded.reason);
+        addDeadLetter(decodedChunk, message, decoded.code, decoded.reason);
         continue;
       }
       if (canaryKeyId !== undefined && decoded.value.meta.apiKeyId === canaryKeyId) {
@@ -283,247 +252,20 @@ export class UsageConsumer {
       try {
         row = rowText(enrich(decoded.value, prices));
       } catch (error) {
-        addDeadLetter(decodedChunk, message, `enrich failed: ${(error as Error).message}`);
+        addDeadLetter(decodedChunk, message, 'enrich_failed', `enrich failed: ${(error as Error).message}`);
         continue;
       }
       decodedChunk.items.push({ message, row, decodedChunk });
     }
     return decodedChunk;
   }
-
-  /**
-   * Loads the decodedChunks of one unit together: one Redis check, one ClickHouse load, one
-   * batch of dead letters, one Redis mark. A decodedChunk whose partition was lost (or the
-   * consumer stopping) before the insert is left out and reported abandoned.
-   */
-  private async loadUnit(decodedChunks: DecodedChunk[]): Promise<ChunkOutcome[]> {
-    const { metrics, dedupe, store, erasures } = this.deps;
-    const started = performance.now();
-    const anyAlive = () => decodedChunks.some((decodedChunk) => decodedChunk.alive());
-    const heartbeat = async () => {
-      await Promise.all(decodedChunks.map((decodedChunk) => decodedChunk.heartbeat().catch(() => undefined)));
-    };
-    const retry = <T>(what: string, work: () => Promise<T>) => this.retrying(what, work, anyAlive, heartbeat);
-    const outcomes = new Map<DecodedChunk, 'loaded' | 'abandoned'>(decodedChunks.map((decodedChunk) => [decodedChunk, 'loaded']));
-    try {
-      const items = decodedChunks.flatMap((decodedChunk) => decodedChunk.items);
-      const { fresh, duplicates, collisions } = await retry('redis (dedupe check)', () =>
-        dedupe.filterSeen(
-          items,
-          (item) => item.row.eventKey,
-          (item) => item.row.digest,
-        ),
-      );
-      // The key was loaded with another record: never silently dropped as a duplicate.
-      for (const item of collisions) {
-        addDeadLetter(item.decodedChunk, item.message, `event key collision: ${item.row.eventKey} was loaded with a different record`, {
-          'x-dlq-event-key': item.row.eventKey,
-        });
-      }
-
-      const checked = performance.now();
-      // Inserts of this unit that ended without an answer: their records may be stored
-      // but not counted by every rollup (rollup-repair.ts).
-      const unanswered = noneUnanswered();
-      let alreadyLoaded = 0;
-      let erased = 0;
-      let refused: { item: Item; reason: string; headers: Record<string, string> }[] = [];
-      const loaded = await retry('clickhouse', async () => {
-        // A consumer that lost a partition must not write what the new owner writes.
-        for (const decodedChunk of decodedChunks) if (!decodedChunk.alive()) outcomes.set(decodedChunk, 'abandoned');
-        const live = loadableItems(
-          items,
-          fresh,
-          (item) => outcomes.get(item.decodedChunk) === 'loaded',
-          (item) => item.row.eventKey,
-        );
-        if (live.length === 0 && !anyAlive()) throw new Abandoned();
-        // The insert attempt holds a lease while it checks the erasures and inserts
-        // (erasures.ts): an erased user's records received before the erasure are
-        // dropped, never loaded nor dead-lettered.
-        const check = await erasures
-          .beginInsert(live.map((item) => ({ environment: item.row.environment, userId: item.row.userId })))
-          .catch((error: unknown) => {
-            throw Object.assign(error as Error, { dependency: 'redis (erasure lease)' });
-          });
-        let result: IsolatedLoad<Item>;
-        let kept: Item[];
-        try {
-          if (check.fenced.length > 0 && live.some((item) => isFenced(check.fenced, item.row.eventMs, item.row.isError))) {
-            throw new Fenced();
-          }
-          kept =
-            check.erasedAt.size === 0
-              ? live
-              : live.filter((item) => {
-                  const erasedAt = check.erasedAt.get(subjectKey({ environment: item.row.environment, userId: item.row.userId }));
-                  return erasedAt === undefined || item.row.receivedAtMs > erasedAt;
-                });
-          // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
-          result = await store.load(kept, (item) => item.row, unanswered);
-        } finally {
-          await erasures.endInsert(check.lease).catch(() => undefined);
-        }
-        // Stored by an insert that ended without an answer: recounted before the unit goes on.
-        const recount = result.alreadyLoaded.filter((eventKey) => unanswered.eventKeys.has(eventKey));
-        if (recount.length > 0) await this.recount(recount, unanswered);
-        erased = live.length - kept.length;
-        alreadyLoaded = result.alreadyLoaded.length;
-        refused = result.refused.map(({ item, code, message }) => ({
-          item,
-          reason: `clickhouse refused the row: code ${code}: ${message}`,
-          headers: { 'x-dlq-clickhouse-code': String(code), 'x-dlq-clickhouse-message': message },
-        }));
-        return result.loaded;
-      });
-      for (const { item, reason, headers } of refused) addDeadLetter(item.decodedChunk, item.message, reason, headers);
-      const loadedParts = decodedChunks.filter((decodedChunk) => outcomes.get(decodedChunk) === 'loaded');
-      const probes = loadedParts.flatMap((decodedChunk) => decodedChunk.probes);
-      if (probes.length > 0) await retry('clickhouse (canary)', () => store.insertProbes(probes));
-
-      const inserted = performance.now();
-      const letters = loadedParts.flatMap((decodedChunk) => decodedChunk.letters);
-      await retry('kafka (dead letters)', () => this.deps.deadLetters.send(letters));
-      for (const sent of letters) {
-        this.deps.logger.warn(
-          { requestId: sent.headers?.['x-request-id'], partition: sent.partition, offset: sent.offset, reason: sent.reason.slice(0, 300) },
-          'dead-lettered',
-        );
-      }
-      await retry('redis (mark seen)', () =>
-        dedupe.markSeen(loaded.map((item) => ({ eventKey: item.row.eventKey, digest: item.row.digest }))),
-      );
-
-      metrics.rowsLoaded.inc(loaded.length);
-      metrics.erasedDropped.inc(erased);
-      metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
-      metrics.deadLetters.inc(letters.length);
-      metrics.keyCollisions.inc(collisions.length);
-      metrics.unknownPrice.inc(loaded.filter((item) => !item.row.priceKnown).length);
-      const done = performance.now();
-      metrics.batchSeconds.observe((done - started) / 1000);
-      metrics.batchRows.observe(loaded.length);
-      this.deps.logger.debug(
-        {
-          decodedChunks: decodedChunks.length,
-          rows: loaded.length,
-          ms: { dedupe: Math.round(checked - started), load: Math.round(inserted - checked), mark: Math.round(done - inserted) },
-        },
-        'unit loaded',
-      );
-    } catch (error) {
-      // Given up before the rows were loaded and marked: nothing of this unit commits.
-      return decodedChunks.map(() => (error instanceof Error ? error : new Error(String(error))));
-    }
-    return decodedChunks.map((decodedChunk) => (outcomes.get(decodedChunk) === 'loaded' ? 'loaded' : new Abandoned()));
-  }
-
-  /**
-   * Recounts the rollups of records an unanswered insert stored (rollup-repair.ts): under
-   * a fence of their days, each rollup group they fall in is compared with usage_events
-   * and mended. Throws to be retried with the load (which then finds them stored again).
-   */
-  private async recount(eventKeys: readonly string[], unanswered: Unanswered): Promise<void> {
-    const started = performance.now();
-    const outcome = await this.deps.store.recount(eventKeys, unanswered).catch((error: unknown) => {
-      throw Object.assign(error as Error, { dependency: 'clickhouse (rollup recount)' });
-    });
-    unanswered.eventKeys.clear();
-    unanswered.queryIds.clear();
-    for (const table of outcome.tables) {
-      if (table.appended > 0) this.deps.metrics.rollupRecounts.inc({ table: table.table, action: 'appended' }, table.appended);
-      if (table.rebuilt > 0) this.deps.metrics.rollupRecounts.inc({ table: table.table, action: 'rebuilt' }, table.rebuilt);
-    }
-    this.deps.logger.warn(
-      {
-        records: eventKeys.length,
-        stored: outcome.stored,
-        copiedByUser: outcome.copied,
-        mended: outcome.tables.filter((table) => table.appended + table.rebuilt > 0),
-        ms: Math.round(performance.now() - started),
-      },
-      'rollups recounted for records an unanswered insert stored',
-    );
-  }
-
-  /** Retries an infrastructure call with capped exponential backoff until it works or the batch is abandoned. */
-  private async retrying<T>(what: string, work: () => Promise<T>, alive: () => boolean, heartbeat: () => Promise<void>): Promise<T> {
-    let delay = this.options.retryInitialMs;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await work();
-      } catch (error) {
-        if (error instanceof Abandoned) throw error;
-        const reason = failureReason(error);
-        // A step of the work may name its own dependency (the erasure lease is Redis inside the insert's retry).
-        const dependency = (error as { dependency?: string }).dependency ?? what;
-        this.deps.metrics.retries.inc({ dependency, reason });
-        if (attempt === 1 || attempt % 10 === 0) {
-          this.deps.logger.warn(
-            { dependency, reason, attempt, err: (error as Error).message, ...(reason === 'full' ? { hint: FULL_HINT } : {}) },
-            'dependency failed; retrying',
-          );
-        }
-      }
-      const until = Date.now() + delay;
-      while (Date.now() < until) {
-        if (!alive()) throw new Abandoned();
-        await new Promise((resolve) => setTimeout(resolve, Math.min(250, until - Date.now())));
-      }
-      await heartbeat().catch(() => undefined);
-      if (!alive()) throw new Abandoned();
-      delay = Math.min(delay * 2, this.options.retryMaxMs);
-    }
-  }
 }
 
-/**
- * The items a load unit inserts: one per event key that Redis has not seen, taken
- * from a decodedChunk still being loaded. A unit can hold the same records twice (a chunk
- * fetched before a rebalance, now given up, beside the same offsets fetched again
- * after it), and Redis's answer names the first occurrence: the one kept here is the
- * first occurrence among the live decodedChunks, so a given-up copy never stands in for the
- * copy that commits.
- */
-export function loadableItems<T>(items: readonly T[], fresh: readonly T[], live: (item: T) => boolean, keyOf: (item: T) => string): T[] {
-  const freshKeys = new Set(fresh.map(keyOf));
-  const taken = new Set<string>();
-  const loadable: T[] = [];
-  for (const item of items) {
-    const key = keyOf(item);
-    if (!live(item) || !freshKeys.has(key) || taken.has(key)) continue;
-    taken.add(key);
-    loadable.push(item);
-  }
-  return loadable;
-}
-
-/** The canary_probes row of a canary record: its probe id is the idempotency key the canary sent. */
 export function probeRow(queued: QueuedUsageRecord): string {
   const receivedMs = Date.parse(queued.meta.receivedAt);
   return JSON.stringify({
     probe_id: queued.meta.idempotencyKey ?? queued.meta.requestId,
     received_at_ms: Number.isFinite(receivedMs) && receivedMs > 0 ? receivedMs : 0,
     loaded_at: formatDateTime(Date.now()),
-  });
-}
-
-/** The gateway's request id of a message (its `x-request-id` header), when it has one. */
-export function requestIdOf(message: KafkaMessage): string | undefined {
-  const header = message.headers?.['x-request-id'];
-  const value = Array.isArray(header) ? header[0] : header;
-  return value === undefined ? undefined : value.toString();
-}
-
-function addDeadLetter(decodedChunk: DecodedChunk, message: KafkaMessage, reason: string, headers?: DeadLetter['headers']): void {
-  const requestId = requestIdOf(message);
-  decodedChunk.letters.push({
-    headers: requestId === undefined ? headers : { 'x-request-id': requestId, ...headers },
-    topic: decodedChunk.topic,
-    partition: decodedChunk.partition,
-    offset: message.offset,
-    key: message.key,
-    value: message.value,
-    reason,
   });
 }

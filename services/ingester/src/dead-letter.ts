@@ -2,9 +2,28 @@
 // the reason and their origin in headers. They never block the partition.
 import { sendAcknowledged, type Producer } from '@otm/shared/kafka';
 
+/**
+ * Why a record can never be loaded, as a code (the `x-dlq-reason-code` header) beside
+ * the text (`x-dlq-reason`): a consumer of the dead-letter topic routes on the code.
+ * docs/topic-contract.md is generated from this list.
+ */
+export const DEAD_LETTER_REASONS = {
+  no_wire_header: 'the value is shorter than the wire header, or its first byte is not the magic byte 0',
+  unknown_schema: 'the schema id of the wire header is not in the registry',
+  not_json: 'the value after the wire header is not valid JSON',
+  schema_mismatch: 'the document does not match the schema its id names',
+  foreign_key_scope: 'the event key is scoped by another API key than meta.apiKeyId',
+  enrich_failed: 'the record could not be turned into rows (not expected: enrich is total)',
+  event_key_collision: 'the event key was loaded before with a different record',
+  clickhouse_refused: 'ClickHouse refused the row (its code and message in headers)',
+} as const;
+
+export type DeadLetterCode = keyof typeof DEAD_LETTER_REASONS;
+
 /** The headers of a dead letter, and what each holds (docs/topic-contract.md is generated from this). */
 export const DEAD_LETTER_HEADERS = {
-  'x-dlq-reason': 'why the record can never be loaded (at most 1,000 characters)',
+  'x-dlq-reason-code': 'why the record can never be loaded, as a code (the list below)',
+  'x-dlq-reason': 'the same in words, with the detail (at most 1,000 characters)',
   'x-dlq-source-topic': 'the topic it was read from',
   'x-dlq-source-partition': 'its partition there',
   'x-dlq-source-offset': 'its offset there',
@@ -21,6 +40,7 @@ export interface DeadLetter {
   offset: string;
   key: Buffer | null;
   value: Buffer | null;
+  code: DeadLetterCode;
   reason: string;
   /** More headers (e.g. the ClickHouse code and message of a refused row). */
   headers?: Partial<Record<keyof typeof DEAD_LETTER_HEADERS, string>>;
@@ -35,6 +55,7 @@ export async function sendDeadLetters(producer: Producer, dlqTopic: string, lett
       key: letter.key,
       value: letter.value,
       headers: {
+        'x-dlq-reason-code': letter.code,
         'x-dlq-reason': letter.reason.slice(0, 1000),
         'x-dlq-source-topic': letter.topic,
         'x-dlq-source-partition': String(letter.partition),

@@ -32,22 +32,25 @@ export class SchemaCache {
 
 export async function decodeStep(value: Buffer | null, schemas: SchemaCache): Promise<StepOutcome<QueuedUsageRecord>> {
   const wire = decodeWire(value);
-  if (!wire.ok) return deadLetter(wire.reason);
+  if (!wire.ok) return deadLetter('no_wire_header', wire.reason);
   const validate = await schemas.get(wire.schemaId);
-  if (!validate) return deadLetter(`unknown schema id ${wire.schemaId}`);
+  if (!validate) return deadLetter('unknown_schema', `unknown schema id ${wire.schemaId}`);
   let document: unknown;
   try {
     document = JSON.parse(wire.json);
   } catch {
-    return deadLetter('value is not valid JSON');
+    return deadLetter('not_json', 'value is not valid JSON');
   }
   if (!validate(document)) {
     const first = validate.errors?.[0];
-    return deadLetter(`does not match schema ${wire.schemaId}: ${first?.instancePath || '/'} ${first?.message ?? ''}`.trim());
+    return deadLetter(
+      'schema_mismatch',
+      `does not match schema ${wire.schemaId}: ${first?.instancePath || '/'} ${first?.message ?? ''}`.trim(),
+    );
   }
   const queued = document as QueuedUsageRecord;
   const scope = scopeProblem(queued.meta);
-  return scope ? deadLetter(scope) : ok(queued);
+  return scope ? deadLetter('foreign_key_scope', scope) : ok(queued);
 }
 
 /**

@@ -102,6 +102,7 @@ describe('records that reach the topic without the gateway (older gateways, dire
     expect(letters.map((letter) => letter.key).sort()).toEqual(['leap-second', 'offset-plus-01']);
     for (const letter of letters) {
       expect(letter.headers['x-dlq-reason']).toMatch(/does not match schema .*must match format "date-time"/);
+      expect(letter.headers['x-dlq-reason-code']).toBe('schema_mismatch');
       // The gateway's request id travels with the dead letter and into the ingester's log.
       expect(letter.headers['x-request-id']).toBe(`req-${letter.key}`);
       expect(ingester.logs.some((line) => line.includes('dead-lettered') && line.includes(`"requestId":"req-${letter.key}"`))).toBe(true);

@@ -462,6 +462,7 @@ describe('poison messages', () => {
     const letters = (await readDeadLetters(`${n.topic}.dlq`, (found) => found.length === 4)).map((letter) => ({
       key: letter.key,
       reason: letter.headers['x-dlq-reason'] ?? '',
+      code: letter.headers['x-dlq-reason-code'] ?? '',
       value: letter.value,
     }));
     expect(letters.map((letter) => letter.key).sort()).toEqual(['poison-1', 'poison-2', 'poison-3', 'poison-4']);
@@ -470,6 +471,13 @@ describe('poison messages', () => {
     expect(reasonOf('poison-2')).toMatch(/unknown schema id 999999/);
     expect(reasonOf('poison-3')).toMatch(/not valid JSON/);
     expect(reasonOf('poison-4')).toMatch(/does not match schema/);
+    // Each with its reason code beside the text.
+    expect(Object.fromEntries(letters.map((letter) => [letter.key, letter.code]))).toEqual({
+      'poison-1': 'no_wire_header',
+      'poison-2': 'unknown_schema',
+      'poison-3': 'not_json',
+      'poison-4': 'schema_mismatch',
+    });
     // The message itself is kept unchanged.
     expect(letters.find((letter) => letter.key === 'poison-1')!.value).toBe('{"plain":"json without the wire header"}');
   });

@@ -1,5 +1,7 @@
 // Outcomes of a pipeline step are data; only infrastructure failures throw.
-export type StepOutcome<T> = { kind: 'ok'; value: T } | { kind: 'deadLetter'; reason: string };
+import type { DeadLetterCode } from './dead-letter.js';
+
+export type StepOutcome<T> = { kind: 'ok'; value: T } | { kind: 'deadLetter'; code: DeadLetterCode; reason: string };
 
 export const ok = <T>(value: T): StepOutcome<T> => ({ kind: 'ok', value });
-export const deadLetter = <T>(reason: string): StepOutcome<T> => ({ kind: 'deadLetter', reason });
+export const deadLetter = <T>(code: DeadLetterCode, reason: string): StepOutcome<T> => ({ kind: 'deadLetter', code, reason });

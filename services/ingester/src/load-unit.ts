@@ -1,0 +1,310 @@
+// One load unit: the decoded chunks of the partitions kafkajs handed over together
+// (load-gatherer.ts), loaded as one: one Redis check, one ClickHouse load (erased
+// users' records dropped, a row ClickHouse refuses found by halving and dead-lettered,
+// records an unanswered insert stored recounted), one batch of dead letters, one
+// Redis mark. Each chunk learns its outcome; consumer.ts commits the loaded ones in
+// order. Every dependency call is retried (retrying) until it works or the chunks are
+// given up (a rebalance, a stop).
+import { isFenced, subjectKey } from '@otm/shared/erasures';
+import type { KafkaMessage } from '@otm/shared/kafka';
+import type { Logger } from '@otm/shared/logger';
+import type { DeadLetter, DeadLetterCode } from './dead-letter.js';
+import type { RowText } from './enrich-step.js';
+import { failureReason } from './failure-reason.js';
+import type { ChunkOutcome } from './load-gatherer.js';
+import { noneUnanswered, type IsolatedLoad, type Unanswered } from './load-step.js';
+import type { IngesterMetrics } from './metrics.js';
+import type { DeadLetterSink, Deduplicator, Erasures, EventStore } from './stage-ports.js';
+
+/** What a load unit uses: the stages, and the retry's backoff. */
+export interface LoadContext {
+  deps: {
+    dedupe: Deduplicator;
+    store: EventStore;
+    erasures: Erasures;
+    deadLetters: DeadLetterSink;
+    metrics: IngesterMetrics;
+    logger: Logger;
+  };
+  options: { retryInitialMs: number; retryMaxMs: number };
+}
+
+const FULL_HINT =
+  'Redis is at maxmemory with noeviction: nothing is lost (offsets stay uncommitted until the keys are marked); raise maxmemory or lower DEDUPE_TTL_SECONDS';
+
+/** Thrown inside a retry loop when the batch must be given up (shutdown, rebalance). */
+export class Abandoned extends Error {}
+
+/** A unit holding a row of an interval whose rollup rows are being rebuilt (an erasure, a re-costing) waits. */
+class Fenced extends Error {
+  constructor() {
+    super('the rollup rows of a time in this unit are being rebuilt (an erasure or a re-costing); waiting');
+  }
+}
+
+export interface Item {
+  message: KafkaMessage;
+  row: RowText;
+  decodedChunk: DecodedChunk;
+}
+
+/** One partition chunk, decoded, waiting to be loaded with the others of its unit. */
+export interface DecodedChunk {
+  topic: string;
+  partition: number;
+  rows: number;
+  items: Item[];
+  letters: DeadLetter[];
+  /** canary_probes rows (JSON lines) of the freshness canary's records in the chunk. */
+  probes: string[];
+  /** Kafka timestamp (ms) of the chunk's oldest message. */
+  oldestMs: number;
+  alive: () => boolean;
+  heartbeat: () => Promise<void>;
+}
+
+/**
+ * Loads the decodedChunks of one unit together: one Redis check, one ClickHouse load, one
+ * batch of dead letters, one Redis mark. A decodedChunk whose partition was lost (or the
+ * consumer stopping) before the insert is left out and reported abandoned.
+ */
+export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadContext): Promise<ChunkOutcome[]> {
+  const { metrics, dedupe, store, erasures } = context.deps;
+  const started = performance.now();
+  const anyAlive = () => decodedChunks.some((decodedChunk) => decodedChunk.alive());
+  const heartbeat = async () => {
+    await Promise.all(decodedChunks.map((decodedChunk) => decodedChunk.heartbeat().catch(() => undefined)));
+  };
+  const retry = <T>(what: string, work: () => Promise<T>) => retrying(context, what, work, anyAlive, heartbeat);
+  const outcomes = new Map<DecodedChunk, 'loaded' | 'abandoned'>(decodedChunks.map((decodedChunk) => [decodedChunk, 'loaded']));
+  try {
+    const items = decodedChunks.flatMap((decodedChunk) => decodedChunk.items);
+    const { fresh, duplicates, collisions } = await retry('redis (dedupe check)', () =>
+      dedupe.filterSeen(
+        items,
+        (item) => item.row.eventKey,
+        (item) => item.row.digest,
+      ),
+    );
+    // The key was loaded with another record: never silently dropped as a duplicate.
+    for (const item of collisions) {
+      addDeadLetter(
+        item.decodedChunk,
+        item.message,
+        'event_key_collision',
+        `event key collision: ${item.row.eventKey} was loaded with a different record`,
+        {
+          'x-dlq-event-key': item.row.eventKey,
+        },
+      );
+    }
+
+    const checked = performance.now();
+    // Inserts of this unit that ended without an answer: their records may be stored
+    // but not counted by every rollup (rollup-repair.ts).
+    const unanswered = noneUnanswered();
+    let alreadyLoaded = 0;
+    let erased = 0;
+    let refused: { item: Item; reason: string; headers: Record<string, string> }[] = [];
+    const loaded = await retry('clickhouse', async () => {
+      // A consumer that lost a partition must not write what the new owner writes.
+      for (const decodedChunk of decodedChunks) if (!decodedChunk.alive()) outcomes.set(decodedChunk, 'abandoned');
+      const live = loadableItems(
+        items,
+        fresh,
+        (item) => outcomes.get(item.decodedChunk) === 'loaded',
+        (item) => item.row.eventKey,
+      );
+      if (live.length === 0 && !anyAlive()) throw new Abandoned();
+      // The insert attempt holds a lease while it checks the erasures and inserts
+      // (erasures.ts): an erased user's records received before the erasure are
+      // dropped, never loaded nor dead-lettered.
+      const check = await erasures
+        .beginInsert(live.map((item) => ({ environment: item.row.environment, userId: item.row.userId })))
+        .catch((error: unknown) => {
+          throw Object.assign(error as Error, { dependency: 'redis (erasure lease)' });
+        });
+      let result: IsolatedLoad<Item>;
+      let kept: Item[];
+      try {
+        if (check.fenced.length > 0 && live.some((item) => isFenced(check.fenced, item.row.eventMs, item.row.isError))) {
+          throw new Fenced();
+        }
+        kept =
+          check.erasedAt.size === 0
+            ? live
+            : live.filter((item) => {
+                const erasedAt = check.erasedAt.get(subjectKey({ environment: item.row.environment, userId: item.row.userId }));
+                return erasedAt === undefined || item.row.receivedAtMs > erasedAt;
+              });
+        // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
+        result = await store.load(kept, (item) => item.row, unanswered);
+      } finally {
+        await erasures.endInsert(check.lease).catch(() => undefined);
+      }
+      // Stored by an insert that ended without an answer: recounted before the unit goes on.
+      const recount = result.alreadyLoaded.filter((eventKey) => unanswered.eventKeys.has(eventKey));
+      if (recount.length > 0) await recountRollups(context, recount, unanswered);
+      erased = live.length - kept.length;
+      alreadyLoaded = result.alreadyLoaded.length;
+      refused = result.refused.map(({ item, code, message }) => ({
+        item,
+        reason: `clickhouse refused the row: code ${code}: ${message}`,
+        headers: { 'x-dlq-clickhouse-code': String(code), 'x-dlq-clickhouse-message': message },
+      }));
+      return result.loaded;
+    });
+    for (const { item, reason, headers } of refused) addDeadLetter(item.decodedChunk, item.message, 'clickhouse_refused', reason, headers);
+    const loadedParts = decodedChunks.filter((decodedChunk) => outcomes.get(decodedChunk) === 'loaded');
+    const probes = loadedParts.flatMap((decodedChunk) => decodedChunk.probes);
+    if (probes.length > 0) await retry('clickhouse (canary)', () => store.insertProbes(probes));
+
+    const inserted = performance.now();
+    const letters = loadedParts.flatMap((decodedChunk) => decodedChunk.letters);
+    await retry('kafka (dead letters)', () => context.deps.deadLetters.send(letters));
+    for (const sent of letters) {
+      context.deps.logger.warn(
+        { requestId: sent.headers?.['x-request-id'], partition: sent.partition, offset: sent.offset, reason: sent.reason.slice(0, 300) },
+        'dead-lettered',
+      );
+    }
+    await retry('redis (mark seen)', () =>
+      dedupe.markSeen(loaded.map((item) => ({ eventKey: item.row.eventKey, digest: item.row.digest }))),
+    );
+
+    metrics.rowsLoaded.inc(loaded.length);
+    metrics.erasedDropped.inc(erased);
+    metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
+    metrics.deadLetters.inc(letters.length);
+    metrics.keyCollisions.inc(collisions.length);
+    metrics.unknownPrice.inc(loaded.filter((item) => !item.row.priceKnown).length);
+    const done = performance.now();
+    metrics.batchSeconds.observe((done - started) / 1000);
+    metrics.batchRows.observe(loaded.length);
+    context.deps.logger.debug(
+      {
+        decodedChunks: decodedChunks.length,
+        rows: loaded.length,
+        ms: { dedupe: Math.round(checked - started), load: Math.round(inserted - checked), mark: Math.round(done - inserted) },
+      },
+      'unit loaded',
+    );
+  } catch (error) {
+    // Given up before the rows were loaded and marked: nothing of this unit commits.
+    return decodedChunks.map(() => (error instanceof Error ? error : new Error(String(error))));
+  }
+  return decodedChunks.map((decodedChunk) => (outcomes.get(decodedChunk) === 'loaded' ? 'loaded' : new Abandoned()));
+}
+
+/**
+ * Recounts the rollups of records an unanswered insert stored (rollup-repair.ts): under
+ * a fence of their days, each rollup group they fall in is compared with usage_events
+ * and mended. Throws to be retried with the load (which then finds them stored again).
+ */
+async function recountRollups(context: LoadContext, eventKeys: readonly string[], unanswered: Unanswered): Promise<void> {
+  const started = performance.now();
+  const outcome = await context.deps.store.recount(eventKeys, unanswered).catch((error: unknown) => {
+    throw Object.assign(error as Error, { dependency: 'clickhouse (rollup recount)' });
+  });
+  unanswered.eventKeys.clear();
+  unanswered.queryIds.clear();
+  for (const table of outcome.tables) {
+    if (table.appended > 0) context.deps.metrics.rollupRecounts.inc({ table: table.table, action: 'appended' }, table.appended);
+    if (table.rebuilt > 0) context.deps.metrics.rollupRecounts.inc({ table: table.table, action: 'rebuilt' }, table.rebuilt);
+  }
+  context.deps.logger.warn(
+    {
+      records: eventKeys.length,
+      stored: outcome.stored,
+      copiedByUser: outcome.copied,
+      mended: outcome.tables.filter((table) => table.appended + table.rebuilt > 0),
+      ms: Math.round(performance.now() - started),
+    },
+    'rollups recounted for records an unanswered insert stored',
+  );
+}
+
+/** Retries an infrastructure call with capped exponential backoff until it works or the batch is abandoned. */
+export async function retrying<T>(
+  context: LoadContext,
+  what: string,
+  work: () => Promise<T>,
+  alive: () => boolean,
+  heartbeat: () => Promise<void>,
+): Promise<T> {
+  let delay = context.options.retryInitialMs;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof Abandoned) throw error;
+      const reason = failureReason(error);
+      // A step of the work may name its own dependency (the erasure lease is Redis inside the insert's retry).
+      const dependency = (error as { dependency?: string }).dependency ?? what;
+      context.deps.metrics.retries.inc({ dependency, reason });
+      if (attempt === 1 || attempt % 10 === 0) {
+        context.deps.logger.warn(
+          { dependency, reason, attempt, err: (error as Error).message, ...(reason === 'full' ? { hint: FULL_HINT } : {}) },
+          'dependency failed; retrying',
+        );
+      }
+    }
+    const until = Date.now() + delay;
+    while (Date.now() < until) {
+      if (!alive()) throw new Abandoned();
+      await new Promise((resolve) => setTimeout(resolve, Math.min(250, until - Date.now())));
+    }
+    await heartbeat().catch(() => undefined);
+    if (!alive()) throw new Abandoned();
+    delay = Math.min(delay * 2, context.options.retryMaxMs);
+  }
+}
+
+/**
+ * The items a load unit inserts: one per event key that Redis has not seen, taken
+ * from a decodedChunk still being loaded. A unit can hold the same records twice (a chunk
+ * fetched before a rebalance, now given up, beside the same offsets fetched again
+ * after it), and Redis's answer names the first occurrence: the one kept here is the
+ * first occurrence among the live decodedChunks, so a given-up copy never stands in for the
+ * copy that commits.
+ */
+export function loadableItems<T>(items: readonly T[], fresh: readonly T[], live: (item: T) => boolean, keyOf: (item: T) => string): T[] {
+  const freshKeys = new Set(fresh.map(keyOf));
+  const taken = new Set<string>();
+  const loadable: T[] = [];
+  for (const item of items) {
+    const key = keyOf(item);
+    if (!live(item) || !freshKeys.has(key) || taken.has(key)) continue;
+    taken.add(key);
+    loadable.push(item);
+  }
+  return loadable;
+}
+
+/** The canary_probes row of a canary record: its probe id is the idempotency key the canary sent. */
+/** The gateway's request id of a message (its `x-request-id` header), when it has one. */
+export function requestIdOf(message: KafkaMessage): string | undefined {
+  const header = message.headers?.['x-request-id'];
+  const value = Array.isArray(header) ? header[0] : header;
+  return value === undefined ? undefined : value.toString();
+}
+
+export function addDeadLetter(
+  decodedChunk: DecodedChunk,
+  message: KafkaMessage,
+  code: DeadLetterCode,
+  reason: string,
+  headers?: DeadLetter['headers'],
+): void {
+  const requestId = requestIdOf(message);
+  decodedChunk.letters.push({
+    headers: requestId === undefined ? headers : { 'x-request-id': requestId, ...headers },
+    topic: decodedChunk.topic,
+    partition: decodedChunk.partition,
+    offset: message.offset,
+    key: message.key,
+    value: message.value,
+    code,
+    reason,
+  });
+}
