@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { format, resolveConfig } from 'prettier';
 import { usageRecordSchema } from '@otm/schemas';
-import { errorCatalog, type ErrorType } from '@otm/shared/errors';
+import { errorCatalog, refusals, type ErrorType } from '@otm/shared/errors';
 import { errorBodySchema, ingestRoutes, type RouteDoc } from '../services/gateway/src/ingest-routes.js';
 import { analyticsAnswerSchema, analyticsRoutes } from '../services/admin/src/analytics-routes.js';
 import { pipelineAnswerSchema, pipelineRoute } from '../services/admin/src/pipeline-routes.js';
@@ -397,12 +397,29 @@ function renderMarkdown(document: Json): string {
     '{ "statusCode": 400, "errorType": "ValidationError", "message": "…", "errors": [ { "path": "/tokens/input", "message": "must be integer" } ] }',
     '```',
     '',
-    '| errorType | status | retry? |',
+    '| errorType | status | retry? | gRPC code (OTLP) |',
+    '| --- | --- | --- | --- |',
+    ...Object.entries(errorCatalog).map(
+      ([type, entry]) => `| \`${type}\` | ${entry.statusCode} | ${entry.retriable ? 'yes' : 'no'} | ${entry.grpcCode} |`,
+    ),
+    '',
+    'Every refusal the services answer, by name (`refusals` in services/shared/src/errors.ts, the only place a message is written; `{…}` is filled in from the request or the limit):',
+    '',
+    '| refusal | errorType | message |',
     '| --- | --- | --- |',
-    ...Object.entries(errorCatalog).map(([type, entry]) => `| \`${type}\` | ${entry.statusCode} | ${entry.retriable ? 'yes' : 'no'} |`),
+    ...Object.entries(refusals).map(
+      ([name, refusal]) => `| \`${name}\` | \`${refusal.errorType}\` | ${messageTemplate(refusal.message)} |`,
+    ),
     '',
   );
   return lines.join('\n');
+}
+
+/** A refusal's message for the table: a template shown with its parameters as `<name>`. */
+function messageTemplate(message: string | ((params: never) => string)): string {
+  if (typeof message === 'string') return message.replace(/\|/g, '\\|');
+  const names = new Proxy({}, { get: (_target, name) => `{${String(name)}}` });
+  return (message as (params: unknown) => string)(names).replace(/\|/g, '\\|');
 }
 
 const document = buildOpenApiDocument();

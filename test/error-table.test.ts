@@ -156,6 +156,7 @@ const gatewayCases: Record<ErrorType, Case | string> = {
   AuthError: { status: 401, request: ingest(record(), { 'x-api-key': 'otm_qa_nope' }), message: 'API key missing or incorrect.' },
   NotFound: { status: 404, request: { method: 'GET', url: '/v1/nowhere' }, message: 'No route for GET /v1/nowhere.' },
   RequestTimeout: 'a 408 is answered by Node before any route runs: error-answers.integration.test.ts and gateway-hostile',
+  HeadersTooLarge: 'a 431 is answered by Node before any route runs (the shared edge; tested on the gateway: gateway-hostile)',
   PayloadTooLarge: { status: 413, request: ingest({ ...record(), io: { prompt: 'x'.repeat(70 * 1024) } }) },
   UnsupportedMediaType: { status: 415, request: { ...ingest('hello'), headers: { 'x-api-key': ingestKey, 'content-type': 'text/plain' } } },
   IdempotencyKeyReused: {
@@ -182,6 +183,7 @@ const adminCases: Record<ErrorType, Case | string> = {
   AuthError: { status: 401, request: { method: 'GET', url: '/v1/keys' }, message: 'Admin token missing or incorrect.' },
   NotFound: { status: 404, request: asAdmin({ method: 'DELETE', url: '/v1/keys/key_unknown' }), message: 'No key with this id.' },
   RequestTimeout: 'a 408 is answered by Node before any route runs: error-answers.integration.test.ts',
+  HeadersTooLarge: 'a 431 is answered by Node before any route runs (the shared edge; tested on the gateway: gateway-hostile)',
   PayloadTooLarge: {
     status: 413,
     request: asAdmin({ method: 'POST', url: '/v1/keys', payload: { environment: 'qa', name: 'x', description: 'x'.repeat(1_100_000) } }),

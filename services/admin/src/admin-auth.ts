@@ -3,7 +3,7 @@
 // length leaks through timing. Ingest keys are never admin credentials.
 import type { FastifyRequest } from 'fastify';
 import { bearerTokenCheck } from '@otm/shared/bearer-token';
-import { ServiceError } from '@otm/shared/errors';
+import { refuse } from '@otm/shared/errors';
 
 /**
  * The check of every admin request: the Bearer token must be one of `tokens` (ADMIN_TOKEN,
@@ -12,6 +12,6 @@ import { ServiceError } from '@otm/shared/errors';
 export function adminTokenCheck(tokens: readonly string[]) {
   const accepted = bearerTokenCheck(tokens);
   return function requireAdmin(request: FastifyRequest): void {
-    if (!accepted(request.headers.authorization)) throw new ServiceError('AuthError', 'Admin token missing or incorrect.');
+    if (!accepted(request.headers.authorization)) throw refuse('adminTokenInvalid');
   };
 }

@@ -3,7 +3,7 @@
 // results are bounded by `limit` (at most 10,000 rows).
 import type { FastifyInstance } from 'fastify';
 import type { JsonSchemaToTsProvider } from '@fastify/type-provider-json-schema-to-ts';
-import { ServiceError } from '@otm/shared/errors';
+import { refuse } from '@otm/shared/errors';
 import {
   ERROR_DIMENSIONS,
   QueryError,
@@ -81,7 +81,7 @@ export function registerAnalyticsRoutes(app: FastifyInstance, store: AnalyticsSt
         query = { ...parseAnalyticsQuery(request.query, dimensions), queryId: request.id };
       } catch (error) {
         if (!(error instanceof QueryError)) throw error;
-        throw new ServiceError('ValidationError', 'Invalid query parameters.', { errors: [{ path: error.path, message: error.message }] });
+        throw refuse('queryInvalid', { errors: [{ path: error.path, message: error.message }] });
       }
       let rows: unknown[];
       const limit = query.limit;
@@ -91,8 +91,8 @@ export function registerAnalyticsRoutes(app: FastifyInstance, store: AnalyticsSt
       try {
         rows = await runner(store, query);
       } catch (error) {
-        if (error instanceof QueryLimitExceeded) throw new ServiceError('QueryTimeout', error.message);
-        throw new ServiceError('Unavailable', 'The analytics store is unavailable; retry later.');
+        if (error instanceof QueryLimitExceeded) throw refuse('queryTimeout', { detail: error.message });
+        throw refuse('analyticsUnavailable');
       }
       return {
         from: query.from.toISOString(),

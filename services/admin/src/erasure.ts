@@ -24,7 +24,7 @@ import { type Environment, type ErasureAnnouncement } from '@otm/schemas';
 import { AuditUnavailableError, type AuditLog } from '@otm/shared/audit';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
-import { ServiceError } from '@otm/shared/errors';
+import { refuse } from '@otm/shared/errors';
 import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
 import type { Logger } from '@otm/shared/logger';
 import type { Redis } from '@otm/shared/redis';
@@ -306,9 +306,8 @@ export function registerErasureRoutes(app: FastifyInstance, jobs: ErasureJobs): 
       try {
         job = await jobs.start(request.query.environment, request.params.userId, `admin-token@${request.ip}`, request.id);
       } catch (error) {
-        if (error instanceof AuditUnavailableError)
-          throw new ServiceError('Unavailable', 'The audit log is unavailable; nothing was changed. Retry later.');
-        throw new ServiceError('Unavailable', 'The key store is unavailable; nothing was changed. Retry later.');
+        if (error instanceof AuditUnavailableError) throw refuse('auditUnavailableUnchanged');
+        throw refuse('keyStoreUnavailableUnchanged');
       }
       return reply.code(202).send({ ...job, statusUrl: `/v1/admin/erasures/${job.id}` });
     },
@@ -316,9 +315,9 @@ export function registerErasureRoutes(app: FastifyInstance, jobs: ErasureJobs): 
 
   app.get<{ Params: { id: string } }>('/v1/admin/erasures/:id', async (request) => {
     const job = await jobs.get(request.params.id).catch(() => {
-      throw new ServiceError('Unavailable', 'The key store is unavailable; retry later.');
+      throw refuse('keyStoreUnavailable');
     });
-    if (!job) throw new ServiceError('NotFound', 'No erasure job with this id.');
+    if (!job) throw refuse('erasureNotFound');
     return job;
   });
 }

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuditUnavailableError, type AuditEntry, type AuditLog } from '@otm/shared/audit';
 import { generateKeyId } from '@otm/shared/keys/key-format';
 import { isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
-import { ServiceError } from '@otm/shared/errors';
+import { refuse } from '@otm/shared/errors';
 import type { ApiKeyRecord, KeyStore } from '@otm/shared/keys/key-store';
 import { auditQuery, captureBody, environmentParams, keyCreateBody } from './admin-route-docs.js';
 
@@ -24,7 +24,7 @@ async function fromStore<T>(operation: Promise<T>): Promise<T> {
   try {
     return await operation;
   } catch {
-    throw new ServiceError('Unavailable', 'The key store is unavailable; retry later.');
+    throw refuse('keyStoreUnavailable');
   }
 }
 
@@ -38,8 +38,7 @@ function audited<T>(audit: Auditor, request: FastifyRequest, entry: Omit<AuditEn
   return audit
     .around({ ...entry, actor: `admin-token@${request.ip}`, requestId: request.id }, () => fromStore(change()))
     .catch((error: unknown) => {
-      if (error instanceof AuditUnavailableError)
-        throw new ServiceError('Unavailable', 'The audit log is unavailable; nothing was changed. Retry later.');
+      if (error instanceof AuditUnavailableError) throw refuse('auditUnavailableUnchanged');
       throw error;
     });
 }
@@ -57,7 +56,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore, a
       // A name is shown to operators in lists, logs and the dashboard: no control
       // characters or bidi overrides that could disguise what they read.
       if (!isSafeIdentifier(request.body.name)) {
-        throw new ServiceError('ValidationError', 'The key name cannot be used.', {
+        throw refuse('keyNameInvalid', {
           errors: [{ path: '/name', message: 'must not contain control characters or bidirectional overrides' }],
         });
       }
@@ -83,7 +82,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore, a
     const deleted = await audited(audit, request, { action: 'key.delete', target: request.params.id }, () =>
       store.delete(request.params.id),
     );
-    if (!deleted) throw new ServiceError('NotFound', 'No key with this id.');
+    if (!deleted) throw refuse('keyNotFound');
     return reply.code(204).send();
   });
 
@@ -94,7 +93,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore, a
       const updated = await audited(audit, request, { action: 'key.capture', target: request.params.id, details: request.body }, () =>
         store.setCapture(request.params.id, request.body.capture),
       );
-      if (!updated) throw new ServiceError('NotFound', 'No key with this id.');
+      if (!updated) throw refuse('keyNotFound');
       return shown(updated);
     },
   );
@@ -123,7 +122,7 @@ export function registerKeyRoutes(app: FastifyInstance, store: KeyRoutesStore, a
       try {
         return { entries: await audit.recent(request.query.limit ?? 100) };
       } catch {
-        throw new ServiceError('Unavailable', 'The audit log is unavailable; retry later.');
+        throw refuse('auditUnavailable');
       }
     },
   );

@@ -2,7 +2,7 @@
 // for operators without Prometheus: the consumer group's lag per partition of the
 // usage topic, read from Kafka (at most every 2 s), behind the admin token.
 import type { FastifyInstance } from 'fastify';
-import { ServiceError } from '@otm/shared/errors';
+import { refuse } from '@otm/shared/errors';
 import { cachedConsumerLag, type Admin } from '@otm/shared/kafka';
 
 export const pipelineAnswerSchema = {
@@ -33,7 +33,7 @@ export function registerPipelineRoutes(app: FastifyInstance, admin: () => Promis
     try {
       partitions = await lag();
     } catch {
-      throw new ServiceError('Unavailable', 'Kafka is unavailable; retry later.');
+      throw refuse('kafkaUnavailable');
     }
     return {
       topic,

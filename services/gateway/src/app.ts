@@ -10,7 +10,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOption
 import Fastify, { LogController } from 'fastify';
 import compress from '@fastify/compress';
 import type { RecordBounds, Validators } from '@otm/schemas';
-import { ServiceError } from '@otm/shared/errors';
+import { refuse } from '@otm/shared/errors';
 import { edgeServerOptions, registerEdge, registerJsonParser, type ConnectionLimits } from '@otm/shared/http-edge';
 import type { Logger } from '@otm/shared/logger';
 import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
@@ -89,13 +89,12 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     // Inflated in 64 KiB chunks rather than zlib's 16 KiB: a 1.3 MB batch then costs
     // 21 callbacks instead of 85 (about 5 µs less CPU per record, measured on Node 24).
     zlib: { createGunzip: () => zlib.createGunzip({ chunkSize: INFLATE_CHUNK_BYTES }) },
-    onUnsupportedRequestEncoding: (encoding: string) =>
-      new ServiceError('UnsupportedMediaType', `Content-Encoding ${encoding} is not supported; send gzip or nothing.`),
+    onUnsupportedRequestEncoding: (encoding: string) => refuse('encodingUnsupported', { encoding }),
   });
 
-  const unavailable = (reply: FastifyReply, message: string) => {
+  const unavailable = (reply: FastifyReply, refusal: 'queueUnavailable' | 'keyStoreUnreachable') => {
     reply.header('retry-after', String(options.retryAfterSeconds));
-    return new ServiceError('Unavailable', message);
+    return refuse(refusal);
   };
 
   registerEdge(app, {
@@ -115,7 +114,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
   const { authenticate, rateLimited } = createIngestAuth(
     deps.keyCache,
     options.rateLimit,
-    (reply, message) => unavailable(reply, message),
+    (reply, refusal) => unavailable(reply, refusal),
     options.authFailuresPerMinute,
   );
 
@@ -149,7 +148,7 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
       if (result!.kind === 'refused') throw result!.error;
       if (result!.kind === 'unavailable') {
         request.log.warn({ requestId: request.id, reason: result!.reason }, 'produce unavailable');
-        throw unavailable(reply, 'The queue is unavailable; the record was not accepted. Retry later.');
+        throw unavailable(reply, 'queueUnavailable');
       }
       if (!result!.replay) deps.metrics.records.inc({ outcome: 'accepted' });
       return reply.code(202).send(accepted(result!));
@@ -190,7 +189,7 @@ function idempotencyKeyOf(request: FastifyRequest): string | undefined {
   const values = headerValues(request, 'idempotency-key');
   if (values.length === 0) return undefined;
   if (values.length !== 1 || !IDEMPOTENCY_KEY.test(values[0]!)) {
-    throw new ServiceError('ValidationError', 'Invalid Idempotency-Key header.', {
+    throw refuse('idempotencyKeyHeaderInvalid', {
       errors: [
         {
           path: 'header:Idempotency-Key',

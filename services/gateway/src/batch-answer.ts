@@ -1,7 +1,7 @@
 // The batch endpoint's body and answer apart from the route: the items a body holds
 // (each with its own idempotency key, or the batch's with its index), each item's
 // result as the answer lists it, and the 400 answer when no item was valid.
-import { errorReportLimits, ServiceError, type FieldError } from '@otm/shared/errors';
+import { errorReportLimits, ServiceError, type FieldError, refuse } from '@otm/shared/errors';
 import { v7 as uuidv7 } from 'uuid';
 import { UnreadableLine } from './batch-body.js';
 import type { IntakeItem, ItemResult } from './intake.js';
@@ -34,7 +34,8 @@ export function batchItems(items: unknown[], batchKey: string | undefined): (Int
 export function itemResult(result: ItemResult, index: number): BatchItemResult {
   if (result.kind === 'accepted') return { index, status: 202, requestId: result.requestId };
   if (result.kind === 'unavailable') {
-    return { index, status: 503, errorType: 'Unavailable', message: 'The queue is unavailable; this record was not accepted. Retry it.' };
+    const { errorType, message } = refuse('queueUnavailableItem').toBody();
+    return { index, status: 503, errorType, message };
   }
   const { statusCode, ...body } = result.error.toBody();
   return { index, status: statusCode as 400 | 422, ...body };
@@ -58,7 +59,7 @@ export function noneValidAnswer(results: BatchItemResult[]) {
   }
   const listed = fitWithin(errors);
   truncated ||= listed.length < errors.length;
-  const body = new ServiceError('ValidationError', 'No record of the batch is valid; see results.').toBody();
+  const body = refuse('batchNoneValid').toBody();
   return { ...body, errors: listed, ...(truncated ? { truncated: true } : {}), results };
 }
 
@@ -70,7 +71,7 @@ function splitItem(item: unknown): { record: unknown; itemKey: string | undefine
   }
   const { idempotencyKey, ...record } = item as Record<string, unknown>;
   if (typeof idempotencyKey !== 'string' || !IDEMPOTENCY_KEY.test(idempotencyKey)) {
-    throw new ServiceError('ValidationError', 'Invalid idempotencyKey.', {
+    throw refuse('idempotencyKeyMemberInvalid', {
       errors: [{ path: '/idempotencyKey', message: 'must be a string of 1 to 255 printable ASCII characters' }],
     });
   }

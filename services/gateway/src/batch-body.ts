@@ -4,7 +4,7 @@
 // reading further. Only then is the text split and parsed, and an NDJSON batch whose
 // unreadable lines pass a limit is refused whole rather than answered line by line.
 import type { Readable } from 'node:stream';
-import { ServiceError } from '@otm/shared/errors';
+import { ServiceError, refuse } from '@otm/shared/errors';
 import { parseJsonText } from '@otm/shared/http-edge';
 
 export interface BatchBodyLimits {
@@ -121,10 +121,10 @@ export function readCountedBody(payload: Readable, ndjson: boolean, limits: Batc
     };
     const onData = (chunk: Buffer) => {
       bytes += chunk.length;
-      if (bytes > limits.maxBytes) return stop(new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.'));
+      if (bytes > limits.maxBytes) return stop(refuse('bodyTooLarge'));
       counter.add(chunk);
       if (counter.items > limits.maxRecords) {
-        return stop(new ServiceError('PayloadTooLarge', `A batch holds at most ${limits.maxRecords} records; this one holds more.`));
+        return stop(refuse('batchTooManyRecords', { max: limits.maxRecords, count: 'more' }));
       }
       chunks.push(chunk);
     };
@@ -153,9 +153,9 @@ export function parseNdjson(text: string, jsonMaxDepth: number, maxUnreadableLin
       items.push(parseJsonText(line, jsonMaxDepth, 'This line'));
     } catch (error) {
       if (++unreadable > maxUnreadableLines) {
-        throw new ServiceError(
-          'ValidationError',
-          `More than ${maxUnreadableLines} lines of the batch are not JSON; no record was accepted.`,
+        throw refuse(
+          'batchUnreadableLines',
+          { max: maxUnreadableLines },
           {
             errors: [{ path: '/', message: `must hold at most ${maxUnreadableLines} unreadable lines` }],
           },

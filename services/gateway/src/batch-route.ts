@@ -6,7 +6,7 @@
 // was accepted, 400 otherwise.
 import { CAPTURE_HEADER } from './capture.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { fitErrorBudget, ServiceError } from '@otm/shared/errors';
+import { fitErrorBudget, refuse } from '@otm/shared/errors';
 import type { Readable } from 'node:stream';
 import { parseJsonText } from '@otm/shared/http-edge';
 import { parseNdjson, readCountedBody, type BatchBodyLimits } from './batch-body.js';
@@ -52,20 +52,17 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         preHandler: async (request, reply) => {
           const items = request.body;
           if (!Array.isArray(items)) {
-            throw new ServiceError('ValidationError', 'A batch is a JSON array of usage records (or NDJSON).', {
+            throw refuse('batchNotArray', {
               errors: [{ path: '/', message: 'must be an array' }],
             });
           }
           if (items.length === 0) {
-            throw new ServiceError('ValidationError', 'The batch holds no records.', {
+            throw refuse('batchEmpty', {
               errors: [{ path: '/', message: 'must not be empty' }],
             });
           }
           if (items.length > limits.maxRecords) {
-            throw new ServiceError(
-              'PayloadTooLarge',
-              `A batch holds at most ${limits.maxRecords} records; this one holds ${items.length}.`,
-            );
+            throw refuse('batchTooManyRecords', { max: limits.maxRecords, count: items.length });
           }
           await deps.rateLimited(request, reply, items.length);
         },
@@ -107,7 +104,7 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         const unavailable = results.some((result) => result.status === 503);
         if (unavailable) {
           reply.header('retry-after', String(deps.retryAfterSeconds));
-          const body = new ServiceError('Unavailable', 'The queue is unavailable; no record was accepted. Retry later.').toBody();
+          const body = refuse('queueUnavailableBatch').toBody();
           return reply.code(503).send({ ...body, results });
         }
         deps.metrics.validationFailures.inc();

@@ -5,7 +5,7 @@
 // so what a policy removes never reaches Kafka.
 import type { FastifyRequest } from 'fastify';
 import { CAPTURE_POLICIES, stricterCapture, type CapturePolicy, type QueuedRecordMeta, type UsageRecord } from '@otm/schemas';
-import { ServiceError } from '@otm/shared/errors';
+import { refuse } from '@otm/shared/errors';
 import type { Redactor } from './redact.js';
 
 export type CaptureMeta = NonNullable<QueuedRecordMeta['capture']>;
@@ -26,7 +26,7 @@ export function capturePolicyOf(request: FastifyRequest, inForce: CapturePolicy)
   if (values.length === 0) return inForce;
   const asked = values[0]!.trim().toLowerCase();
   if (values.length !== 1 || !(CAPTURE_POLICIES as readonly string[]).includes(asked)) {
-    throw new ServiceError('ValidationError', 'Invalid X-OTM-Capture header.', {
+    throw refuse('captureHeaderInvalid', {
       errors: [
         {
           path: 'header:X-OTM-Capture',

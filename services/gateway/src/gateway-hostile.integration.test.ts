@@ -251,6 +251,18 @@ describe('slow and idle connections (limits of decisions.md: headers 5 s, reques
     expect(closedAfterMs).toBeLessThan(8_000);
     expect(answer).toMatch(/^HTTP\/1.1 408/);
   }, 30_000);
+
+  it('answers headers over the limit 431 HeadersTooLarge with the documented body, and closes', async () => {
+    const { answer } = await holdConnection((socket) => {
+      socket.write(`POST /v1/telemetry/usage HTTP/1.1\r\nHost: localhost\r\nX-Padding: ${'x'.repeat(40 * 1024)}\r\n\r\n`);
+    });
+    expect(answer).toMatch(/^HTTP\/1.1 431/);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual({
+      statusCode: 431,
+      errorType: 'HeadersTooLarge',
+      message: 'The request headers are too large.',
+    });
+  }, 30_000);
 });
 
 /** Opens a TLS connection, lets `behave` drive it, and reports when the server closed it (bounded at 20 s). */

@@ -3,7 +3,7 @@
 // Both run as route hooks of the ingest endpoints (app.ts, batch-route.ts).
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { ServiceError } from '@otm/shared/errors';
+import { ServiceError, refuse } from '@otm/shared/errors';
 import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { hashKey, parseKey } from '@otm/shared/keys/key-format';
 
@@ -32,7 +32,7 @@ export interface KeyLookup {
 export function createIngestAuth(
   keyCache: KeyLookup,
   rateLimit: { perSecond: number; burst: number },
-  unavailable: (reply: FastifyReply, message: string) => ServiceError,
+  unavailable: (reply: FastifyReply, refusal: 'keyStoreUnreachable') => ServiceError,
   /** Failed authentications per client address per minute before look-ups of uncached keys are refused (0: no limit). */
   authFailuresPerMinute = 0,
 ): IngestAuth {
@@ -53,7 +53,7 @@ export function createIngestAuth(
   async function authenticated(request: FastifyRequest, reply: FastifyReply): Promise<IngestKeyRecord> {
     const key = credentialsOf(request);
     const environment = parseKey(key);
-    if (environment === undefined) throw new ServiceError('AuthError', 'API key missing or incorrect.');
+    if (environment === undefined) throw refuse('apiKeyInvalid');
     const hash = hashKey(key);
     // An address past its failed authentications is not given another look-up in the key
     // store: only keys the gateway holds are still answered for it (a valid key behind
@@ -62,19 +62,16 @@ export function createIngestAuth(
       const spent = await failures.get(request.ip);
       if (spent && spent.remainingPoints <= 0) {
         reply.header('retry-after', String(Math.max(1, Math.ceil(spent.msBeforeNext / 1000))));
-        throw new ServiceError(
-          'RateLimited',
-          `Too many failed authentications from this address (${authFailuresPerMinute} a minute); retry later.`,
-        );
+        throw refuse('authFailuresLimited', { perMinute: authFailuresPerMinute });
       }
     }
     let record: IngestKeyRecord | null;
     try {
       record = await keyCache.lookup(hash);
     } catch {
-      throw unavailable(reply, 'The key store is unreachable; retry later.');
+      throw unavailable(reply, 'keyStoreUnreachable');
     }
-    if (!record) throw new ServiceError('AuthError', 'API key missing or incorrect.');
+    if (!record) throw refuse('apiKeyInvalid');
     return record;
   }
 
@@ -90,7 +87,7 @@ export function createIngestAuth(
     } catch (refusal) {
       if (!(refusal instanceof RateLimiterRes)) throw refusal;
       reply.header('retry-after', String(Math.max(1, Math.ceil(refusal.msBeforeNext / 1000))));
-      throw new ServiceError('RateLimited', `Rate limit of ${perSecond} records per second (bursts of ${burst}) exceeded for this key.`);
+      throw refuse('rateLimited', { perSecond, burst });
     }
   }
 
@@ -101,17 +98,17 @@ export function createIngestAuth(
 function credentialsOf(request: FastifyRequest): string {
   const headerKey = request.headers['x-api-key'];
   const authorization = request.headers.authorization;
-  if (Array.isArray(headerKey)) throw new ServiceError('AuthError', 'API key missing or incorrect.');
+  if (Array.isArray(headerKey)) throw refuse('apiKeyInvalid');
   let bearer: string | undefined;
   if (authorization !== undefined) {
     const match = BEARER.exec(authorization);
-    if (!match) throw new ServiceError('AuthError', 'API key missing or incorrect.');
+    if (!match) throw refuse('apiKeyInvalid');
     bearer = match[1];
   }
   if (headerKey !== undefined && bearer !== undefined && headerKey !== bearer) {
-    throw new ServiceError('AuthError', 'Ambiguous credentials: X-API-Key and Authorization carry different keys.');
+    throw refuse('apiKeyAmbiguous');
   }
   const key = headerKey ?? bearer;
-  if (key === undefined || key === '') throw new ServiceError('AuthError', 'API key missing or incorrect.');
+  if (key === undefined || key === '') throw refuse('apiKeyInvalid');
   return key;
 }

@@ -5,7 +5,7 @@
 // is accepted only once Kafka acknowledged it). It returns one result per item, in
 // order; the routes only decode their body into items and turn the results into their
 // own answer (202 / 207 / 400 / 503, or OTLP partial_success).
-import { ServiceError } from '@otm/shared/errors';
+import { ServiceError, refuse } from '@otm/shared/errors';
 import { encodeWireAll } from '@otm/shared/registry';
 import { EventLoopTurn } from './event-loop-turn.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
@@ -154,8 +154,5 @@ export function acceptedUsage(results: readonly ItemResult[]): Usage {
 }
 
 function reusedKey(): ServiceError {
-  return new ServiceError(
-    'IdempotencyKeyReused',
-    'This idempotency key is used by another record of the request; send a new key for a new record.',
-  );
+  return refuse('idempotencyKeyReusedInRequest');
 }

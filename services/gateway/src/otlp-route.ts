@@ -7,7 +7,7 @@
 // spans were rejected), 503/429 with Retry-After for what an exporter should retry,
 // and every error body a google.rpc.Status in the request's encoding.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ServiceError } from '@otm/shared/errors';
+import { errorCatalog, refuse } from '@otm/shared/errors';
 import { registerJsonParser } from '@otm/shared/http-edge';
 import { CAPTURE_HEADER } from './capture.js';
 import { ingestRoutes } from './ingest-routes.js';
@@ -32,9 +32,6 @@ export interface OtlpRouteDeps {
 
 const PROTOBUF = 'application/x-protobuf';
 
-/** gRPC status codes for the answers' google.rpc.Status, by HTTP status. */
-const GRPC_CODE: Record<number, number> = { 400: 3, 401: 16, 408: 4, 413: 8, 415: 3, 422: 3, 429: 8, 500: 13, 503: 14 };
-
 /** OTLP/JSON nests resource, scope, span, attribute and value objects: deeper than a usage record. */
 const OTLP_JSON_MAX_DEPTH = 48;
 
@@ -55,13 +52,16 @@ export function registerOtlpRoute(app: FastifyInstance, deps: OtlpRouteDeps): vo
     // google.rpc.Status in the encoding the exporter sent.
     scope.addHook('onSend', async (request, reply, payload) => {
       if (reply.statusCode < 400 || typeof payload !== 'string') return payload;
-      let message = '';
+      let answer: { message?: unknown; errorType?: unknown };
       try {
-        message = String((JSON.parse(payload) as { message?: unknown }).message ?? '');
+        answer = JSON.parse(payload) as typeof answer;
       } catch {
         return payload;
       }
-      const status = { code: GRPC_CODE[reply.statusCode] ?? 2, message };
+      // The gRPC code of the answer's error type (errorCatalog); 2 (UNKNOWN) for anything else.
+      const entry =
+        typeof answer.errorType === 'string' ? (errorCatalog as Record<string, { grpcCode: number }>)[answer.errorType] : undefined;
+      const status = { code: entry?.grpcCode ?? 2, message: String(answer.message ?? '') };
       if (isProtobuf(request)) {
         reply.type(PROTOBUF);
         return Buffer.from(deps.codec.encodeStatus(status));
@@ -81,13 +81,10 @@ export function registerOtlpRoute(app: FastifyInstance, deps: OtlpRouteDeps): vo
           const protobuf = isProtobuf(request);
           const count = readable(() => (protobuf ? countProtobuf(request.body as Buffer) : countJson(request.body)));
           if (count.spans > deps.maxSpans) {
-            throw new ServiceError('PayloadTooLarge', `An export holds at most ${deps.maxSpans} spans; this one holds ${count.spans}.`);
+            throw refuse('exportTooManySpans', { max: deps.maxSpans, count: count.spans });
           }
           if (count.attributes > deps.maxAttributes) {
-            throw new ServiceError(
-              'PayloadTooLarge',
-              `An export holds at most ${deps.maxAttributes} attributes; this one holds ${count.attributes}.`,
-            );
+            throw refuse('exportTooManyAttributes', { max: deps.maxAttributes, count: count.attributes });
           }
           await deps.rateLimited(request, reply, Math.max(1, count.spans));
           (request as FastifyRequest & { otlp?: Decoded }).otlp = {
@@ -108,7 +105,7 @@ export function registerOtlpRoute(app: FastifyInstance, deps: OtlpRouteDeps): vo
         deps.metrics.records.inc({ outcome: 'refused' }, outcome.rejected.length);
         if (outcome.unavailable) {
           // The exporter retries the whole export; what was queued is keyed by span and stored once.
-          throw new ServiceError('Unavailable', 'The queue is unavailable; the spans were not all accepted. Retry the export.');
+          throw refuse('queueUnavailableExport');
         }
         const partialSuccess =
           outcome.rejected.length > 0 ? { rejectedSpans: outcome.rejected.length, errorMessage: summary(outcome.rejected) } : undefined;

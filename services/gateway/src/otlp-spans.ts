@@ -3,7 +3,7 @@
 // the results become what the OTLP answer reports (accepted, rejected with reasons, or
 // the queue unavailable).
 import { v7 as uuidv7 } from 'uuid';
-import { ServiceError } from '@otm/shared/errors';
+import { ServiceError, refuse } from '@otm/shared/errors';
 import type { GatewayMetrics } from './metrics.js';
 import { OtlpDecodeError, usageFromSpan, type OtlpSpan } from './otlp.js';
 import type { IntakeContext } from './record-intake.js';
@@ -14,7 +14,7 @@ export function readable<T>(read: () => T): T {
   try {
     return read();
   } catch (error) {
-    if (error instanceof OtlpDecodeError) throw new ServiceError('ValidationError', error.message);
+    if (error instanceof OtlpDecodeError) throw refuse('exportUnreadable', { detail: error.message });
     throw error;
   }
 }

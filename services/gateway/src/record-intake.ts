@@ -12,7 +12,7 @@ import {
   type UsageRecord,
   type Validators,
 } from '@otm/schemas';
-import { ServiceError } from '@otm/shared/errors';
+import { refuse } from '@otm/shared/errors';
 import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { encodeWire } from '@otm/shared/registry';
 import { applyCapture, type CaptureMeta } from './capture.js';
@@ -88,12 +88,12 @@ export function checkRecord(body: unknown, idempotencyKey: string | undefined, r
   // which would build an error object for each of its members.
   const crowded = crowdedObject(body, MAX_MEMBERS_BEFORE_VALIDATION);
   if (crowded) {
-    throw new ServiceError('ValidationError', 'The usage record does not match the schema.', {
+    throw refuse('recordInvalid', {
       errors: [{ path: crowded.path || '/', message: `has ${crowded.members} members; no object of a usage record holds more than 64` }],
     });
   }
   if (!context.validators.usageRecord(body)) {
-    throw new ServiceError('ValidationError', 'The usage record does not match the schema.', {
+    throw refuse('recordInvalid', {
       errors: toFieldErrors(context.validators.usageRecord.errors),
     });
   }
@@ -101,7 +101,7 @@ export function checkRecord(body: unknown, idempotencyKey: string | undefined, r
   // What the schema cannot say: the store must be able to hold every value.
   const outOfBounds = checkRecordBounds(record as unknown as Record<string, unknown>, context.recordBounds, context.receivedAt.getTime());
   if (outOfBounds.length > 0) {
-    throw new ServiceError('ValidationError', 'The usage record holds values that cannot be stored.', { errors: outOfBounds });
+    throw refuse('recordUnstorable', { errors: outOfBounds });
   }
   normaliseStack(record);
   // A replay is compared by the record as sent, not by what the policy leaves of it
@@ -139,10 +139,7 @@ export function previousAnswer(
   if (!prepared.idempotencyKey || !replay) return undefined;
   const previous = replay.get(prepared.eventKey);
   if (previous && previous.digest !== prepared.digest) {
-    throw new ServiceError(
-      'IdempotencyKeyReused',
-      'This Idempotency-Key was used for a different usage record; send a new key for a new record.',
-    );
+    throw refuse('idempotencyKeyReused');
   }
   return previous;
 }

@@ -10,7 +10,7 @@ import secureJson from 'secure-json-parse';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import { v7 as uuidv7 } from 'uuid';
 import { exceedsJsonDepth } from '@otm/schemas';
-import { errorBody, ServiceError, type ErrorType } from './errors.js';
+import { ServiceError, refuse } from './errors.js';
 import { nonNegativeInt, positiveInt } from './config.js';
 
 export interface ConnectionLimits {
@@ -79,7 +79,7 @@ export function edgeServerOptions(
     ...(tls ? { https: { ...tls, minVersion: 'TLSv1.2', handshakeTimeout: limits.headersTimeoutMs, ...node } } : { http: node }),
     clientErrorHandler: answerClientError,
     frameworkErrors: (error: Error & { code?: string }, _request: FastifyRequest, reply: FastifyReply) => {
-      void reply.code(400).send(errorBody('ValidationError', error.code === 'FST_ERR_BAD_URL' ? 'Malformed URL.' : 'Malformed request.'));
+      void reply.code(400).send(refuse(error.code === 'FST_ERR_BAD_URL' ? 'malformedUrl' : 'malformedRequestLine').toBody());
     },
   } as FastifyServerOptions & object;
 }
@@ -137,13 +137,15 @@ function answerClientError(error: Error & { code?: string }, socket: Socket): vo
     socket.destroy();
     return;
   }
-  const [status, type, message]: [number, ErrorType, string] =
+  const refusal = refuse(
     error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [408, 'RequestTimeout', 'The request did not arrive within the time limit.']
+      ? 'requestTimeout'
       : error.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'ValidationError', 'The request headers are too large.']
-        : [400, 'ValidationError', 'Malformed HTTP request.'];
-  const body = JSON.stringify({ statusCode: status, errorType: type, message });
+        ? 'headersTooLarge'
+        : 'malformedRequest',
+  );
+  const status = refusal.statusCode;
+  const body = JSON.stringify(refusal.toBody());
   const reason = status === 408 ? 'Request Timeout' : status === 431 ? 'Request Header Fields Too Large' : 'Bad Request';
   socket.end(
     `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
@@ -165,17 +167,21 @@ function destroyAfterLinger(socket: Socket): void {
  */
 export function parseJsonText(text: string, maxDepth: number, what = 'The request body'): unknown {
   if (exceedsJsonDepth(text, maxDepth)) {
-    throw new ServiceError('ValidationError', `${what} nests deeper than ${maxDepth} levels.`, {
-      errors: [{ path: '/', message: `must not nest deeper than ${maxDepth} levels` }],
-    });
+    throw refuse(
+      'textTooDeep',
+      { what, maxDepth },
+      {
+        errors: [{ path: '/', message: `must not nest deeper than ${maxDepth} levels` }],
+      },
+    );
   }
   if (text.length === 0) {
-    throw new ServiceError('ValidationError', `${what} is empty.`, { errors: [{ path: '/', message: 'is required' }] });
+    throw refuse('textEmpty', { what }, { errors: [{ path: '/', message: 'is required' }] });
   }
   try {
     return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch {
-    throw new ServiceError('ValidationError', `${what} is not valid JSON.`, { errors: [{ path: '/', message: 'must be valid JSON' }] });
+    throw refuse('textNotJson', { what }, { errors: [{ path: '/', message: 'must be valid JSON' }] });
   }
 }
 
@@ -205,37 +211,35 @@ export function registerJsonParser(app: FastifyInstance, maxDepth: number): void
 export function toServiceError(error: FastifyError & { decompressError?: unknown }): ServiceError {
   if (error instanceof ServiceError) return error;
   if (error.decompressError !== undefined) {
-    return new ServiceError('ValidationError', 'The request body is not valid gzip (Content-Encoding: gzip).', {
+    return refuse('bodyNotGzip', {
       errors: [{ path: '/', message: 'must be gzip-compressed as Content-Encoding says' }],
     });
   }
   if (error.validation) {
-    return new ServiceError('ValidationError', 'The request does not match the expected parameters.', {
+    return refuse('parametersInvalid', {
       errors: error.validation.map((issue) => ({ path: issuePath(issue), message: issue.message ?? 'is invalid' })),
     });
   }
   switch (error.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');
+      return refuse('bodyTooLarge');
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new ServiceError('UnsupportedMediaType', UNSUPPORTED_MEDIA_TYPE);
+      return refuse('mediaTypeUnsupported');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new ServiceError('ValidationError', 'Content-Length does not match the body.');
+      return refuse('contentLengthMismatch');
   }
   if (error.statusCode === 400 || error instanceof SyntaxError) {
-    return new ServiceError('ValidationError', 'The request body is not valid JSON.', {
+    return refuse('bodyNotJson', {
       errors: [{ path: '/', message: 'must be valid JSON' }],
     });
   }
-  if (error.statusCode === 413) return new ServiceError('PayloadTooLarge', 'The request body is larger than the limit.');
-  if (error.statusCode === 415) return new ServiceError('UnsupportedMediaType', UNSUPPORTED_MEDIA_TYPE);
+  if (error.statusCode === 413) return refuse('bodyTooLarge');
+  if (error.statusCode === 415) return refuse('mediaTypeUnsupported');
   if (error.statusCode !== undefined && error.statusCode > 400 && error.statusCode < 500) {
-    return new ServiceError('ValidationError', error.message);
+    return refuse('clientError', { detail: error.message });
   }
-  return new ServiceError('InternalError', 'Internal error.');
+  return refuse('internal');
 }
-
-const UNSUPPORTED_MEDIA_TYPE = 'Content-Type must be application/json (or application/x-ndjson for a batch).';
 
 /** Where a schema-validation issue is: the instance path, with the missing or extra member named. */
 function issuePath(issue: NonNullable<FastifyError['validation']>[number]): string {
@@ -294,7 +298,7 @@ export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
   app.addHook('onRequest', async (request, reply) => {
     if (request.raw.httpVersionMajor < 1) {
       reply.header('connection', 'close');
-      throw new ServiceError('ValidationError', 'Malformed HTTP request.');
+      throw refuse('malformedRequest');
     }
   });
   app.addHook('onSend', async (request, reply, payload) => {
@@ -330,7 +334,7 @@ export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
     return reply.code(serviceError.statusCode).send(serviceError.toBody());
   });
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(errorBody('NotFound', `No route for ${request.method} ${request.url.split('?')[0]}.`));
+    reply.code(404).send(refuse('noRoute', { method: request.method, path: request.url.split('?')[0]! }).toBody());
   });
   if (options.health) {
     const { ready } = options.health;

@@ -4,6 +4,7 @@
 import http from 'node:http';
 import type { Registry } from 'prom-client';
 import { bearerTokenCheck } from './bearer-token.js';
+import { refuse } from './errors.js';
 
 /**
  * `/metrics`, and with `ready` also `/healthz` (process alive) and `/readyz` (200 while
@@ -24,7 +25,7 @@ export function serveMetrics(registry: Registry, host: string, port: number, rea
     }
     if (accepted && !accepted(request.headers.authorization)) {
       response.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
-      response.end(JSON.stringify({ statusCode: 401, errorType: 'AuthError', message: 'Metrics token missing or incorrect.' }));
+      response.end(JSON.stringify(refuse('metricsTokenInvalid').toBody()));
       return;
     }
     response.writeHead(200, { 'content-type': registry.contentType });
