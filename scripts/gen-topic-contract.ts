@@ -162,7 +162,7 @@ const sections: Record<string, () => string> = {
   'dead-letter-reasons': () =>
     table(
       ['`x-dlq-reason-code`', 'the record'],
-      Object.entries(DEAD_LETTER_REASONS).map(([name, meaning]) => [code(name), meaning]),
+      Object.entries(DEAD_LETTER_REASONS).map(([name, { meaning }]) => [code(name), meaning]),
     ),
   meta,
   record,

@@ -27,14 +27,16 @@ const validate = compileValidators(buildQueuedRecordSchema(), { maxLengths: fals
 const decoder: RecordDecoder = {
   async decode(value) {
     const wire = decodeWire(value);
-    if (!wire.ok) return deadLetter('no_wire_header', wire.reason);
+    if (!wire.ok) return deadLetter('no_wire_header', { detail: wire.reason });
     let document: unknown;
     try {
       document = JSON.parse(wire.json);
     } catch {
-      return deadLetter('not_json', 'value is not valid JSON');
+      return deadLetter('not_json', undefined);
     }
-    return validate(document) ? ok(document as QueuedUsageRecord) : deadLetter('schema_mismatch', 'does not match the schema');
+    return validate(document)
+      ? ok(document as QueuedUsageRecord)
+      : deadLetter('schema_mismatch', { schemaId: wire.schemaId, path: '/', message: 'does not match the schema' });
   },
 };
 

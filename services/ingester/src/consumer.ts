@@ -25,6 +25,7 @@ import { enrich, rowText, type RowText } from './enrich-step.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
 import { LoadGatherer } from './load-gatherer.js';
+import { deadLetterReason } from './dead-letter.js';
 import { Abandoned, addDeadLetter, loadUnit, retrying, type DecodedChunk } from './load-unit.js';
 import { OrderedCommits, RowWindow } from '@otm/shared/ordered-commits';
 import type { PriceTable } from './prices.js';
@@ -252,7 +253,7 @@ export class UsageConsumer {
       try {
         row = rowText(enrich(decoded.value, prices));
       } catch (error) {
-        addDeadLetter(decodedChunk, message, 'enrich_failed', `enrich failed: ${(error as Error).message}`);
+        addDeadLetter(decodedChunk, message, 'enrich_failed', deadLetterReason('enrich_failed', { detail: (error as Error).message }));
         continue;
       }
       decodedChunk.items.push({ message, row, decodedChunk });

@@ -3,22 +3,52 @@
 import { sendAcknowledged, type Producer } from '@otm/shared/kafka';
 
 /**
- * Why a record can never be loaded, as a code (the `x-dlq-reason-code` header) beside
- * the text (`x-dlq-reason`): a consumer of the dead-letter topic routes on the code.
+ * Why a record can never be loaded: a code (the `x-dlq-reason-code` header; a consumer
+ * of the dead-letter topic routes on it), what it means, and the text of
+ * `x-dlq-reason` with the detail. The only place a dead-letter reason is written;
  * docs/topic-contract.md is generated from this list.
  */
 export const DEAD_LETTER_REASONS = {
-  no_wire_header: 'the value is shorter than the wire header, or its first byte is not the magic byte 0',
-  unknown_schema: 'the schema id of the wire header is not in the registry',
-  not_json: 'the value after the wire header is not valid JSON',
-  schema_mismatch: 'the document does not match the schema its id names',
-  foreign_key_scope: 'the event key is scoped by another API key than meta.apiKeyId',
-  enrich_failed: 'the record could not be turned into rows (not expected: enrich is total)',
-  event_key_collision: 'the event key was loaded before with a different record',
-  clickhouse_refused: 'ClickHouse refused the row (its code and message in headers)',
+  no_wire_header: {
+    meaning: 'the value is shorter than the wire header, or its first byte is not the magic byte 0',
+    reason: ({ detail }: { detail: string }) => detail,
+  },
+  unknown_schema: {
+    meaning: 'the schema id of the wire header is not in the registry',
+    reason: ({ schemaId }: { schemaId: number }) => `unknown schema id ${schemaId}`,
+  },
+  not_json: { meaning: 'the value after the wire header is not valid JSON', reason: () => 'value is not valid JSON' },
+  schema_mismatch: {
+    meaning: 'the document does not match the schema its id names',
+    reason: ({ schemaId, path, message }: { schemaId: number; path: string; message: string }) =>
+      `does not match schema ${schemaId}: ${path} ${message}`.trim(),
+  },
+  foreign_key_scope: {
+    meaning: 'the event key is scoped by another API key than meta.apiKeyId',
+    reason: ({ eventKey }: { eventKey: string }) =>
+      `meta.eventKey ${JSON.stringify(eventKey.slice(0, 80))} is scoped by another API key than meta.apiKeyId`,
+  },
+  enrich_failed: {
+    meaning: 'the record could not be turned into rows (not expected: enrich is total)',
+    reason: ({ detail }: { detail: string }) => `enrich failed: ${detail}`,
+  },
+  event_key_collision: {
+    meaning: 'the event key was loaded before with a different record',
+    reason: ({ eventKey }: { eventKey: string }) => `event key collision: ${eventKey} was loaded with a different record`,
+  },
+  clickhouse_refused: {
+    meaning: 'ClickHouse refused the row (its code and message in headers)',
+    reason: ({ code, message }: { code: number; message: string }) => `clickhouse refused the row: code ${code}: ${message}`,
+  },
 } as const;
 
 export type DeadLetterCode = keyof typeof DEAD_LETTER_REASONS;
+export type ReasonParams<C extends DeadLetterCode> = Parameters<(typeof DEAD_LETTER_REASONS)[C]['reason']>[0];
+
+/** The text of `x-dlq-reason` for `code`, from the catalog. */
+export function deadLetterReason<C extends DeadLetterCode>(code: C, params: ReasonParams<C>): string {
+  return (DEAD_LETTER_REASONS[code].reason as (params: unknown) => string)(params);
+}
 
 /** The headers of a dead letter, and what each holds (docs/topic-contract.md is generated from this). */
 export const DEAD_LETTER_HEADERS = {

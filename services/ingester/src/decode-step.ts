@@ -8,6 +8,7 @@ import { decodeWire, fetchJsonSchema } from '@otm/shared/registry';
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import type { ValidateFunction } from 'ajv';
 import { deadLetter, ok, type StepOutcome } from './outcome.js';
+import { deadLetterReason } from './dead-letter.js';
 
 export class SchemaCache {
   private readonly validators = new Map<number, ValidateFunction | null>();
@@ -32,25 +33,21 @@ export class SchemaCache {
 
 export async function decodeStep(value: Buffer | null, schemas: SchemaCache): Promise<StepOutcome<QueuedUsageRecord>> {
   const wire = decodeWire(value);
-  if (!wire.ok) return deadLetter('no_wire_header', wire.reason);
+  if (!wire.ok) return deadLetter('no_wire_header', { detail: wire.reason });
   const validate = await schemas.get(wire.schemaId);
-  if (!validate) return deadLetter('unknown_schema', `unknown schema id ${wire.schemaId}`);
+  if (!validate) return deadLetter('unknown_schema', { schemaId: wire.schemaId });
   let document: unknown;
   try {
     document = JSON.parse(wire.json);
   } catch {
-    return deadLetter('not_json', 'value is not valid JSON');
+    return deadLetter('not_json', undefined);
   }
   if (!validate(document)) {
     const first = validate.errors?.[0];
-    return deadLetter(
-      'schema_mismatch',
-      `does not match schema ${wire.schemaId}: ${first?.instancePath || '/'} ${first?.message ?? ''}`.trim(),
-    );
+    return deadLetter('schema_mismatch', { schemaId: wire.schemaId, path: first?.instancePath || '/', message: first?.message ?? '' });
   }
   const queued = document as QueuedUsageRecord;
-  const scope = scopeProblem(queued.meta);
-  return scope ? deadLetter('foreign_key_scope', scope) : ok(queued);
+  return scopeProblem(queued.meta) ? deadLetter('foreign_key_scope', { eventKey: queued.meta.eventKey }) : ok(queued);
 }
 
 /**
@@ -62,5 +59,5 @@ export async function decodeStep(value: Buffer | null, schemas: SchemaCache): Pr
 export function scopeProblem(meta: QueuedUsageRecord['meta']): string | undefined {
   const colon = meta.eventKey.indexOf(':');
   if (colon === -1 || meta.eventKey.slice(0, colon) === meta.apiKeyId) return undefined;
-  return `meta.eventKey ${JSON.stringify(meta.eventKey.slice(0, 80))} is scoped by another API key than meta.apiKeyId`;
+  return deadLetterReason('foreign_key_scope', { eventKey: meta.eventKey });
 }

@@ -8,7 +8,7 @@
 import { isFenced, subjectKey } from '@otm/shared/erasures';
 import type { KafkaMessage } from '@otm/shared/kafka';
 import type { Logger } from '@otm/shared/logger';
-import type { DeadLetter, DeadLetterCode } from './dead-letter.js';
+import { deadLetterReason, type DeadLetter, type DeadLetterCode } from './dead-letter.js';
 import type { RowText } from './enrich-step.js';
 import { failureReason } from './failure-reason.js';
 import type { ChunkOutcome } from './load-gatherer.js';
@@ -92,7 +92,7 @@ export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadConte
         item.decodedChunk,
         item.message,
         'event_key_collision',
-        `event key collision: ${item.row.eventKey} was loaded with a different record`,
+        deadLetterReason('event_key_collision', { eventKey: item.row.eventKey }),
         {
           'x-dlq-event-key': item.row.eventKey,
         },
@@ -149,7 +149,7 @@ export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadConte
       alreadyLoaded = result.alreadyLoaded.length;
       refused = result.refused.map(({ item, code, message }) => ({
         item,
-        reason: `clickhouse refused the row: code ${code}: ${message}`,
+        reason: deadLetterReason('clickhouse_refused', { code, message }),
         headers: { 'x-dlq-clickhouse-code': String(code), 'x-dlq-clickhouse-message': message },
       }));
       return result.loaded;
