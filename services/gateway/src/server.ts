@@ -19,7 +19,7 @@ import { ProduceBatcher } from './produce-batcher.js';
 import { ProducerHandle } from './producer-handle.js';
 import { redactorFrom } from './redact.js';
 import { setErrorReportLimits } from '@otm/shared/errors';
-import { COMPRESSION_TYPES, type CompressionName } from '@otm/shared/kafka-codecs';
+import { COMPRESSION_TYPES, type CompressionName } from '@otm/shared/kafka';
 import { DependencyError, connectRedis, kafkaFailure, redisFailure, registryFailure, startStep } from '@otm/shared/dependency-failure';
 
 const config = loadGatewayConfig(process.env);

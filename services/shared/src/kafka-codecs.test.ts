@@ -4,7 +4,8 @@
 import { createRequire } from 'node:module';
 import snappy from 'snappy';
 import { describe, expect, it } from 'vitest';
-import { codecs, COMPRESSION_TYPES, isXerial, registerKafkaCodecs } from './kafka-codecs.js';
+import { codecs, isXerial } from './kafka-codecs.js';
+import { COMPRESSION_TYPES, registerKafkaCodecs } from './kafka.js';
 
 const { lookupCodec } = createRequire(import.meta.url)('kafkajs/src/protocol/message/compression') as {
   lookupCodec(type: number): { compress(encoder: { buffer: Buffer }): Promise<Buffer>; decompress(buffer: Buffer): Promise<Buffer> };

@@ -1,8 +1,8 @@
 // Every compression codec Kafka has, for every Kafka client of the project: kafkajs
 // reads and writes gzip only, and answers any other batch with "not implemented", which
 // stopped all loading at the first batch a Java, librdkafka or Go producer (or a
-// broker with `compression.type` set) compressed otherwise. Registered once, when the
-// Kafka seam (kafka.ts) is loaded:
+// broker with `compression.type` set) compressed otherwise. The codecs here; kafka.ts
+// (the one file that imports the client) registers them once, when it is loaded:
 // - snappy through `snappy` (napi-rs; its binaries are npm packages), raw blocks as
 //   librdkafka writes them and the xerial framing of Java's snappy-java;
 // - lz4 through `lz4-napi`: the LZ4 frame format Kafka uses since 0.10 (KIP-57);
@@ -11,10 +11,6 @@ import zlib from 'node:zlib';
 import { promisify } from 'node:util';
 import snappy from 'snappy';
 import { compressFrame, decompressFrame } from 'lz4-napi';
-import kafkajs from 'kafkajs';
-
-// Not among the names Node's ESM loader finds in kafkajs's CommonJS exports: from its default export.
-const { CompressionCodecs, CompressionTypes } = kafkajs;
 
 interface Codec {
   compress(encoder: { buffer: Buffer }): Promise<Buffer>;
@@ -72,25 +68,3 @@ export const codecs: Record<'snappy' | 'lz4' | 'zstd', Codec> = {
     decompress: async (buffer) => (zstdDecompress ? zstdDecompress(buffer) : noZstd()),
   },
 };
-
-let registered = false;
-
-/** Puts the codecs into kafkajs (its codec table is one per process). */
-export function registerKafkaCodecs(): void {
-  if (registered) return;
-  registered = true;
-  CompressionCodecs[CompressionTypes.Snappy] = () => codecs.snappy;
-  CompressionCodecs[CompressionTypes.LZ4] = () => codecs.lz4;
-  CompressionCodecs[CompressionTypes.ZSTD] = () => codecs.zstd;
-}
-
-/** The codecs by the names Kafka's `compression.type` uses, for settings. */
-export const COMPRESSION_TYPES = {
-  none: CompressionTypes.None,
-  gzip: CompressionTypes.GZIP,
-  snappy: CompressionTypes.Snappy,
-  lz4: CompressionTypes.LZ4,
-  zstd: CompressionTypes.ZSTD,
-} as const;
-
-export type CompressionName = keyof typeof COMPRESSION_TYPES;

@@ -19,17 +19,42 @@ import type tls from 'node:tls';
 import { promisify } from 'node:util';
 import type { Logger } from './logger.js';
 import { ConfigError } from './config.js';
-import { registerKafkaCodecs } from './kafka-codecs.js';
+import { codecs } from './kafka-codecs.js';
 
 const execFileAsync = promisify(execFile);
 
 // Snappy, LZ4 and zstd batches readable (and writable) by every client made here.
-registerKafkaCodecs();
 
 export type { Admin, Consumer, Producer, Kafka };
 // Enums of the client that callers name (a topic's settings, a batch's codec). Read from the
 // default export: Node's ESM loader does not find them among kafkajs's named exports.
 export const { CompressionTypes, ConfigResourceTypes } = kafkajs;
+const { CompressionCodecs } = kafkajs;
+
+let codecsRegistered = false;
+
+/** Puts the codecs of kafka-codecs.ts into kafkajs (its codec table is one per process). */
+export function registerKafkaCodecs(): void {
+  if (codecsRegistered) return;
+  codecsRegistered = true;
+  CompressionCodecs[CompressionTypes.Snappy] = () => codecs.snappy;
+  CompressionCodecs[CompressionTypes.LZ4] = () => codecs.lz4;
+  CompressionCodecs[CompressionTypes.ZSTD] = () => codecs.zstd;
+}
+
+/** The codecs by the names Kafka's `compression.type` uses, for settings. */
+export const COMPRESSION_TYPES = {
+  none: CompressionTypes.None,
+  gzip: CompressionTypes.GZIP,
+  snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4,
+  zstd: CompressionTypes.ZSTD,
+} as const;
+
+export type CompressionName = keyof typeof COMPRESSION_TYPES;
+
+registerKafkaCodecs();
+
 export type { EachBatchPayload, KafkaMessage, IHeaders } from 'kafkajs';
 
 /**
