@@ -336,15 +336,63 @@ export async function consumerLag(admin: Admin, groupId: string, topic: string):
 }
 
 /**
- * kafkajs's default partitioner (murmur2 of the key, as Java's), writing the partition
- * it chose onto the message, so sendAcknowledged can check that each one was answered
- * for. (A message keeps its partition across kafkajs's retries.)
+ * Kafka's murmur2 of a key, as the Java client's default partitioner computes it, in
+ * 32-bit integer arithmetic (Math.imul, as Java's int). kafkajs's own builds 64-bit Long
+ * objects for every multiplication; through createPartitioner this one replaces it.
  */
-const recordingPartitioner: ICustomPartitioner = () => {
-  const choose = Partitioners.DefaultPartitioner();
+export function murmur2(key: Buffer | string): number {
+  const data = Buffer.isBuffer(key) ? key : Buffer.from(key);
+  const length = data.length;
+  const M = 0x5bd1e995;
+  let h = 0x9747b28c ^ length;
+  const whole = length - (length % 4);
+  for (let i = 0; i < whole; i += 4) {
+    let k = data[i]! | (data[i + 1]! << 8) | (data[i + 2]! << 16) | (data[i + 3]! << 24);
+    k = Math.imul(k, M);
+    k ^= k >>> 24;
+    k = Math.imul(k, M);
+    h = Math.imul(h, M) ^ k;
+  }
+  switch (length % 4) {
+    case 3:
+      h ^= data[whole + 2]! << 16;
+    // falls through
+    case 2:
+      h ^= data[whole + 1]! << 8;
+    // falls through
+    case 1:
+      h ^= data[whole]!;
+      h = Math.imul(h, M);
+  }
+  h ^= h >>> 13;
+  h = Math.imul(h, M);
+  h ^= h >>> 15;
+  return h | 0;
+}
+
+/** The partition of a keyed message among `partitions`, as Java's default partitioner chooses it. */
+export function keyPartition(key: Buffer | string, partitions: number): number {
+  return (murmur2(key) & 0x7fffffff) % partitions;
+}
+
+/**
+ * Kafka's default partitioning: a keyed message by the murmur2 of its key (keyPartition),
+ * a message naming its partition there, a keyless one by kafkajs's default (round robin
+ * among the partitions with a leader). The partition chosen is written onto the message,
+ * so sendAcknowledged can check that each one was answered for (a message keeps its
+ * partition across kafkajs's retries).
+ */
+export const recordingPartitioner: ICustomPartitioner = () => {
+  const keyless = Partitioners.DefaultPartitioner();
   return (args) => {
-    const partition = choose(args);
-    args.message.partition = partition;
+    const { message, partitionMetadata } = args;
+    const partition =
+      message.partition !== null && message.partition !== undefined
+        ? message.partition
+        : message.key !== null && message.key !== undefined
+          ? keyPartition(message.key, partitionMetadata.length)
+          : keyless(args);
+    message.partition = partition;
     return partition;
   };
 };
@@ -445,14 +493,6 @@ export async function setTopicSettings(kafka: Kafka, topic: string, settings: Re
 }
 
 /** The partition Kafka's default partitioner (murmur2 of the key, as the Java client's) gives `key` among `partitions`. */
-export function defaultPartition(topic: string, key: string, partitions: number): number {
-  const choose = Partitioners.DefaultPartitioner();
-  const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({
-    partitionId,
-    leader: 0,
-    partitionErrorCode: 0,
-    replicas: [0],
-    isr: [0],
-  }));
-  return choose({ topic, partitionMetadata, message: { key, value: null } });
+export function defaultPartition(_topic: string, key: string, partitions: number): number {
+  return keyPartition(key, partitions);
 }

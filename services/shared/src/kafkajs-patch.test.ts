@@ -1,14 +1,16 @@
 // The project patches kafkajs's hot paths for speed (patches/kafkajs+2.2.4.patch,
 // applied by `npm install`; docs/development.md, "Dependency patches"): record
 // encoding (no zero-filled buffers, exact-size records and batches, varints in place,
-// native CRC-32C, one copy to frame a request) and the default partitioner (murmur2 in
-// 32-bit arithmetic). These tests hold the patched code to what it replaced: the wire
-// format (kafkajs's decoder reads it back, the CRC equals kafkajs's JavaScript one) and
-// Java's partitioning (Kafka's own murmur2 test vectors).
+// native CRC-32C, one copy to frame a request). The partitioner is not patched: the
+// project's own (murmur2 in 32-bit arithmetic, kafka.ts) goes in through kafkajs's
+// createPartitioner. These tests hold both to what they replace: the wire format
+// (kafkajs's decoder reads it back, the CRC equals kafkajs's JavaScript one) and Java's
+// partitioning (Kafka's own murmur2 test vectors, and kafkajs's unpatched murmur2).
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
+import { murmur2, recordingPartitioner } from './kafka.js';
 
 const require = createRequire(import.meta.url);
 const crc32C = require('kafkajs/src/protocol/recordBatch/crc32C') as (buffer: Buffer) => number;
@@ -27,10 +29,7 @@ const Encoder = require('kafkajs/src/protocol/encoder') as new () => {
   writeUVarInt(value: number): unknown;
   buffer: Buffer;
 };
-const murmur2 = require('kafkajs/src/producer/partitioners/default/murmur2') as (key: string | Buffer) => number;
-const { DefaultPartitioner } = require('kafkajs').Partitioners as {
-  DefaultPartitioner: () => (args: { topic: string; partitionMetadata: object[]; message: object }) => number;
-};
+const kafkajsMurmur2 = require('kafkajs/src/producer/partitioners/default/murmur2') as (key: string | Buffer) => number;
 const createRequest = require('kafkajs/src/protocol/request') as (request: object) => Promise<{ buffer: Buffer }>;
 
 const unsigned = (value: number) => value >>> 0;
@@ -166,12 +165,17 @@ describe('the patched kafkajs (record encoding, default partitioner)', () => {
       const key = index % 2 === 0 ? randomBytes(index % 67) : Buffer.from(`api-key:${index}:é東${'x'.repeat(index % 7)}`);
       expect(murmur2(key), key.toString('hex')).toBe(reference(key));
     }
+    // And kafkajs's own (unpatched: 64-bit Longs) agrees.
+    for (const key of ['21', 'foobar', 'api-key:7:é東', Buffer.from('abc')]) expect(murmur2(key)).toBe(kafkajsMurmur2(key));
   });
 
   it('partitions keyed messages by the hash, and keyless ones among the partitions with a leader', () => {
     const partitionMetadata = [0, 1, 2, 3, 4, 5].map((partitionId) => ({ partitionId, leader: partitionId === 2 ? -1 : 1 }));
-    const choose = DefaultPartitioner();
-    expect(choose({ topic: 't', partitionMetadata, message: { key: 'foobar' } })).toBe((-790332482 & 0x7fffffff) % 6);
+    const choose = recordingPartitioner() as unknown as (args: { topic: string; partitionMetadata: object[]; message: object }) => number;
+    const keyed = { key: 'foobar' as string, partition: undefined as number | undefined };
+    expect(choose({ topic: 't', partitionMetadata, message: keyed })).toBe((-790332482 & 0x7fffffff) % 6);
+    // The partition chosen is written onto the message (sendAcknowledged checks each was answered for).
+    expect(keyed.partition).toBe((-790332482 & 0x7fffffff) % 6);
     expect(choose({ topic: 't', partitionMetadata, message: { key: 'x', partition: 4 } })).toBe(4);
     const keyless = new Set(Array.from({ length: 50 }, () => choose({ topic: 't', partitionMetadata, message: { value: 'v' } })));
     expect([...keyless].sort()).toEqual([0, 1, 3, 4, 5]);
