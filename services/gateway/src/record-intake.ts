@@ -14,7 +14,6 @@ import {
 } from '@otm/schemas';
 import { refuse } from '@otm/shared/errors';
 import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
-import { encodeWire } from '@otm/shared/registry';
 import { applyCapture, type CaptureMeta } from './capture.js';
 import type { Redactor } from './redact.js';
 
@@ -144,12 +143,7 @@ export function previousAnswer(
   return previous;
 }
 
-/** The message value: the registered envelope {meta, record} in the registry's wire format. */
-export function queuedValue(prepared: PreparedRecord, context: IntakeContext): Buffer {
-  return encodeWire(context.schemaId, queuedJson(prepared, context));
-}
-
-/** The registered envelope {meta, record} as JSON text (queuedValue without the wire header). */
+/** The registered envelope {meta, record} as JSON text (the intake puts the wire header in front: encodeWireAll). */
 export function queuedJson(prepared: PreparedRecord, context: IntakeContext): string {
   const meta: QueuedUsageRecord['meta'] = {
     requestId: prepared.requestId,

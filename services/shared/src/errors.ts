@@ -220,8 +220,3 @@ export function refuse<K extends RefusalName>(name: K, ...args: RefusalArgs<K>):
   if (typeof refusal.message === 'string') return new ServiceError(refusal.errorType, refusal.message, args[0] as Details);
   return new ServiceError(refusal.errorType, (refusal.message as Template<unknown>)(args[0]), args[1] as Details);
 }
-
-/** The message of a refusal as the catalog writes it (for answers written without a ServiceError). */
-export function refusalMessage<K extends RefusalName>(name: K, ...args: RefusalArgs<K>): string {
-  return refuse(name, ...args).message;
-}
