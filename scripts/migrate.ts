@@ -26,14 +26,16 @@ const config = parseConfig(process.env, {
 const settings = clickhouseSettingsFrom({ ...config, CLICKHOUSE_CLUSTER: options.cluster ?? '' });
 const server = createClickHouse(settings, null, MIGRATION_TIMEOUT_MS);
 const inDatabase = createClickHouse(settings, settings.database, MIGRATION_TIMEOUT_MS);
+// Reached with the usual request limit: only the migration's own statements may take minutes.
+const probe = createClickHouse(settings, null);
 await runCommand('migrate', async () => {
   try {
     // The server first, without the database (migrate creates it).
-    await reachClickHouse(server, settings.url);
+    await reachClickHouse(probe, settings.url);
     const applied = await migrate(server, inDatabase, settings.database, console.log, settings.cluster);
     const where = settings.cluster ? `${settings.database} on cluster ${settings.cluster}` : settings.database;
     console.log(applied.length ? `migrated ${where}: ${applied.length} applied` : `${where} is up to date`);
   } finally {
-    await Promise.all([server.close(), inDatabase.close()]);
+    await Promise.all([probe.close(), server.close(), inDatabase.close()]);
   }
 });
