@@ -1,4 +1,4 @@
-// Copies the records stored before migration 0008 into its rollups (rollup-backfill.ts),
+// Copies the records stored before migrations 0008 and 0009 into their rollups (rollup-backfill.ts),
 // as every ingester does by itself at start; resumable, with its progress printed:
 //   npm run backfill
 // Reads the ClickHouse and Redis settings from the environment, like the ingester.
@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 
 new Command('backfill')
   .description(
-    'Copy the records stored before migration 0008 into its rollups, day ranges under a fence, resumable (CLICKHOUSE_* and REDIS_* variables say where)',
+    'Copy the records stored before migrations 0008 and 0009 into their rollups, day ranges under a fence, resumable (CLICKHOUSE_* and REDIS_* variables say where)',
   )
   .parse(process.argv);
 

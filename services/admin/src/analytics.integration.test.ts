@@ -169,6 +169,43 @@ describe('rollups', () => {
     );
   });
 
+  it('latency per hour and per day, overall, by model and per environment (the rollups of migration 0009), equal the raw rows', async () => {
+    const environment = (await queryRows<{ e: string }>(clickhouse, 'SELECT any(environment) AS e FROM usage_events'))[0]!.e;
+    const cases = [
+      // usage_latency_total_by_hour, usage_latency_total_by_day
+      { params: 'bucket=hour', bucket: 3600, groups: [] as string[], where: '' },
+      { params: 'bucket=day', bucket: 86_400, groups: [], where: '' },
+      // usage_latency_by_day, usage_latency_env_by_day
+      { params: 'bucket=day&groupBy=provider,model', bucket: 86_400, groups: ['provider', 'model_id'], where: '' },
+      { params: `bucket=day&groupBy=model&environment=${environment}`, bucket: 86_400, groups: ['model_id'], where: `WHERE environment = '${environment}'` },
+    ];
+    for (const { params, bucket, groups, where } of cases) {
+      const answer = await httpRequest(`${admin.url}/v1/analytics/latency?from=${from}&to=${to}&${params}&limit=10000`, { headers: auth });
+      expect(answer.status, answer.text).toBe(200);
+      const raw = await queryRows<{ key: string; requests: string; latency: number[] }>(
+        clickhouse,
+        `SELECT concat(toString(intDiv(toUInt32(event_time), ${bucket}) * ${bucket}), '|', ${groups.length ? groups.join(", '|', ") : "''"}) AS key,
+                count() AS requests, quantilesIf(0.5, 0.9, 0.99)(ifNull(latency_ms, 0), isNotNull(latency_ms)) AS latency
+         FROM (SELECT event_key, any(event_time) AS event_time, any(environment) AS environment, any(provider) AS provider,
+                      any(model_id) AS model_id, any(latency_ms) AS latency_ms FROM usage_events GROUP BY event_key)
+         ${where} GROUP BY key ORDER BY key`,
+      );
+      const key = (row: Record<string, any>) =>
+        `${Date.parse(row.bucket) / 1000}|${groups.map((column) => row[column === 'model_id' ? 'model' : column]).join('|')}`;
+      const got = [...(answer.body.rows as Record<string, any>[])].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+      expect(got.map((row) => [key(row), row.requests]), params).toEqual(raw.map((row) => [row.key, Number(row.requests)]));
+      raw.forEach((expected, index) =>
+        expected.latency.forEach((value, i) => {
+          const found = [got[index]!.latencyP50Ms, got[index]!.latencyP90Ms, got[index]!.latencyP99Ms][i];
+          if (!Number.isFinite(value)) return expect(found, `${params} ${expected.key}`).toBeNull();
+          // A few hundred records per group or fewer: the 99th percentile lies between the last few values.
+          const bound = i === 2 ? 0.05 : 0.02;
+          expect(Math.abs(found - value), `${params} ${expected.key} quantile ${i}`).toBeLessThanOrEqual(bound * value + 1);
+        }),
+      );
+    }
+  });
+
   it('per-minute, per-hour and per-day buckets add up to the same totals as the raw rows', async () => {
     const [raw] = await queryRows<{ requests: string; tokens: string }>(
       clickhouse,

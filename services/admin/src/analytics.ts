@@ -6,6 +6,8 @@
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
 import { sqlString } from '@otm/shared/clickhouse-values';
+import { BACKFILL_GENERATIONS, backfilledMigrations } from '@otm/shared/rollup-backfill';
+import type { RollupMigration } from '@otm/shared/rollup-views';
 import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
 import { planQuery, type Piece } from './rollup-plan.js';
 import type { FromSchema } from 'json-schema-to-ts';
@@ -273,26 +275,21 @@ export interface QueryLimits {
 export interface AnalyticsStore {
   clickhouse: ClickHouseClient;
   limits: QueryLimits;
-  /** Whether the rollups of migration 0008 hold every stored record (their backfill has finished). */
-  backfilled(): Promise<boolean>;
+  /** The migrations whose rollups hold every stored record (their backfill has finished). */
+  backfilled(): Promise<ReadonlySet<RollupMigration>>;
 }
 
 /**
- * Whether the backfill has finished, asked of ClickHouse at most every 30 s (false when
- * the table is not there yet). Once true it stays true.
+ * The migrations whose rollups' backfill has finished, asked of ClickHouse at most every
+ * 30 s (none while it cannot be asked). Once every one has, the answer stays.
  */
-export function backfillState(clickhouse: ClickHouseClient, everyMs = 30_000): () => Promise<boolean> {
-  let known = false;
+export function backfillState(clickhouse: ClickHouseClient, everyMs = 30_000): () => Promise<ReadonlySet<RollupMigration>> {
+  let known: ReadonlySet<RollupMigration> = new Set();
   let askedAt = -Infinity;
   return async () => {
-    if (known || Date.now() - askedAt < everyMs) return known;
+    if (known.size === BACKFILL_GENERATIONS.length || Date.now() - askedAt < everyMs) return known;
     askedAt = Date.now();
-    try {
-      const result = await clickhouse.query({ query: 'SELECT count() AS n FROM rollup_backfill_done', format: 'JSONEachRow' });
-      known = Number((await result.json<{ n: string }>())[0]?.n ?? 0) > 0;
-    } catch {
-      known = false;
-    }
+    known = await backfilledMigrations(clickhouse).catch(() => known);
     return known;
   };
 }

@@ -33,7 +33,7 @@ import { SCALED_ROLLUPS, rebuildRollupSql } from '@otm/shared/rollup-views';
 import { isBackfilled } from '@otm/shared/rollup-backfill';
 import { erasureParams, erasureQuery } from './admin-route-docs.js';
 
-/** The dimensions of the rollups of migration 0008 that have no user column (erasure rebuilds their rows). */
+/** The dimensions of the rollups of migrations 0008 and 0009 that have no user column (erasure rebuilds their rows). */
 const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = {
   usage_rollup_by_minute: ['environment', 'provider', 'model_id', 'user_type'],
   usage_rollup_key_by_minute: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
@@ -43,6 +43,10 @@ const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = {
   usage_latency_env_by_hour: ['environment', 'provider', 'model_id'],
   usage_rollup_by_day: ['environment', 'provider', 'model_id', 'user_type'],
   usage_rollup_key_by_day: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
+  usage_latency_total_by_hour: ['environment'],
+  usage_latency_total_by_day: ['environment'],
+  usage_latency_by_day: ['provider', 'model_id'],
+  usage_latency_env_by_day: ['environment', 'provider', 'model_id'],
 };
 
 export interface ErasureJob {
@@ -151,7 +155,7 @@ export class ErasureJobs {
                   substring(ifNull(error_message, ''), 1, 200) AS error_message`,
       );
       // The rows of the rollups without a user column that the user's records count in
-      // (migration 0008): rebuilt below from what usage_events holds then.
+      // (migrations 0008 and 0009): rebuilt below from what usage_events holds then.
       const rollupKeys = new Map<string, string[]>();
       for (const { table, seconds } of SCALED_ROLLUPS) {
         const dimensions = SCALED_DIMENSIONS[table];

@@ -55,15 +55,18 @@ describe('cover', () => {
 });
 
 describe('planQuery', () => {
-  const base = { route: 'usage' as const, bucketSeconds: 0, dimensions: [], oneUser: false, fromS: 0, toS: 30 * 86_400, backfilled: true };
+  const BOTH: ReadonlySet<'0008' | '0009'> = new Set(['0008', '0009']);
+  const ONLY_0008: ReadonlySet<'0008' | '0009'> = new Set(['0008']);
+  const NONE: ReadonlySet<'0008' | '0009'> = new Set();
+  const base = { route: 'usage' as const, bucketSeconds: 0, dimensions: [], oneUser: false, fromS: 0, toS: 30 * 86_400, backfilled: BOTH };
   const tables = (input: Parameters<typeof planQuery>[0]) => {
     const { plan } = planQuery(input);
     return plan.kind === 'rollups' ? [...new Set(plan.pieces.map((piece) => piece.table))] : plan.kind;
   };
 
   it('reads usage_rollup_minute until the backfill is done', () => {
-    expect(tables({ ...base, backfilled: false })).toBe('legacy');
-    expect(tables({ ...base, route: 'errors', backfilled: false })).toBe('legacy');
+    expect(tables({ ...base, backfilled: NONE })).toBe('legacy');
+    expect(tables({ ...base, route: 'errors', backfilled: NONE })).toBe('legacy');
   });
 
   it('days when the buckets allow them, hours otherwise, the key tables when the key is asked for', () => {
@@ -82,18 +85,43 @@ describe('planQuery', () => {
       'usage_rollup_key_by_hour',
       'usage_rollup_key_by_minute',
     ]);
-    expect(tables({ ...base, route: 'latency', dimensions: ['model'], toS: 86_400 * 7 })).toEqual(['usage_rollup_by_day']);
+    expect(tables({ ...base, route: 'latency', dimensions: ['model'], toS: 86_400 * 7 })).toEqual(['usage_latency_by_day']);
   });
 
   it('hourly latency reads the latency rollups when they hold every dimension asked for', () => {
     const hourly = { ...base, route: 'latency' as const, bucketSeconds: 3600, fromS: 1800, toS: 7 * 86_400 };
-    expect(tables(hourly)).toEqual(['usage_latency_by_hour']);
+    expect(tables(hourly)).toEqual(['usage_latency_total_by_hour']);
+    expect(tables({ ...hourly, dimensions: ['environment'] })).toEqual(['usage_latency_total_by_hour']);
     expect(tables({ ...hourly, dimensions: ['provider', 'model'] })).toEqual(['usage_latency_by_hour']);
     expect(tables({ ...hourly, dimensions: ['model', 'environment'] })).toEqual(['usage_latency_env_by_hour']);
     expect(tables({ ...hourly, dimensions: ['model', 'userType'] })).toEqual(['usage_rollup_by_hour']);
     expect(tables({ ...hourly, dimensions: ['keyId'] })).toEqual(['usage_rollup_key_by_hour']);
     // Usage never reads them (they hold no tokens, no cost), and keeps its minutes at the edges.
     expect(tables({ ...hourly, route: 'usage', dimensions: ['model'] })).toEqual(['usage_rollup_by_hour', 'usage_rollup_by_minute']);
+  });
+
+  it('daily latency reads the latency rollups per day (migration 0009) when they hold every dimension asked for', () => {
+    const daily = { ...base, route: 'latency' as const, bucketSeconds: 86_400, fromS: 0, toS: 30 * 86_400 };
+    expect(tables(daily)).toEqual(['usage_latency_total_by_day']);
+    expect(tables({ ...daily, dimensions: ['environment'] })).toEqual(['usage_latency_total_by_day']);
+    expect(tables({ ...daily, dimensions: ['provider', 'model'] })).toEqual(['usage_latency_by_day']);
+    expect(tables({ ...daily, dimensions: ['model', 'environment'] })).toEqual(['usage_latency_env_by_day']);
+    expect(tables({ ...daily, dimensions: ['model', 'userType'] })).toEqual(['usage_rollup_by_day']);
+    expect(tables({ ...daily, dimensions: ['keyId'] })).toEqual(['usage_rollup_key_by_day']);
+    // Over a week without buckets by model: its days from usage_latency_by_day, the hours around them from usage_latency_by_hour.
+    expect(tables({ ...daily, bucketSeconds: 0, dimensions: ['model'], fromS: 1800, toS: 7 * 86_400 + 1800 })).toEqual([
+      'usage_latency_by_day',
+      'usage_latency_by_hour',
+    ]);
+    // Usage never reads them.
+    expect(tables({ ...daily, route: 'usage', dimensions: ['model'] })).toEqual(['usage_rollup_by_day']);
+  });
+
+  it('until the backfill of migration 0009 has finished, latency reads the tables of 0008', () => {
+    const old = { ...base, route: 'latency' as const, backfilled: ONLY_0008 };
+    expect(tables({ ...old, bucketSeconds: 3600, fromS: 0, toS: 86_400 })).toEqual(['usage_latency_by_hour']);
+    expect(tables({ ...old, bucketSeconds: 86_400, dimensions: ['model'] })).toEqual(['usage_rollup_by_day']);
+    expect(tables({ ...old, bucketSeconds: 0, fromS: 1800, toS: 7 * 86_400 + 1800 })).toEqual(['usage_rollup_by_day', 'usage_latency_by_hour']);
   });
 
   it('latency is counted in whole buckets: the range widened to hours or days, never cut into minutes', () => {
@@ -103,20 +131,20 @@ describe('planQuery', () => {
     expect([hourly.fromS, hourly.toS]).toEqual([86_400, 2 * 86_400]);
     expect(hourly.plan).toEqual({
       kind: 'rollups',
-      pieces: [{ table: 'usage_latency_by_hour', time: 'hour', fromS: 86_400, toS: 2 * 86_400 }],
+      pieces: [{ table: 'usage_latency_total_by_hour', time: 'hour', fromS: 86_400, toS: 2 * 86_400 }],
     });
     // Daily over 30 days from mid-afternoon: whole days only.
     const daily = planQuery({ ...base, route: 'latency', bucketSeconds: 86_400, fromS: at(14, 37), toS: 30 * 86_400 + at(9, 13) });
     expect([daily.fromS, daily.toS]).toEqual([0, 31 * 86_400]);
     expect(tables({ ...base, route: 'latency', bucketSeconds: 86_400, fromS: at(14, 37), toS: 30 * 86_400 + at(9, 13) })).toEqual([
-      'usage_rollup_by_day',
+      'usage_latency_total_by_day',
     ]);
     // No buckets: whole hours once the range spans a day (days inside, hours around them) ...
     const week = planQuery({ ...base, route: 'latency', fromS: at(14, 37), toS: 7 * 86_400 + at(9, 13) });
     expect([week.fromS, week.toS]).toEqual([at(14), 7 * 86_400 + at(10)]);
     expect(tables({ ...base, route: 'latency', fromS: at(14, 37), toS: 7 * 86_400 + at(9, 13) })).toEqual([
-      'usage_rollup_by_day',
-      'usage_latency_by_hour',
+      'usage_latency_total_by_day',
+      'usage_latency_total_by_hour',
     ]);
     // ... and as asked when shorter, or with minute buckets.
     expect(planQuery({ ...base, route: 'latency', fromS: at(1, 17), toS: at(7, 43) })).toMatchObject({ fromS: at(1, 17), toS: at(7, 43) });
@@ -134,7 +162,7 @@ describe('planQuery', () => {
     }
     // Before the backfill: usage_rollup_minute, as asked.
     expect(
-      planQuery({ ...base, route: 'latency', bucketSeconds: 3600, fromS: at(0, 30), toS: at(23, 10), backfilled: false }),
+      planQuery({ ...base, route: 'latency', bucketSeconds: 3600, fromS: at(0, 30), toS: at(23, 10), backfilled: NONE }),
     ).toMatchObject({
       fromS: at(0, 30),
       toS: at(23, 10),

@@ -12,13 +12,16 @@
 //   with environment or userType at most)   whole UTC days (the answer's from/to say so)
 //   grouped by userId otherwise             usage_events_by_user, every record of the range
 //                                           (exact; slow over long ranges: not a dashboard view)
+//   latency by environment at most          usage_latency_total_by_day and
+//                                           usage_latency_total_by_hour (migration 0009)
+//   latency by provider and model at most   usage_latency_by_day (0009) and
+//                                           usage_latency_by_hour; with environment,
+//                                           usage_latency_env_by_day (0009) and
+//                                           usage_latency_env_by_hour
 //   anything else                           usage_rollup_by_day and usage_rollup_by_hour,
 //                                           or usage_rollup_key_by_day and
 //                                           usage_rollup_key_by_hour (with keyId), then
-//                                           usage_rollup_by_minute (usage_rollup_key_by_minute);
-//                                           latency by provider and model at most reads its
-//                                           hours from usage_latency_by_hour (with
-//                                           environment, usage_latency_env_by_hour)
+//                                           usage_rollup_by_minute (usage_rollup_key_by_minute)
 //   errors                                  usage_errors_by_hour, usage_errors_minute
 //
 // Latency is counted in whole buckets: hourly latency over whole hours, daily over whole
@@ -28,7 +31,11 @@
 // cost what the chart shows (docs/analytics-api.md, "Latency in whole buckets").
 //
 // Until the backfill of migration 0008 has finished, every usage and latency query reads
-// usage_rollup_minute and every errors query usage_errors_minute, as before it.
+// usage_rollup_minute and every errors query usage_errors_minute, as before it; until
+// that of migration 0009 has, latency reads the tables of 0008 (usage_rollup_by_day for
+// its days, and usage_latency_by_hour or usage_rollup_by_hour for the overview's hours).
+
+import type { RollupMigration } from '@otm/shared/rollup-views';
 
 const MINUTE = 60;
 const HOUR = 3600;
@@ -82,15 +89,16 @@ export interface PlanInput {
   oneUser: boolean;
   fromS: number;
   toS: number;
-  /** Whether the backfill of migration 0008 has finished. */
-  backfilled: boolean;
+  /** The migrations whose rollups' backfill has finished (0008, 0009). */
+  backfilled: ReadonlySet<RollupMigration>;
 }
 
 /** The levels usable for a bucket: a level's rows must fall inside one bucket each. */
 const fits = (bucketSeconds: number) => (level: Level) => bucketSeconds === 0 || bucketSeconds % level.seconds === 0;
 
 const USER_DAY_DIMENSIONS = new Set(['environment', 'userType', 'userId']);
-/** What the latency rollups per hour hold: by provider and model, and the same per environment. */
+/** What the latency rollups hold: by environment alone (0009); by provider and model; the same per environment. */
+const LATENCY_TOTAL_DIMENSIONS: ReadonlySet<string> = new Set(['environment']);
 const LATENCY_DIMENSIONS: ReadonlySet<string> = new Set(['provider', 'model']);
 const LATENCY_ENV_DIMENSIONS: ReadonlySet<string> = new Set(['environment', 'provider', 'model']);
 
@@ -110,12 +118,12 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
   const { route, bucketSeconds, dimensions } = input;
   // Latency over the rollups: whole buckets (above). One user's records stay as asked.
   const widened =
-    route === 'latency' && input.backfilled && !input.oneUser && !dimensions.includes('userId')
+    route === 'latency' && input.backfilled.has('0008') && !input.oneUser && !dimensions.includes('userId')
       ? latencyRange(bucketSeconds, input.fromS, input.toS)
       : { fromS: input.fromS, toS: input.toS };
   const { fromS, toS } = widened;
   const same = (plan: Plan) => ({ plan, fromS, toS });
-  if (!input.backfilled) return same({ kind: 'legacy' });
+  if (!input.backfilled.has('0008')) return same({ kind: 'legacy' });
   if (route === 'errors') {
     const levels = [
       { seconds: HOUR, table: 'usage_errors_by_hour', time: 'hour' },
@@ -139,15 +147,28 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
   }
   const keyed = dimensions.includes('keyId');
   const within = (names: ReadonlySet<string>) => dimensions.every((name) => names.has(name));
+  const latency = route === 'latency' && !keyed;
+  const totals = latency && input.backfilled.has('0009');
   const hourTable = keyed
     ? 'usage_rollup_key_by_hour'
-    : route === 'latency' && within(LATENCY_DIMENSIONS)
-      ? 'usage_latency_by_hour'
-      : route === 'latency' && within(LATENCY_ENV_DIMENSIONS)
-        ? 'usage_latency_env_by_hour'
-        : 'usage_rollup_by_hour';
+    : totals && within(LATENCY_TOTAL_DIMENSIONS)
+      ? 'usage_latency_total_by_hour'
+      : latency && within(LATENCY_DIMENSIONS)
+        ? 'usage_latency_by_hour'
+        : latency && within(LATENCY_ENV_DIMENSIONS)
+          ? 'usage_latency_env_by_hour'
+          : 'usage_rollup_by_hour';
+  const dayTable = keyed
+    ? 'usage_rollup_key_by_day'
+    : totals && within(LATENCY_TOTAL_DIMENSIONS)
+      ? 'usage_latency_total_by_day'
+      : totals && within(LATENCY_DIMENSIONS)
+        ? 'usage_latency_by_day'
+        : totals && within(LATENCY_ENV_DIMENSIONS)
+          ? 'usage_latency_env_by_day'
+          : 'usage_rollup_by_day';
   const levels = [
-    keyed ? { seconds: DAY, table: 'usage_rollup_key_by_day', time: 'day' } : { seconds: DAY, table: 'usage_rollup_by_day', time: 'day' },
+    { seconds: DAY, table: dayTable, time: 'day' },
     { seconds: HOUR, table: hourTable, time: 'hour' },
     keyed
       ? { seconds: MINUTE, table: 'usage_rollup_key_by_minute', time: 'minute' }

@@ -1,4 +1,4 @@
-// The rollups of migration 0008 against the raw rows, for an installation that had
+// The rollups of migrations 0008 and 0009 against the raw rows, for an installation that had
 // records before the migration: records (duplicates delivered, a replay unknown to
 // Redis) loaded by ingesters that know only the migrations up to 0007, spread over 40
 // days; then an ingester of today migrates and loads more records through the new
@@ -6,7 +6,10 @@
 // days (deleting what the views added for them first), a replay follows, and every new
 // table must equal the same figures computed from
 // usage_events, each event key once: per minute, per hour, per hour and key, per day,
-// per user and day, the errors per hour, and usage_events_by_user.
+// per user and day, the errors per hour, the latency totals of migration 0009, and
+// usage_events_by_user. Then an installation that had finished 0008's backfill before
+// migration 0009: the backfill copies 0009's tables alone, and every table, old and new,
+// still equals the raw rows.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../scripts/lib/sample-records.js';
 import { produceQueued } from '../../../test/helpers/produce.js';
@@ -61,8 +64,8 @@ function records(count: number, seed: number, prefix: string): QueuedUsageRecord
   return [...queued, ...duplicates];
 }
 
-const distinct = async () =>
-  Number((await queryRows<{ n: string }>(clickhouse, 'SELECT uniqExact(event_key) AS n FROM usage_events'))[0]!.n);
+const distinct = async (client = clickhouse) =>
+  Number((await queryRows<{ n: string }>(client, 'SELECT uniqExact(event_key) AS n FROM usage_events'))[0]!.n);
 
 /** usage_events with each event key once. */
 const RAW = `(SELECT event_key, any(event_time) AS event_time, any(environment) AS environment, any(api_key_id) AS api_key_id,
@@ -78,8 +81,8 @@ interface Figures {
   cost: number;
 }
 
-async function figures(query: string): Promise<Figures[]> {
-  const rows = await queryRows<Record<string, string>>(clickhouse, query);
+async function figures(query: string, client = clickhouse): Promise<Figures[]> {
+  const rows = await queryRows<Record<string, string>>(client, query);
   return rows.map((row) => ({
     key: row.key!,
     requests: Number(row.requests),
@@ -100,7 +103,24 @@ function expectEqual(table: string, got: Figures[], raw: Figures[]) {
 
 const HOUR = 'toDateTime(intDiv(toUInt32(event_time), 3600) * 3600)';
 const DAY = 'toDateTime(intDiv(toUInt32(event_time), 86400) * 86400)';
-const ROLLUPS = [
+interface Rollup {
+  table: string;
+  time: string;
+  /** The raw rows' expression of the rollup's time column. */
+  bucket: string;
+  dims: string[];
+  latencyOnly?: boolean;
+}
+
+/** The rollups of migration 0009. */
+const LATENCY_TOTALS: Rollup[] = [
+  { table: 'usage_latency_total_by_hour', time: 'hour', bucket: HOUR, dims: ['environment'], latencyOnly: true },
+  { table: 'usage_latency_total_by_day', time: 'day', bucket: DAY, dims: ['environment'], latencyOnly: true },
+  { table: 'usage_latency_by_day', time: 'day', bucket: DAY, dims: ['provider', 'model_id'], latencyOnly: true },
+  { table: 'usage_latency_env_by_day', time: 'day', bucket: DAY, dims: ['environment', 'provider', 'model_id'], latencyOnly: true },
+];
+
+const ROLLUPS: Rollup[] = [
   {
     table: 'usage_rollup_by_minute',
     time: 'minute',
@@ -125,7 +145,36 @@ const ROLLUPS = [
   { table: 'usage_rollup_by_day', time: 'day', bucket: DAY, dims: ['environment', 'provider', 'model_id', 'user_type'] },
   { table: 'usage_rollup_key_by_day', time: 'day', bucket: DAY, dims: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'] },
   { table: 'usage_rollup_user_by_day', time: 'day', bucket: DAY, dims: ['environment', 'user_id', 'user_type'] },
+  ...LATENCY_TOTALS,
 ];
+
+
+/** Each rollup's figures per row key equal those of the raw rows, each event key once. */
+async function expectRollupsEqualRaw(rollups: readonly Rollup[], total: number, client = clickhouse): Promise<void> {
+  for (const { table, time, bucket, dims, latencyOnly } of rollups) {
+    const key = `concat(toString(toUInt32(t)), '|', ${dims.join(", '|', ")})`;
+    // The per-user days hold plain sums (SummingMergeTree), the others aggregate states;
+    // the latency rollups count requests only (their percentiles: analytics.integration.test.ts).
+    const measures = latencyOnly
+      ? 'countMerge(requests) AS requests, 0 AS tokens, 0 AS errors, 0 AS cost'
+      : table === 'usage_rollup_user_by_day'
+        ? 'sum(requests) AS requests, sum(total_tokens) AS tokens, sum(errors) AS errors, sum(cost_usd) AS cost'
+        : 'countMerge(requests) AS requests, sumMerge(total_tokens) AS tokens, countIfMerge(errors) AS errors, sumMerge(cost_usd) AS cost';
+    const rawMeasures = latencyOnly
+      ? 'count() AS requests, 0 AS tokens, 0 AS errors, 0 AS cost'
+      : "count() AS requests, sum(total_tokens) AS tokens, countIf(status = 'error') AS errors, sum(ifNull(cost_usd, 0)) AS cost";
+    const got = await figures(
+      `SELECT ${key} AS key, requests, tokens, errors, cost FROM (SELECT ${time} AS t, ${dims.join(', ')}, ${measures} FROM ${table} GROUP BY t, ${dims.join(', ')}) ORDER BY key`,
+      client,
+    );
+    const raw = await figures(
+      `SELECT ${key} AS key, requests, tokens, errors, cost FROM (SELECT ${bucket} AS t, ${dims.join(', ')}, ${rawMeasures} FROM ${RAW} GROUP BY t, ${dims.join(', ')}) ORDER BY key`,
+      client,
+    );
+    expect(raw.reduce((sum, row) => sum + row.requests, 0)).toBe(total);
+    expectEqual(table, got, raw);
+  }
+}
 
 beforeAll(async () => {
   // An installation of before migration 0008: two ingesters (the second a replay with
@@ -193,27 +242,8 @@ describe('an installation from before migration 0008', () => {
     );
     expect(Number(progress[0]!.days)).toBeGreaterThanOrEqual(40);
 
-    for (const { table, time, bucket, dims, latencyOnly } of ROLLUPS) {
-      const key = `concat(toString(toUInt32(t)), '|', ${dims.join(", '|', ")})`;
-      // The per-user days hold plain sums (SummingMergeTree), the others aggregate states;
-      // the latency rollups count requests only (their percentiles: analytics.integration.test.ts).
-      const measures = latencyOnly
-        ? 'countMerge(requests) AS requests, 0 AS tokens, 0 AS errors, 0 AS cost'
-        : table === 'usage_rollup_user_by_day'
-          ? 'sum(requests) AS requests, sum(total_tokens) AS tokens, sum(errors) AS errors, sum(cost_usd) AS cost'
-          : 'countMerge(requests) AS requests, sumMerge(total_tokens) AS tokens, countIfMerge(errors) AS errors, sumMerge(cost_usd) AS cost';
-      const rawMeasures = latencyOnly
-        ? 'count() AS requests, 0 AS tokens, 0 AS errors, 0 AS cost'
-        : "count() AS requests, sum(total_tokens) AS tokens, countIf(status = 'error') AS errors, sum(ifNull(cost_usd, 0)) AS cost";
-      const got = await figures(
-        `SELECT ${key} AS key, requests, tokens, errors, cost FROM (SELECT ${time} AS t, ${dims.join(', ')}, ${measures} FROM ${table} GROUP BY t, ${dims.join(', ')}) ORDER BY key`,
-      );
-      const raw = await figures(
-        `SELECT ${key} AS key, requests, tokens, errors, cost FROM (SELECT ${bucket} AS t, ${dims.join(', ')}, ${rawMeasures} FROM ${RAW} GROUP BY t, ${dims.join(', ')}) ORDER BY key`,
-      );
-      expect(raw.reduce((sum, row) => sum + row.requests, 0)).toBe(BEFORE + AFTER);
-      expectEqual(table, got, raw);
-    }
+    expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0009_done'))[0]!.n)).toBe(1);
+    await expectRollupsEqualRaw(ROLLUPS, BEFORE + AFTER);
 
     const errorsKey = "concat(toString(toUInt32(t)), '|', environment, '|', provider, '|', model_id, '|', code, '|', message)";
     const gotErrors = await figures(
@@ -237,5 +267,47 @@ describe('an installation from before migration 0008', () => {
     expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events_by_user'))[0]!.n)).toBe(
       BEFORE + AFTER,
     );
+  });
+});
+
+describe('an installation that finished the backfill of migration 0008 before migration 0009', () => {
+  const m = {
+    topic: uniqueName('backfill9'),
+    keyPrefix: `${uniqueName('backfill9')}:`,
+    database: uniqueName('backfill9'),
+    groupId: uniqueName('backfill9'),
+  };
+  const client = testClickHouse(m.database);
+  afterAll(() => client.close());
+
+  it('copies the records into the tables of 0009 alone, and every rollup equals the raw rows', async () => {
+    // Up to 0008, from an empty database: nothing to backfill, so 0008 is done at once
+    // and the records load through 0008's views.
+    const old = await startIngester({ ...m, extraEnv: { INGEST_MIGRATIONS_UP_TO: '0008_rollups_at_scale.sql' } });
+    const backfilled8 = async () =>
+      Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_done'))[0]!.n);
+    await eventually(async () => (await backfilled8()) === 1, 30_000);
+    await produceQueued(m.topic, records(600, 35, 'eight'));
+    await eventually(async () => (await distinct(client)) === 600, 60_000);
+    const viewed = async () => Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM usage_events_by_user'))[0]!.n);
+    await eventually(async () => (await viewed()) >= 600, 30_000);
+    await old.stop();
+    const tables = await queryRows<{ name: string }>(
+      client,
+      "SELECT name FROM system.tables WHERE database = currentDatabase() AND name = 'usage_latency_total_by_day'",
+    );
+    expect(tables).toEqual([]);
+
+    // Today's ingester: migration 0009, then its backfill (0008's is not run again).
+    const ingester = await startIngester(m);
+    services.push(ingester);
+    const backfilled9 = async () =>
+      Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_0009_done'))[0]!.n);
+    await eventually(async () => (await backfilled9()) === 1, 60_000);
+    const days9 = await queryRows<{ days: string }>(client, 'SELECT count() AS days FROM rollup_backfill_0009_days FINAL');
+    expect(Number(days9[0]!.days)).toBeGreaterThanOrEqual(40);
+    expect(await queryRows(client, 'SELECT day FROM rollup_backfill_days')).toEqual([]);
+    expect(await backfilled8()).toBe(1);
+    await expectRollupsEqualRaw(ROLLUPS, 600, client);
   });
 });

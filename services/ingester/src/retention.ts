@@ -77,6 +77,11 @@ const MONTHLY_TABLES = {
   usage_rollup_key_by_day: 'rollupsDays',
   usage_rollup_user_by_day: 'rollupsDays',
   usage_errors_by_hour: 'rollupsDays',
+  // Migration 0009: the latency totals.
+  usage_latency_total_by_hour: 'rollupsDays',
+  usage_latency_total_by_day: 'rollupsDays',
+  usage_latency_by_day: 'rollupsDays',
+  usage_latency_env_by_day: 'rollupsDays',
 } as const satisfies Record<string, keyof RetentionPolicy>;
 
 export type MonthlyTable = keyof typeof MONTHLY_TABLES;

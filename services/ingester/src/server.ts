@@ -17,7 +17,7 @@ import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './stage
 import { createIngesterMetrics } from './metrics.js';
 import { ErasureStore } from '@otm/shared/erasures';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
-import { backfillRollups, isBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
+import { backfillRollups, isFullyBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
 import { randomUUID } from 'node:crypto';
 import { migrate, requireMigrated } from '@otm/shared/migrate';
 import { DependencyError, clickhouseFailure, connectRedis, exitIfRefused, kafkaFailure, startStep } from '@otm/shared/dependency-failure';
@@ -220,10 +220,10 @@ const retentionTimers = [
 ];
 for (const timer of retentionTimers) timer.unref();
 
-// The backfill of migration 0008's rollups (rollup-backfill.ts): by one ingester at a
+// The backfill of the rollups of migrations 0008 and 0009 (rollup-backfill.ts): by one ingester at a
 // time (a lock in Redis), beside consuming, at start and every 10 minutes until done.
 const backfillRun = async () => {
-  if (await isBackfilled(clickhouse).catch(() => false)) {
+  if (await isFullyBackfilled(clickhouse).catch(() => false)) {
     clearInterval(backfillTimer);
     return;
   }

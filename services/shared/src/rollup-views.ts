@@ -18,29 +18,49 @@ export type RollupView =
   | 'usage_rollup_by_day_mv'
   | 'usage_rollup_key_by_day_mv'
   | 'usage_rollup_user_by_day_mv'
-  | 'usage_errors_by_hour_mv';
+  | 'usage_errors_by_hour_mv'
+  | 'usage_latency_total_by_hour_mv'
+  | 'usage_latency_total_by_day_mv'
+  | 'usage_latency_by_day_mv'
+  | 'usage_latency_env_by_day_mv';
 
 /**
- * The rollups of migration 0008, by view, with their time column, the seconds a row
- * covers and what they measure: usage (counts, tokens, cost, latency), latency only, or errors.
+ * The rollups of migrations 0008 and 0009, by view, with their time column, the seconds a
+ * row covers, what they measure (usage: counts, tokens, cost, latency; latency only; or
+ * errors) and the migration that made them: the backfill copies the records stored
+ * before a migration into its tables (rollup-backfill.ts), and the API reads them once it has.
  */
 export const SCALED_ROLLUPS = [
-  { view: 'usage_rollup_by_minute_mv', table: 'usage_rollup_by_minute', time: 'minute', seconds: 60, kind: 'usage' },
-  { view: 'usage_rollup_key_by_minute_mv', table: 'usage_rollup_key_by_minute', time: 'minute', seconds: 60, kind: 'usage' },
-  { view: 'usage_rollup_by_hour_mv', table: 'usage_rollup_by_hour', time: 'hour', seconds: 3600, kind: 'usage' },
-  { view: 'usage_rollup_key_by_hour_mv', table: 'usage_rollup_key_by_hour', time: 'hour', seconds: 3600, kind: 'usage' },
-  { view: 'usage_latency_by_hour_mv', table: 'usage_latency_by_hour', time: 'hour', seconds: 3600, kind: 'latency' },
-  { view: 'usage_latency_env_by_hour_mv', table: 'usage_latency_env_by_hour', time: 'hour', seconds: 3600, kind: 'latency' },
-  { view: 'usage_rollup_by_day_mv', table: 'usage_rollup_by_day', time: 'day', seconds: 86_400, kind: 'usage' },
-  { view: 'usage_rollup_key_by_day_mv', table: 'usage_rollup_key_by_day', time: 'day', seconds: 86_400, kind: 'usage' },
-  { view: 'usage_rollup_user_by_day_mv', table: 'usage_rollup_user_by_day', time: 'day', seconds: 86_400, kind: 'usage' },
-  { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600, kind: 'errors' },
-] as const satisfies readonly { view: RollupView; table: string; time: string; seconds: number; kind: 'usage' | 'latency' | 'errors' }[];
+  { view: 'usage_rollup_by_minute_mv', table: 'usage_rollup_by_minute', time: 'minute', seconds: 60, kind: 'usage', migration: '0008' },
+  { view: 'usage_rollup_key_by_minute_mv', table: 'usage_rollup_key_by_minute', time: 'minute', seconds: 60, kind: 'usage', migration: '0008' },
+  { view: 'usage_rollup_by_hour_mv', table: 'usage_rollup_by_hour', time: 'hour', seconds: 3600, kind: 'usage', migration: '0008' },
+  { view: 'usage_rollup_key_by_hour_mv', table: 'usage_rollup_key_by_hour', time: 'hour', seconds: 3600, kind: 'usage', migration: '0008' },
+  { view: 'usage_latency_by_hour_mv', table: 'usage_latency_by_hour', time: 'hour', seconds: 3600, kind: 'latency', migration: '0008' },
+  { view: 'usage_latency_env_by_hour_mv', table: 'usage_latency_env_by_hour', time: 'hour', seconds: 3600, kind: 'latency', migration: '0008' },
+  { view: 'usage_rollup_by_day_mv', table: 'usage_rollup_by_day', time: 'day', seconds: 86_400, kind: 'usage', migration: '0008' },
+  { view: 'usage_rollup_key_by_day_mv', table: 'usage_rollup_key_by_day', time: 'day', seconds: 86_400, kind: 'usage', migration: '0008' },
+  { view: 'usage_rollup_user_by_day_mv', table: 'usage_rollup_user_by_day', time: 'day', seconds: 86_400, kind: 'usage', migration: '0008' },
+  { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600, kind: 'errors', migration: '0008' },
+  { view: 'usage_latency_total_by_hour_mv', table: 'usage_latency_total_by_hour', time: 'hour', seconds: 3600, kind: 'latency', migration: '0009' },
+  { view: 'usage_latency_total_by_day_mv', table: 'usage_latency_total_by_day', time: 'day', seconds: 86_400, kind: 'latency', migration: '0009' },
+  { view: 'usage_latency_by_day_mv', table: 'usage_latency_by_day', time: 'day', seconds: 86_400, kind: 'latency', migration: '0009' },
+  { view: 'usage_latency_env_by_day_mv', table: 'usage_latency_env_by_day', time: 'day', seconds: 86_400, kind: 'latency', migration: '0009' },
+] as const satisfies readonly {
+  view: RollupView;
+  table: string;
+  time: string;
+  seconds: number;
+  kind: 'usage' | 'latency' | 'errors';
+  migration: RollupMigration;
+}[];
 
-/** The usage rollups of migration 0008 (those that count requests, tokens and cost), by table name. */
+/** The migrations whose rollups the backfill copies stored records into. */
+export type RollupMigration = '0008' | '0009';
+
+/** The usage rollups (those that count requests, tokens and cost), by table name. */
 export const USAGE_ROLLUP_TABLES = SCALED_ROLLUPS.filter(({ kind }) => kind === 'usage').map(({ table }) => table);
 
-/** The latency-only rollups of migration 0008, by table name. */
+/** The latency-only rollups, by table name. */
 export const LATENCY_ROLLUP_TABLES = SCALED_ROLLUPS.filter(({ kind }) => kind === 'latency').map(({ table }) => table);
 
 /** The columns usage_events_by_user copies from usage_events (migration 0008), in its order. */
