@@ -4,7 +4,7 @@
 // Reads the ClickHouse and Redis settings from the environment, like the ingester.
 import { Command } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
-import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { BACKFILL_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { ErasureStore } from '@otm/shared/erasures';
 import { createRedis } from '@otm/shared/redis';
 import { backfillRollups } from '@otm/shared/rollup-backfill';
@@ -17,7 +17,8 @@ new Command('backfill')
   .parse(process.argv);
 
 const config = parseConfig(process.env, infrastructureSpec);
-const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
+const settings = clickhouseSettingsFrom(config);
+const clickhouse = createClickHouse(settings, settings.database, BACKFILL_TIMEOUT_MS);
 const redis = createRedis(config.REDIS_URL, { name: 'backfill-cli', caFile: config.REDIS_TLS_CA_FILE });
 await redis.connect();
 const lock = `${config.REDIS_KEY_PREFIX}rollup-backfill-lock`;

@@ -25,6 +25,7 @@ import { chromium } from 'playwright-core';
 import { migrate } from '@otm/shared/migrate';
 import { ErasureStore } from '@otm/shared/erasures';
 import { SCALED_ROLLUPS } from '@otm/shared/rollup-views';
+import { markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
 import { generateEvents } from '../../lib/generate-events.js';
 import { ensureChromium } from '../../stack/services.js';
 import { startService } from '../../lib/service-process.js';
@@ -103,7 +104,8 @@ export async function benchAnalytics(): Promise<void> {
   const clickhouse = createClient({ url: addresses.CLICKHOUSE_URL, database, request_timeout: 1_800_000 });
   await migrate(server as never, clickhouse as never, database);
   await clickhouse.command({ query: 'DETACH TABLE usage_rollup_minute_mv' });
-  await clickhouse.insert({ table: 'rollup_backfill_done', format: 'JSONEachRow', values: [{ done_at: '2026-01-01 00:00:00' }] });
+  // A new installation: nothing to backfill (every generation recorded done).
+  await markBackfilledIfEmpty(clickhouse as never);
   const endMs = Date.now();
   const spec = { days: 30, endMs, users: 100_000, models: 50, keys: 50 };
   const adminToken = `bench-analytics-${runId}-0123456789abcdef`;

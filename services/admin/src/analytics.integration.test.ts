@@ -177,7 +177,12 @@ describe('rollups', () => {
       { params: 'bucket=day', bucket: 86_400, groups: [], where: '' },
       // usage_latency_by_day, usage_latency_env_by_day
       { params: 'bucket=day&groupBy=provider,model', bucket: 86_400, groups: ['provider', 'model_id'], where: '' },
-      { params: `bucket=day&groupBy=model&environment=${environment}`, bucket: 86_400, groups: ['model_id'], where: `WHERE environment = '${environment}'` },
+      {
+        params: `bucket=day&groupBy=model&environment=${environment}`,
+        bucket: 86_400,
+        groups: ['model_id'],
+        where: `WHERE environment = '${environment}'`,
+      },
     ];
     for (const { params, bucket, groups, where } of cases) {
       const answer = await httpRequest(`${admin.url}/v1/analytics/latency?from=${from}&to=${to}&${params}&limit=10000`, { headers: auth });
@@ -193,7 +198,10 @@ describe('rollups', () => {
       const key = (row: Record<string, any>) =>
         `${Date.parse(row.bucket) / 1000}|${groups.map((column) => row[column === 'model_id' ? 'model' : column]).join('|')}`;
       const got = [...(answer.body.rows as Record<string, any>[])].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
-      expect(got.map((row) => [key(row), row.requests]), params).toEqual(raw.map((row) => [row.key, Number(row.requests)]));
+      expect(
+        got.map((row) => [key(row), row.requests]),
+        params,
+      ).toEqual(raw.map((row) => [row.key, Number(row.requests)]));
       raw.forEach((expected, index) =>
         expected.latency.forEach((value, i) => {
           const found = [got[index]!.latencyP50Ms, got[index]!.latencyP90Ms, got[index]!.latencyP99Ms][i];

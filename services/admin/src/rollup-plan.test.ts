@@ -121,7 +121,10 @@ describe('planQuery', () => {
     const old = { ...base, route: 'latency' as const, backfilled: ONLY_0008 };
     expect(tables({ ...old, bucketSeconds: 3600, fromS: 0, toS: 86_400 })).toEqual(['usage_latency_by_hour']);
     expect(tables({ ...old, bucketSeconds: 86_400, dimensions: ['model'] })).toEqual(['usage_rollup_by_day']);
-    expect(tables({ ...old, bucketSeconds: 0, fromS: 1800, toS: 7 * 86_400 + 1800 })).toEqual(['usage_rollup_by_day', 'usage_latency_by_hour']);
+    expect(tables({ ...old, bucketSeconds: 0, fromS: 1800, toS: 7 * 86_400 + 1800 })).toEqual([
+      'usage_rollup_by_day',
+      'usage_latency_by_hour',
+    ]);
   });
 
   it('latency is counted in whole buckets: the range widened to hours or days, never cut into minutes', () => {

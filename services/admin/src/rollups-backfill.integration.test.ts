@@ -148,7 +148,6 @@ const ROLLUPS: Rollup[] = [
   ...LATENCY_TOTALS,
 ];
 
-
 /** Each rollup's figures per row key equal those of the raw rows, each event key once. */
 async function expectRollupsEqualRaw(rollups: readonly Rollup[], total: number, client = clickhouse): Promise<void> {
   for (const { table, time, bucket, dims, latencyOnly } of rollups) {
@@ -284,8 +283,7 @@ describe('an installation that finished the backfill of migration 0008 before mi
     // Up to 0008, from an empty database: nothing to backfill, so 0008 is done at once
     // and the records load through 0008's views.
     const old = await startIngester({ ...m, extraEnv: { INGEST_MIGRATIONS_UP_TO: '0008_rollups_at_scale.sql' } });
-    const backfilled8 = async () =>
-      Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_done'))[0]!.n);
+    const backfilled8 = async () => Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_done'))[0]!.n);
     await eventually(async () => (await backfilled8()) === 1, 30_000);
     await produceQueued(m.topic, records(600, 35, 'eight'));
     await eventually(async () => (await distinct(client)) === 600, 60_000);

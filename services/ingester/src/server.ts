@@ -7,7 +7,7 @@ import { codecs } from '@otm/shared/kafka-codecs';
 import { cachedConsumerLag, createConsumer, createDurableProducer, createKafka, ensureTopic, kafkaSettingsFrom } from '@otm/shared/kafka';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
-import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { BACKFILL_TIMEOUT_MS, MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
 import { loadIngesterConfig } from './config.js';
 import { UsageConsumer } from './consumer.js';
@@ -231,7 +231,7 @@ const backfillRun = async () => {
   const token = randomUUID();
   if ((await redis.set(lock, token, 'PX', 3_600_000, 'NX').catch(() => null)) !== 'OK') return;
   try {
-    const outcome = await backfillRollups(clickhouse, erasureStore, {
+    const outcome = await backfillRollups(backfilling, erasureStore, {
       cluster: clickhouseSettings.cluster,
       log: (line) => logger.info(line),
     });
@@ -242,6 +242,7 @@ const backfillRun = async () => {
     if ((await redis.get(lock).catch(() => null)) === token) await redis.del(lock).catch(() => undefined);
   }
 };
+const backfilling = createClickHouse(clickhouseSettings, clickhouseSettings.database, BACKFILL_TIMEOUT_MS);
 const backfillTimer = setInterval(() => void backfillRun(), 600_000);
 backfillTimer.unref();
 void backfillRun();
@@ -261,6 +262,7 @@ async function shutdown(signal: string): Promise<void> {
   metricsServer.close();
   redis.disconnect();
   await clickhouse.close();
+  await backfilling.close();
   logger.info('stopped');
   process.exit(0);
 }

@@ -40,6 +40,13 @@ export function clickhouseSettingsFrom(config: {
  */
 export const MIGRATION_TIMEOUT_MS = 300_000;
 
+/**
+ * How long one statement of the rollup backfill may take: a month of usage_events read
+ * FINAL through one view (83 million records took longer than 30 s on two cores). For
+ * the backfill's clients (the ingester's, `npm run backfill`).
+ */
+export const BACKFILL_TIMEOUT_MS = 1_800_000;
+
 export function createClickHouse(
   settings: ClickHouseSettings,
   database: string | null = settings.database,
