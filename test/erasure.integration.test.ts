@@ -172,7 +172,9 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     for (const table of LATENCY_ROLLUP_TABLES) {
       expect(await count(`SELECT countMerge(requests) AS n FROM ${table}`), table).toBe(Number(raw!.requests));
     }
-    expect(await count('SELECT countMerge(errors) AS n FROM usage_errors_by_hour')).toBe(Number(raw!.errors));
+    for (const table of ['usage_errors_by_hour', 'usage_errors_by_day']) {
+      expect(await count(`SELECT countMerge(errors) AS n FROM ${table}`), table).toBe(Number(raw!.errors));
+    }
     const metrics = await httpRequest(`http://127.0.0.1:${ingester.metricsPort}/metrics`);
     expect(metrics.text).toMatch(/^otm_ingester_erased_dropped_total 1$/m);
 

@@ -214,23 +214,26 @@ export class ErasureJobs {
           ),
         });
       }
-      const errorHours = [
-        ...new Set(
-          errorKeys.map(
-            (k) =>
-              `(toDateTime(${Math.floor(Number(k.minute_ms) / 3_600_000) * 3600}), ${sqlString(environment)}, ${sqlString(k.provider)}, ${sqlString(k.model_id)}, ${sqlString(k.error_code)}, unhex(${sqlString(k.error_message_hex)}))`,
+      // The errors rollups per hour and per day (migrations 0008, 0009): their rows of the user's errors.
+      for (const { view, table, time, seconds } of SCALED_ROLLUPS.filter(({ kind }) => kind === 'errors')) {
+        const rows = [
+          ...new Set(
+            errorKeys.map(
+              (k) =>
+                `(toDateTime(${Math.floor(Number(k.minute_ms) / (seconds * 1000)) * seconds}), ${sqlString(environment)}, ${sqlString(k.provider)}, ${sqlString(k.model_id)}, ${sqlString(k.error_code)}, unhex(${sqlString(k.error_message_hex)}))`,
+            ),
           ),
-        ),
-      ];
-      for (let start = 0; start < errorHours.length; start += 500) {
-        const tuples = errorHours.slice(start, start + 500).join(', ');
-        await this.mutate('usage_errors_by_hour', `(hour, environment, provider, model_id, error_code, error_message) IN (${tuples})`);
-        await this.clickhouse.command({
-          query: rebuildRollupSql(
-            'usage_errors_by_hour_mv',
-            `(toDateTime(intDiv(toUInt32(event_time), 3600) * 3600), environment, provider, model_id, ifNull(error_code, ''), substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})`,
-          ),
-        });
+        ];
+        for (let start = 0; start < rows.length; start += 500) {
+          const tuples = rows.slice(start, start + 500).join(', ');
+          await this.mutate(table, `(${time}, environment, provider, model_id, error_code, error_message) IN (${tuples})`);
+          await this.clickhouse.command({
+            query: rebuildRollupSql(
+              view,
+              `(toDateTime(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}), environment, provider, model_id, ifNull(error_code, ''), substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})`,
+            ),
+          });
+        }
       }
 
       await step('rebuilding the rollups without a user');

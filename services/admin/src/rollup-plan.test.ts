@@ -186,7 +186,18 @@ describe('planQuery', () => {
     expect(tables({ ...base, route: 'latency', dimensions: ['userId'] })).toBe('byUser');
   });
 
-  it('errors read the hours and the minutes at the edges', () => {
+  it('errors read the days, the hours around them and the minutes at the edges', () => {
     expect(tables({ ...base, route: 'errors', fromS: 1800, toS: 86_400 })).toEqual(['usage_errors_by_hour', 'usage_errors_minute']);
+    // Whole days from usage_errors_by_day once the backfill of migration 0009 is done.
+    expect(tables({ ...base, route: 'errors', fromS: 1800, toS: 30 * 86_400 + 1800 })).toEqual([
+      'usage_errors_by_day',
+      'usage_errors_by_hour',
+      'usage_errors_minute',
+    ]);
+    expect(tables({ ...base, route: 'errors', fromS: 1800, toS: 30 * 86_400 + 1800, backfilled: ONLY_0008 })).toEqual([
+      'usage_errors_by_hour',
+      'usage_errors_minute',
+    ]);
+    expect(tables({ ...base, route: 'errors', bucketSeconds: 3600, fromS: 0, toS: 30 * 86_400 })).toEqual(['usage_errors_by_hour']);
   });
 });

@@ -22,7 +22,8 @@
 //                                           or usage_rollup_key_by_day and
 //                                           usage_rollup_key_by_hour (with keyId), then
 //                                           usage_rollup_by_minute (usage_rollup_key_by_minute)
-//   errors                                  usage_errors_by_hour, usage_errors_minute
+//   errors                                  usage_errors_by_day (0009), usage_errors_by_hour,
+//                                           usage_errors_minute
 //
 // Latency is counted in whole buckets: hourly latency over whole hours, daily over whole
 // days, and with no buckets over whole hours once the range spans a day (the answer's
@@ -126,6 +127,7 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
   if (!input.backfilled.has('0008')) return same({ kind: 'legacy' });
   if (route === 'errors') {
     const levels = [
+      ...(input.backfilled.has('0009') ? [{ seconds: DAY, table: 'usage_errors_by_day', time: 'day' }] : []),
       { seconds: HOUR, table: 'usage_errors_by_hour', time: 'hour' },
       { seconds: MINUTE, table: 'usage_errors_minute', time: 'minute' },
     ].filter(fits(bucketSeconds));

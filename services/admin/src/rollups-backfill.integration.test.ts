@@ -148,6 +148,27 @@ const ROLLUPS: Rollup[] = [
   ...LATENCY_TOTALS,
 ];
 
+/** The errors rollups per hour and per day (migrations 0008, 0009) equal the raw rows' errors. */
+async function expectErrorRollupsEqualRaw(client = clickhouse): Promise<void> {
+  for (const [table, bucket] of [
+    ['usage_errors_by_hour', HOUR],
+    ['usage_errors_by_day', DAY],
+  ] as const) {
+    const time = table === 'usage_errors_by_hour' ? 'hour' : 'day';
+    const errorsKey = "concat(toString(toUInt32(t)), '|', environment, '|', provider, '|', model_id, '|', code, '|', message)";
+    const got = await figures(
+      `SELECT ${errorsKey} AS key, errors AS requests, 0 AS tokens, errors, 0 AS cost FROM (SELECT ${time} AS t, environment, provider, model_id, error_code AS code, error_message AS message, countMerge(errors) AS errors FROM ${table} GROUP BY t, environment, provider, model_id, code, message) ORDER BY key`,
+      client,
+    );
+    const raw = await figures(
+      `SELECT ${errorsKey} AS key, errors AS requests, 0 AS tokens, errors, 0 AS cost FROM (SELECT ${bucket} AS t, environment, provider, model_id, ifNull(error_code, '') AS code, substring(ifNull(error_message, ''), 1, 200) AS message, count() AS errors FROM ${RAW} WHERE status = 'error' GROUP BY t, environment, provider, model_id, code, message) ORDER BY key`,
+      client,
+    );
+    expect(raw.length).toBeGreaterThan(0);
+    expectEqual(table, got, raw);
+  }
+}
+
 /** Each rollup's figures per row key equal those of the raw rows, each event key once. */
 async function expectRollupsEqualRaw(rollups: readonly Rollup[], total: number, client = clickhouse): Promise<void> {
   for (const { table, time, bucket, dims, latencyOnly } of rollups) {
@@ -244,15 +265,7 @@ describe('an installation from before migration 0008', () => {
     expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0009_done'))[0]!.n)).toBe(1);
     await expectRollupsEqualRaw(ROLLUPS, BEFORE + AFTER);
 
-    const errorsKey = "concat(toString(toUInt32(t)), '|', environment, '|', provider, '|', model_id, '|', code, '|', message)";
-    const gotErrors = await figures(
-      `SELECT ${errorsKey} AS key, errors AS requests, 0 AS tokens, errors, 0 AS cost FROM (SELECT hour AS t, environment, provider, model_id, error_code AS code, error_message AS message, countMerge(errors) AS errors FROM usage_errors_by_hour GROUP BY t, environment, provider, model_id, code, message) ORDER BY key`,
-    );
-    const rawErrors = await figures(
-      `SELECT ${errorsKey} AS key, errors AS requests, 0 AS tokens, errors, 0 AS cost FROM (SELECT ${HOUR} AS t, environment, provider, model_id, ifNull(error_code, '') AS code, substring(ifNull(error_message, ''), 1, 200) AS message, count() AS errors FROM ${RAW} WHERE status = 'error' GROUP BY t, environment, provider, model_id, code, message) ORDER BY key`,
-    );
-    expect(rawErrors.length).toBeGreaterThan(0);
-    expectEqual('usage_errors_by_hour', gotErrors, rawErrors);
+    await expectErrorRollupsEqualRaw();
 
     const userKey = "concat(environment, '|', user_id)";
     const gotUsers = await figures(
@@ -307,5 +320,6 @@ describe('an installation that finished the backfill of migration 0008 before mi
     expect(await queryRows(client, 'SELECT day FROM rollup_backfill_days')).toEqual([]);
     expect(await backfilled8()).toBe(1);
     await expectRollupsEqualRaw(ROLLUPS, 600, client);
+    await expectErrorRollupsEqualRaw(client);
   });
 });

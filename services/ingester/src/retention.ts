@@ -77,7 +77,8 @@ const MONTHLY_TABLES = {
   usage_rollup_key_by_day: 'rollupsDays',
   usage_rollup_user_by_day: 'rollupsDays',
   usage_errors_by_hour: 'rollupsDays',
-  // Migration 0009: the latency totals.
+  // Migration 0009: the latency totals, the errors per day.
+  usage_errors_by_day: 'rollupsDays',
   usage_latency_total_by_hour: 'rollupsDays',
   usage_latency_total_by_day: 'rollupsDays',
   usage_latency_by_day: 'rollupsDays',

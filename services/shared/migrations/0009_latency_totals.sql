@@ -1,5 +1,5 @@
--- Latency rollups whose states stay few as the range grows (docs/ingester.md, "The
--- tables"). A latency query's cost is the t-digest states it merges, and a state's size
+-- Latency rollups whose states stay few as the range grows, and errors per day
+-- (docs/ingester.md, "The tables"). A latency query's cost is the t-digest states it merges, and a state's size
 -- grows with the values it holds (slowly: about with their logarithm). Over a week the
 -- overview merged one state per model and hour (8,400) where one per environment and
 -- hour (504) answers it; over a month, per model and day, not per environment, model,
@@ -112,6 +112,36 @@ SELECT
     avgIfState(ifNull(output_tokens_per_sec, toFloat64(0)), isNotNull(output_tokens_per_sec)) AS tokens_per_sec
 FROM usage_events
 GROUP BY day, environment, provider, model_id;
+
+-- usage_errors_by_day: the errors rollup per UTC day: the whole days of a longer range (an
+-- hour rollup holds a row per hour and error seen, growing with the traffic until every
+-- hour has every error: a day rollup reaches that sooner).
+CREATE TABLE IF NOT EXISTS usage_errors_by_day
+(
+    day DateTime,
+    environment String,
+    provider String,
+    model_id String,
+    error_code String,
+    error_message String,
+    errors AggregateFunction(count)
+)
+ENGINE = AggregatingMergeTree()
+PARTITION BY toYYYYMM(day)
+ORDER BY (day, environment, provider, model_id, error_code, error_message);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS usage_errors_by_day_mv TO usage_errors_by_day AS
+SELECT
+    toDateTime(intDiv(toUInt32(event_time), 86400) * 86400) AS day,
+    environment,
+    provider,
+    model_id,
+    ifNull(error_code, '') AS error_code,
+    substring(ifNull(error_message, ''), 1, 200) AS error_message,
+    countState() AS errors
+FROM usage_events
+WHERE status = 'error'
+GROUP BY day, environment, provider, model_id, error_code, error_message;
 
 -- The backfill's progress for the tables above: a row per UTC day of usage_events
 -- copied into them, and a row in rollup_backfill_0009_done once every day is.

@@ -26,6 +26,7 @@ describe('aggregateViews', () => {
     expect(views.map((view) => view.view).sort()).toEqual(
       [
         'usage_errors_by_hour_mv',
+        'usage_errors_by_day_mv',
         'usage_errors_minute_mv',
         'usage_latency_by_hour_mv',
         'usage_latency_env_by_hour_mv',

@@ -22,7 +22,8 @@ export type RollupView =
   | 'usage_latency_total_by_hour_mv'
   | 'usage_latency_total_by_day_mv'
   | 'usage_latency_by_day_mv'
-  | 'usage_latency_env_by_day_mv';
+  | 'usage_latency_env_by_day_mv'
+  | 'usage_errors_by_day_mv';
 
 /**
  * The rollups of migrations 0008 and 0009, by view, with their time column, the seconds a
@@ -87,6 +88,7 @@ export const SCALED_ROLLUPS = [
     kind: 'latency',
     migration: '0009',
   },
+  { view: 'usage_errors_by_day_mv', table: 'usage_errors_by_day', time: 'day', seconds: 86_400, kind: 'errors', migration: '0009' },
 ] as const satisfies readonly {
   view: RollupView;
   table: string;
