@@ -5,7 +5,7 @@
 // the audit log holds the request and the rows removed. The erasure is announced on
 // the compacted erasure topic, and the Python example consumer, run before and after
 // it, ends holding none of the user's records received before it.
-import { LATENCY_ROLLUP_TABLES, USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
+import { LATENCY_ROLLUP_TABLES, SCALED_ROLLUPS, USAGE_ROLLUP_TABLES, aggregateViews } from '@otm/shared/rollup-views';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -174,6 +174,22 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     }
     for (const table of ['usage_errors_by_hour', 'usage_errors_by_day']) {
       expect(await count(`SELECT countMerge(errors) AS n FROM ${table}`), table).toBe(Number(raw!.errors));
+    }
+    // Row by row: every rollup without a user (rebuilt from usage_events, or merged from
+    // a finer rollup rebuilt before it) counts per group what usage_events holds.
+    for (const view of aggregateViews().filter((view) => SCALED_ROLLUPS.some((rollup) => rollup.view === view.view))) {
+      if (view.groups.some((group) => group.name === 'user_id')) continue;
+      const names = view.groups.map((group) => group.name);
+      const key = (columns: string[]) => `concat(${columns.map((column) => `toString(${column})`).join(", '|', ")})`;
+      const stored = await queryRows<{ key: string; n: string }>(
+        clickhouse,
+        `SELECT ${key(names)} AS key, toString(${view.count.merge}(${view.count.column})) AS n FROM ${view.table} GROUP BY ${names.join(', ')} ORDER BY key`,
+      );
+      const counted = await queryRows<{ key: string; n: string }>(
+        clickhouse,
+        `SELECT ${key(view.groups.map((group) => group.expression))} AS key, toString(count()) AS n FROM usage_events ${view.where ? `WHERE ${view.where}` : ''} GROUP BY key ORDER BY key`,
+      );
+      expect(stored, view.table).toEqual(counted);
     }
     const metrics = await httpRequest(`http://127.0.0.1:${ingester.metricsPort}/metrics`);
     expect(metrics.text).toMatch(/^otm_ingester_erased_dropped_total 1$/m);

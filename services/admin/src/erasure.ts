@@ -29,25 +29,17 @@ import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
 import type { Logger } from '@otm/shared/logger';
 import type { Redis } from '@otm/shared/redis';
 import { mutate } from '@otm/shared/mutations';
-import { SCALED_ROLLUPS, rebuildRollupSql } from '@otm/shared/rollup-views';
+import { SCALED_ROLLUPS, aggregateViews, derivedRollupSql, rebuildRollupSql, rollupsFinestFirst } from '@otm/shared/rollup-views';
 import { isBackfilled } from '@otm/shared/rollup-backfill';
 import { erasureParams, erasureQuery } from './admin-route-docs.js';
 
-/** The dimensions of the rollups of migrations 0008 and 0009 that have no user column (erasure rebuilds their rows). */
-const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = {
-  usage_rollup_by_minute: ['environment', 'provider', 'model_id', 'user_type'],
-  usage_rollup_key_by_minute: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
-  usage_rollup_by_hour: ['environment', 'provider', 'model_id', 'user_type'],
-  usage_rollup_key_by_hour: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
-  usage_latency_by_hour: ['provider', 'model_id'],
-  usage_latency_env_by_hour: ['environment', 'provider', 'model_id'],
-  usage_rollup_by_day: ['environment', 'provider', 'model_id', 'user_type'],
-  usage_rollup_key_by_day: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
-  usage_latency_total_by_hour: ['environment'],
-  usage_latency_total_by_day: ['environment'],
-  usage_latency_by_day: ['provider', 'model_id'],
-  usage_latency_env_by_day: ['environment', 'provider', 'model_id'],
-};
+/** The groups after the time column of each rollup without a user column, but the errors' (erasure rebuilds their rows). */
+const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = Object.fromEntries(
+  aggregateViews()
+    .filter(({ view }) => SCALED_ROLLUPS.some((rollup) => rollup.view === view && rollup.kind !== 'errors'))
+    .map(({ table, groups }) => [table, groups.slice(1).map((group) => group.name)] as const)
+    .filter(([, names]) => !names.includes('user_id')),
+);
 
 export interface ErasureJob {
   id: string;
@@ -214,8 +206,9 @@ export class ErasureJobs {
           ),
         });
       }
-      // The errors rollups per hour and per day (migrations 0008, 0009): their rows of the user's errors.
-      for (const { view, table, time, seconds } of SCALED_ROLLUPS.filter(({ kind }) => kind === 'errors')) {
+      // The errors rollups per hour and per day (migrations 0008, 0009): their rows of the
+      // user's errors, the days merged from the hours just rebuilt (derivedRollupSql).
+      for (const { view, table, time, seconds } of rollupsFinestFirst().filter(({ kind }) => kind === 'errors')) {
         const rows = [
           ...new Set(
             errorKeys.map(
@@ -228,16 +221,21 @@ export class ErasureJobs {
           const tuples = rows.slice(start, start + 500).join(', ');
           await this.mutate(table, `(${time}, environment, provider, model_id, error_code, error_message) IN (${tuples})`);
           await this.clickhouse.command({
-            query: rebuildRollupSql(
-              view,
-              `(toDateTime(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}), environment, provider, model_id, ifNull(error_code, ''), substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})`,
-            ),
+            query:
+              derivedRollupSql(view, tuples) ??
+              rebuildRollupSql(
+                view,
+                `(toDateTime(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}), environment, provider, model_id, ifNull(error_code, ''), substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})`,
+              ),
           });
         }
       }
 
       await step('rebuilding the rollups without a user');
-      for (const { view, table, time, seconds } of SCALED_ROLLUPS) {
+      // Finest first: a rollup that a finer one holds every group of is merged from that
+      // one's rows just rebuilt (derivedRollupSql), not read again from usage_events,
+      // whose every read is a scan of the whole table (it is ordered by event key).
+      for (const { view, table, time, seconds } of rollupsFinestFirst()) {
         const dimensions = SCALED_DIMENSIONS[table];
         const keys = rollupKeys.get(table) ?? [];
         if (!dimensions) continue;
@@ -245,10 +243,12 @@ export class ErasureJobs {
           const tuples = keys.slice(start, start + 500).join(', ');
           await this.mutate(table, `(${time}, ${dimensions.join(', ')}) IN (${tuples})`);
           await this.clickhouse.command({
-            query: rebuildRollupSql(
-              view,
-              `(toDateTime(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}), ${dimensions.join(', ')}) IN (${tuples})`,
-            ),
+            query:
+              derivedRollupSql(view, tuples) ??
+              rebuildRollupSql(
+                view,
+                `(toDateTime(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}), ${dimensions.join(', ')}) IN (${tuples})`,
+              ),
           });
         }
       }

@@ -1,6 +1,6 @@
 // The rebuild SQL is the views' own SELECT from the migrations, with the job's condition.
 import { describe, expect, it } from 'vitest';
-import { aggregateViews, rebuildRollupSql, selectItems } from './rollup-views.js';
+import { aggregateViews, derivedFrom, derivedRollupSql, rebuildRollupSql, rollupsFinestFirst, selectItems } from './rollup-views.js';
 
 describe('rebuildRollupSql', () => {
   it("runs the usage rollup view's SELECT with the condition before its GROUP BY", () => {
@@ -72,5 +72,38 @@ describe('aggregateViews', () => {
       { name: 'CAST(z AS String)', expression: 'CAST(z AS String)' },
       { name: 's', expression: "'it\\'s, here'" },
     ]);
+  });
+
+  it('merges a rollup from the finer one holding its groups, finest first, and from usage_events otherwise', () => {
+    const source = (view: Parameters<typeof derivedFrom>[0]) => derivedFrom(view);
+    expect(source('usage_rollup_key_by_hour_mv')).toBeUndefined();
+    expect(source('usage_rollup_by_minute_mv')).toBeUndefined();
+    expect(source('usage_rollup_user_by_day_mv')).toBeUndefined();
+    expect(source('usage_errors_by_hour_mv')).toBeUndefined();
+    expect(source('usage_rollup_by_hour_mv')).toBe('usage_rollup_key_by_hour');
+    expect(source('usage_latency_env_by_hour_mv')).toBe('usage_rollup_by_hour');
+    expect(source('usage_latency_by_hour_mv')).toBe('usage_latency_env_by_hour');
+    expect(source('usage_latency_total_by_hour_mv')).toBe('usage_latency_env_by_hour');
+    expect(source('usage_rollup_key_by_day_mv')).toBe('usage_rollup_key_by_hour');
+    expect(source('usage_rollup_by_day_mv')).toBe('usage_rollup_key_by_day');
+    expect(source('usage_latency_total_by_day_mv')).toBe('usage_latency_env_by_day');
+    expect(source('usage_errors_by_day_mv')).toBe('usage_errors_by_hour');
+    // Each source comes before what is merged from it.
+    const order: string[] = rollupsFinestFirst().map(({ table }) => table);
+    for (const { view, table } of rollupsFinestFirst()) {
+      const from = source(view);
+      if (from) expect(order.indexOf(from), `${from} before ${table}`).toBeLessThan(order.indexOf(table));
+    }
+    // A day from hours: the hour's day is computed.
+    expect(derivedRollupSql('usage_errors_by_day_mv', '(x)')).toMatch(
+      /^INSERT INTO usage_errors_by_day SELECT toDateTime\(intDiv\(toUInt32\(hour\), 86400\) \* 86400\) AS day, environment, provider, model_id, error_code, error_message, countMergeState\(errors\) AS errors FROM usage_errors_by_hour WHERE \(toDateTime\(intDiv\(toUInt32\(hour\), 86400\) \* 86400\), environment, provider, model_id, error_code, error_message\) IN \(\(x\)\) GROUP BY day, environment, provider, model_id, error_code, error_message$/,
+    );
+    expect(derivedRollupSql('usage_latency_total_by_day_mv', "(toDateTime(86400), 'prod')")).toBe(
+      'INSERT INTO usage_latency_total_by_day SELECT day, environment, ' +
+        'countMergeState(requests) AS requests, quantilesTDigestIfMergeState(0.5, 0.9, 0.99)(latency_ms) AS latency_ms, ' +
+        'quantilesTDigestIfMergeState(0.5, 0.9, 0.99)(ttft_ms) AS ttft_ms, avgIfMergeState(tokens_per_sec) AS tokens_per_sec ' +
+        "FROM usage_latency_env_by_day WHERE (day, environment) IN ((toDateTime(86400), 'prod')) " +
+        'GROUP BY day, environment',
+    );
   });
 });

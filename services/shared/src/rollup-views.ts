@@ -245,3 +245,109 @@ export function aggregateViews(): AggregateView[] {
   });
   return aggregates;
 }
+
+/** A view's aggregate state columns: `name` and the `-State` call it is built with, e.g. `quantilesTDigestIf(0.5, 0.9, 0.99)`. */
+function stateColumns(view: RollupView): Map<string, string> {
+  views ??= load();
+  const query = views.get(view);
+  if (!query) throw new Error(`no migration defines the view ${view}`);
+  const states = new Map<string, string>();
+  for (const item of selectItems(query.select)) {
+    // `fnState(params)(arguments)` or `fnState(arguments)`: the function and its parameters.
+    const call = /^(\w+?)State(\([^()]*\))?\(/.exec(item.expression);
+    if (call) states.set(item.name, `${call[1]}${call[2] ?? ''}`);
+  }
+  return states;
+}
+
+interface Derivation {
+  /** The finer rollup the rows are merged from. */
+  source: (typeof SCALED_ROLLUPS)[number];
+  target: (typeof SCALED_ROLLUPS)[number];
+  /** The target's groups after its time column. */
+  dimensions: string[];
+  /** `name: fn(params)` of each of the target's state columns. */
+  states: Map<string, string>;
+}
+
+let derivations: Map<RollupView, Derivation | undefined> | undefined;
+
+/**
+ * The finer rollup a rollup's rows can be merged from instead of read from usage_events:
+ * one of at least an hour whose rows fit in the target's, holding every group the target
+ * has (the same expressions), the same view condition, and every state column the target
+ * has (the same function and parameters); the coarsest such, then the one with the fewest
+ * groups. Hours and days only: the minute rollups are not a source (a job rebuilding them
+ * reads usage_events anyway).
+ */
+function derivation(view: RollupView): Derivation | undefined {
+  derivations ??= new Map();
+  if (derivations.has(view)) return derivations.get(view);
+  const all = aggregateViews();
+  const target = SCALED_ROLLUPS.find((rollup) => rollup.view === view);
+  const own = all.find((candidate) => candidate.view === view);
+  let found: Derivation | undefined;
+  if (target && own && !own.groups.some((group) => group.name === 'user_id')) {
+    const dimensions = own.groups.slice(1);
+    const states = stateColumns(view);
+    const candidates = SCALED_ROLLUPS.filter(
+      (rollup) => rollup.view !== view && rollup.seconds >= 3600 && target.seconds % rollup.seconds === 0,
+    )
+      .map((rollup) => ({ rollup, groups: all.find((candidate) => candidate.view === rollup.view)! }))
+      .filter(({ rollup, groups }) => {
+        const theirs = new Map(groups.groups.slice(1).map((group) => [group.name, group.expression]));
+        const theirStates = stateColumns(rollup.view);
+        const finer = rollup.seconds < target.seconds || theirs.size > dimensions.length;
+        return (
+          finer &&
+          groups.where === own.where &&
+          !theirs.has('user_id') &&
+          dimensions.every((group) => theirs.get(group.name) === group.expression) &&
+          [...states].every(([name, call]) => theirStates.get(name) === call)
+        );
+      })
+      .sort((a, b) => b.rollup.seconds - a.rollup.seconds || a.groups.groups.length - b.groups.groups.length);
+    const best = candidates[0];
+    if (best) found = { source: best.rollup, target, dimensions: dimensions.map((group) => group.name), states };
+  }
+  derivations.set(view, found);
+  return found;
+}
+
+/**
+ * `INSERT INTO <rollup> SELECT … FROM <a finer rollup> WHERE (<time>, <groups>) IN (<keys>)`:
+ * the rollup's rows of those keys merged from the finer rollup's states (its rows of the
+ * same keys must be right already), or undefined when no finer rollup holds what it does.
+ * `keys` are tuples of the rollup's own time column and groups, as its rows hold them.
+ */
+export function derivedRollupSql(view: RollupView, keys: string): string | undefined {
+  const found = derivation(view);
+  if (!found) return undefined;
+  const { source, target, dimensions, states } = found;
+  const time =
+    source.seconds === target.seconds ? source.time : `toDateTime(intDiv(toUInt32(${source.time}), ${target.seconds}) * ${target.seconds})`;
+  const select = [
+    time === target.time ? time : `${time} AS ${target.time}`,
+    ...dimensions,
+    ...[...states].map(([name, call]) => {
+      const open = call.indexOf('(');
+      const merged = open < 0 ? `${call}MergeState` : `${call.slice(0, open)}MergeState${call.slice(open)}`;
+      return `${merged}(${name}) AS ${name}`;
+    }),
+  ].join(', ');
+  return `INSERT INTO ${target.table} SELECT ${select} FROM ${source.table} WHERE (${[time, ...dimensions].join(', ')}) IN (${keys}) GROUP BY ${[target.time, ...dimensions].join(', ')}`;
+}
+
+/** The rollup a rollup's rows are merged from by derivedRollupSql, if any (for the jobs' order and logs). */
+export function derivedFrom(view: RollupView): string | undefined {
+  return derivation(view)?.source.table;
+}
+
+/**
+ * The rollups in an order where each comes after the one derivedRollupSql merges it from:
+ * by the seconds a row covers, then the most groups first.
+ */
+export function rollupsFinestFirst(): (typeof SCALED_ROLLUPS)[number][] {
+  const groups = new Map(aggregateViews().map((view) => [view.view, view.groups.length]));
+  return [...SCALED_ROLLUPS].sort((a, b) => a.seconds - b.seconds || (groups.get(b.view) ?? 0) - (groups.get(a.view) ?? 0));
+}
