@@ -98,10 +98,31 @@ export interface PlanInput {
 const fits = (bucketSeconds: number) => (level: Level) => bucketSeconds === 0 || bucketSeconds % level.seconds === 0;
 
 const USER_DAY_DIMENSIONS = new Set(['environment', 'userType', 'userId']);
-/** What the latency rollups hold: by environment alone (0009); by provider and model; the same per environment. */
-const LATENCY_TOTAL_DIMENSIONS: ReadonlySet<string> = new Set(['environment']);
-const LATENCY_DIMENSIONS: ReadonlySet<string> = new Set(['provider', 'model']);
-const LATENCY_ENV_DIMENSIONS: ReadonlySet<string> = new Set(['environment', 'provider', 'model']);
+/**
+ * The latency rollups by what they hold, narrowest first: by environment alone; by
+ * provider and model; the same per environment. Each level's table with the migration it came in.
+ */
+const LATENCY_ROLLUPS: readonly {
+  dimensions: ReadonlySet<string>;
+  hour: { table: string; migration: RollupMigration };
+  day: { table: string; migration: RollupMigration };
+}[] = [
+  {
+    dimensions: new Set(['environment']),
+    hour: { table: 'usage_latency_total_by_hour', migration: '0009' },
+    day: { table: 'usage_latency_total_by_day', migration: '0009' },
+  },
+  {
+    dimensions: new Set(['provider', 'model']),
+    hour: { table: 'usage_latency_by_hour', migration: '0008' },
+    day: { table: 'usage_latency_by_day', migration: '0009' },
+  },
+  {
+    dimensions: new Set(['environment', 'provider', 'model']),
+    hour: { table: 'usage_latency_env_by_hour', migration: '0008' },
+    day: { table: 'usage_latency_env_by_day', migration: '0009' },
+  },
+];
 
 /**
  * The range a latency query counts: [fromS, toS) widened to whole buckets (hours or
@@ -148,27 +169,16 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
     return same({ kind: 'byUser' });
   }
   const keyed = dimensions.includes('keyId');
-  const within = (names: ReadonlySet<string>) => dimensions.every((name) => names.has(name));
-  const latency = route === 'latency' && !keyed;
-  const totals = latency && input.backfilled.has('0009');
-  const hourTable = keyed
-    ? 'usage_rollup_key_by_hour'
-    : totals && within(LATENCY_TOTAL_DIMENSIONS)
-      ? 'usage_latency_total_by_hour'
-      : latency && within(LATENCY_DIMENSIONS)
-        ? 'usage_latency_by_hour'
-        : latency && within(LATENCY_ENV_DIMENSIONS)
-          ? 'usage_latency_env_by_hour'
-          : 'usage_rollup_by_hour';
-  const dayTable = keyed
-    ? 'usage_rollup_key_by_day'
-    : totals && within(LATENCY_TOTAL_DIMENSIONS)
-      ? 'usage_latency_total_by_day'
-      : totals && within(LATENCY_DIMENSIONS)
-        ? 'usage_latency_by_day'
-        : totals && within(LATENCY_ENV_DIMENSIONS)
-          ? 'usage_latency_env_by_day'
-          : 'usage_rollup_by_day';
+  // Latency without the key: the first latency rollup holding every dimension asked for,
+  // among those whose migration's backfill is done; anything else, the usage rollups.
+  const latencyTable = (level: 'hour' | 'day') =>
+    route === 'latency' && !keyed
+      ? LATENCY_ROLLUPS.find(
+          (rollup) => dimensions.every((name) => rollup.dimensions.has(name)) && input.backfilled.has(rollup[level].migration),
+        )?.[level].table
+      : undefined;
+  const hourTable = keyed ? 'usage_rollup_key_by_hour' : (latencyTable('hour') ?? 'usage_rollup_by_hour');
+  const dayTable = keyed ? 'usage_rollup_key_by_day' : (latencyTable('day') ?? 'usage_rollup_by_day');
   const levels = [
     { seconds: DAY, table: dayTable, time: 'day' },
     { seconds: HOUR, table: hourTable, time: 'hour' },
