@@ -184,6 +184,7 @@ describe('rollups', () => {
         where: `WHERE environment = '${environment}'`,
       },
     ];
+    let checked = 0;
     for (const { params, bucket, groups, where } of cases) {
       const answer = await httpRequest(`${admin.url}/v1/analytics/latency?from=${from}&to=${to}&${params}&limit=10000`, { headers: auth });
       expect(answer.status, answer.text).toBe(200);
@@ -202,16 +203,24 @@ describe('rollups', () => {
         got.map((row) => [key(row), row.requests]),
         params,
       ).toEqual(raw.map((row) => [row.key, Number(row.requests)]));
-      raw.forEach((expected, index) =>
+      raw.forEach((expected, index) => {
+        // Percentiles of groups of 100 records or more: in fewer (a day bucket holding the
+        // few minutes after midnight of this test's three hours) one step between two
+        // sorted values is more than 2 %, and the t-digest and the exact quantile
+        // interpolate between them differently. The counts above are exact for every group.
+        if (Number(expected.requests) < 100) return;
+        checked += 1;
         expected.latency.forEach((value, i) => {
           const found = [got[index]!.latencyP50Ms, got[index]!.latencyP90Ms, got[index]!.latencyP99Ms][i];
           if (!Number.isFinite(value)) return expect(found, `${params} ${expected.key}`).toBeNull();
-          // A few hundred records per group or fewer: the 99th percentile lies between the last few values.
+          // A few hundred records per group: the 99th percentile lies between the last few values.
           const bound = i === 2 ? 0.05 : 0.02;
           expect(Math.abs(found - value), `${params} ${expected.key} quantile ${i}`).toBeLessThanOrEqual(bound * value + 1);
-        }),
-      );
+        });
+      });
     }
+    // Every hour holds about a thousand records: at least those were compared.
+    expect(checked).toBeGreaterThanOrEqual(3);
   });
 
   it('per-minute, per-hour and per-day buckets add up to the same totals as the raw rows', async () => {
