@@ -208,7 +208,8 @@ export class ErasureJobs {
       }
       // The errors rollups per hour and per day (migrations 0008, 0009): their rows of the
       // user's errors, the days merged from the hours just rebuilt (derivedRollupSql).
-      for (const { view, table, time, seconds } of rollupsFinestFirst().filter(({ kind }) => kind === 'errors')) {
+      for (const rollup of rollupsFinestFirst().filter(({ kind }) => kind === 'errors')) {
+        const { seconds } = rollup;
         const rows = [
           ...new Set(
             errorKeys.map(
@@ -217,40 +218,15 @@ export class ErasureJobs {
             ),
           ),
         ];
-        for (let start = 0; start < rows.length; start += 500) {
-          const tuples = rows.slice(start, start + 500).join(', ');
-          await this.mutate(table, `(${time}, environment, provider, model_id, error_code, error_message) IN (${tuples})`);
-          await this.clickhouse.command({
-            query:
-              derivedRollupSql(view, tuples) ??
-              rebuildRollupSql(
-                view,
-                `(toDateTime(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}), environment, provider, model_id, ifNull(error_code, ''), substring(ifNull(error_message, ''), 1, 200)) IN (${tuples})`,
-              ),
-          });
-        }
+        await this.rebuildRows(rollup, rows);
       }
 
       await step('rebuilding the rollups without a user');
       // Finest first: a rollup that a finer one holds every group of is merged from that
       // one's rows just rebuilt (derivedRollupSql), not read again from usage_events,
       // whose every read is a scan of the whole table (it is ordered by event key).
-      for (const { view, table, time, seconds } of rollupsFinestFirst()) {
-        const dimensions = SCALED_DIMENSIONS[table];
-        const keys = rollupKeys.get(table) ?? [];
-        if (!dimensions) continue;
-        for (let start = 0; start < keys.length; start += 500) {
-          const tuples = keys.slice(start, start + 500).join(', ');
-          await this.mutate(table, `(${time}, ${dimensions.join(', ')}) IN (${tuples})`);
-          await this.clickhouse.command({
-            query:
-              derivedRollupSql(view, tuples) ??
-              rebuildRollupSql(
-                view,
-                `(toDateTime(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}), ${dimensions.join(', ')}) IN (${tuples})`,
-              ),
-          });
-        }
+      for (const rollup of rollupsFinestFirst()) {
+        if (SCALED_DIMENSIONS[rollup.table]) await this.rebuildRows(rollup, rollupKeys.get(rollup.table) ?? []);
       }
       await this.erasures.liftFence(fence);
 
@@ -295,6 +271,24 @@ export class ErasureJobs {
 
   private async rows<T>(query: string): Promise<T[]> {
     return (await this.clickhouse.query({ query, format: 'JSONEachRow' })).json<T>();
+  }
+
+  /**
+   * Deletes a rollup's rows of `keys` (tuples of its time column and groups) and writes
+   * them again: merged from the finer rollup just rebuilt (derivedRollupSql), or read
+   * from usage_events through the view's own SELECT, its groups' expressions matching the keys.
+   */
+  private async rebuildRows(rollup: (typeof SCALED_ROLLUPS)[number], keys: readonly string[]): Promise<void> {
+    const groups = aggregateViews().find(({ view }) => view === rollup.view)!.groups;
+    for (let start = 0; start < keys.length; start += 500) {
+      const tuples = keys.slice(start, start + 500).join(', ');
+      await this.mutate(rollup.table, `(${groups.map(({ name }) => name).join(', ')}) IN (${tuples})`);
+      await this.clickhouse.command({
+        query:
+          derivedRollupSql(rollup.view, tuples) ??
+          rebuildRollupSql(rollup.view, `(${groups.map(({ expression }) => expression).join(', ')}) IN (${tuples})`),
+      });
+    }
   }
 
   private mutate(table: string, where: string): Promise<void> {

@@ -79,8 +79,7 @@ export async function backfilledMigrations(clickhouse: ClickHouseClient): Promis
 
 /** Whether the backfill of migration 0008 (the rollups and the copy ordered by user) has finished. */
 export async function isBackfilled(clickhouse: ClickHouseClient): Promise<boolean> {
-  const [row] = await rows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_done');
-  return Number(row?.n ?? 0) > 0;
+  return (await backfilledMigrations(clickhouse)).has('0008');
 }
 
 /** Whether every generation's backfill has finished. */

@@ -338,7 +338,7 @@ export function derivedRollupSql(view: RollupView, keys: string): string | undef
   return `INSERT INTO ${target.table} SELECT ${select} FROM ${source.table} WHERE (${[time, ...dimensions].join(', ')}) IN (${keys}) GROUP BY ${[target.time, ...dimensions].join(', ')}`;
 }
 
-/** The rollup a rollup's rows are merged from by derivedRollupSql, if any (for the jobs' order and logs). */
+/** The rollup a rollup's rows are merged from by derivedRollupSql, if any. */
 export function derivedFrom(view: RollupView): string | undefined {
   return derivation(view)?.source.table;
 }
