@@ -26,7 +26,7 @@ import {
   type AnalyticsStore,
   type RawQuery,
 } from '../services/admin/src/analytics.js';
-import { enrich, rowText, type RowText } from '../services/ingester/src/enrich-step.js';
+import { enrich, encodeRow, type EncodedRow } from '../services/ingester/src/enrich-step.js';
 import { insertLines, loadIsolatingBadRows } from '../services/ingester/src/load-step.js';
 import { probeArrived } from '../services/ingester/src/canary.js';
 import { probeRow } from '../services/ingester/src/consumer.js';
@@ -63,7 +63,7 @@ afterAll(async () => {
 });
 
 /** 900 records over the 3 days before `now`, some of them errors (without timing: at their receipt, a minute before `now`), 40 users; their event keys start with `prefix`. */
-function rows(prefix = 'cc'): RowText[] {
+function rows(prefix = 'cc'): EncodedRow[] {
   const random = seededRandom(7);
   const sample = sampleUsageRecords(900, { seed: 7, users: 40, errorShare: 0.08 });
   sample.forEach((record: UsageRecord, index) => {
@@ -78,7 +78,7 @@ function rows(prefix = 'cc'): RowText[] {
   });
   const prices = PriceTable.load();
   return queuedRecords(sample, { eventKey: (index) => `${prefix}-${index}`, receivedAtMs: now - 60_000 }).map((record) =>
-    rowText(enrich(record, prices, now)),
+    encodeRow(enrich(record, prices, now)),
   );
 }
 

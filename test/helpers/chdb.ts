@@ -59,7 +59,7 @@ export class ChdbSession {
     return session;
   }
 
-  run(request: { sql: string; format?: string; database?: string; settings?: Settings }): Promise<string> {
+  run(request: { sql: string; format?: string; database?: string; settings?: Settings; data?: string }): Promise<string> {
     const id = this.next++;
     const settings = Object.fromEntries(Object.entries(request.settings ?? {}).filter(([, value]) => value !== undefined));
     return new Promise((resolve, reject) => {
@@ -114,11 +114,13 @@ class ChdbClient {
   async exec(params: { query: string; values: Readable; clickhouse_settings?: Settings }) {
     const chunks: Buffer[] = [];
     for await (const chunk of params.values) chunks.push(Buffer.from(chunk as Buffer));
-    await this.session.run({
-      sql: `${params.query}\n${Buffer.concat(chunks).toString('utf8')}`,
-      database: this.database,
-      settings: params.clickhouse_settings,
-    });
+    const body = Buffer.concat(chunks);
+    // Binary rows travel beside the statement (base64), text ones after it.
+    await this.session.run(
+      /FORMAT RowBinary\s*$/.test(params.query)
+        ? { sql: params.query, data: body.toString('base64'), database: this.database, settings: params.clickhouse_settings }
+        : { sql: `${params.query}\n${body.toString('utf8')}`, database: this.database, settings: params.clickhouse_settings },
+    );
     return { stream: Readable.from([]) };
   }
 

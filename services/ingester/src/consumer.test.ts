@@ -12,7 +12,7 @@ import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-r
 import { UsageConsumer } from './consumer.js';
 import type { DeadLetter } from './dead-letter.js';
 import { checkSeen, type SeenMark } from './dedupe-step.js';
-import type { RowText } from './enrich-step.js';
+import type { EncodedRow } from './enrich-step.js';
 import type { IsolatedLoad, Unanswered } from './load-step.js';
 import { createIngesterMetrics } from './metrics.js';
 import { deadLetter, ok } from './outcome.js';
@@ -66,8 +66,8 @@ class MemoryEventStore implements EventStore {
   readonly recounted: string[][] = [];
   readonly probes: string[] = [];
   unansweredInserts = 0;
-  constructor(private readonly refuses: (row: RowText) => boolean = () => false) {}
-  async load<T>(items: readonly T[], rowOf: (item: T) => RowText, unanswered: Unanswered): Promise<IsolatedLoad<T>> {
+  constructor(private readonly refuses: (row: EncodedRow) => boolean = () => false) {}
+  async load<T>(items: readonly T[], rowOf: (item: T) => EncodedRow, unanswered: Unanswered): Promise<IsolatedLoad<T>> {
     const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: [] };
     const fresh: string[] = [];
     for (const item of items) {
@@ -311,7 +311,7 @@ describe('UsageConsumer on in-memory stages', () => {
   });
 
   it('poison records (bad wire bytes, not the schema, refused by the store) are dead-lettered with their reason; the rest load and the partition moves on', async () => {
-    const poisoned = (row: RowText) => row.eventKey === 'p-3';
+    const poisoned = (row: EncodedRow) => row.eventKey === 'p-3';
     const { consumer, store, deadLetters, usage } = pipeline({ store: new MemoryEventStore(poisoned) });
     await usage.start();
     const batch = messages(sample(8, 'p'));

@@ -21,7 +21,7 @@
 import { undecodableBatch, type Consumer, type EachBatchPayload, type KafkaMessage, type UndecodableBatch } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
-import { enrich, rowText, type RowText } from './enrich-step.js';
+import { enrich, encodeRow, type EncodedRow } from './enrich-step.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
 import { LoadGatherer } from './load-gatherer.js';
@@ -249,9 +249,9 @@ export class UsageConsumer {
       // enrich is total by design (a value it cannot use becomes null and an anomaly);
       // this guard makes sure a record it still cannot handle is a dead letter, never a
       // throw out of the consumer loop.
-      let row: RowText;
+      let row: EncodedRow;
       try {
-        row = rowText(enrich(decoded.value, prices));
+        row = encodeRow(enrich(decoded.value, prices));
       } catch (error) {
         addDeadLetter(decodedChunk, message, 'enrich_failed', deadLetterReason('enrich_failed', { detail: (error as Error).message }));
         continue;

@@ -1,5 +1,5 @@
-// Load: one JSONEachRow insert per table per load unit, of event keys that table
-// does not hold yet. Redis already dropped the keys it knows; this look-up catches the
+// Load: one RowBinary insert per table per load unit (the rows encoded at enrich,
+// enrich-step.ts), of event keys that table does not hold yet. Redis already dropped the keys it knows; this look-up catches the
 // rest (a replay after a crash between the insert and marking the keys in Redis, or
 // a Redis that lost its data), so usage_events gets each event key once and the
 // materialized rollups, which count every inserted row, count it once. The look-up
@@ -13,7 +13,7 @@ import { sqlString } from '@otm/shared/clickhouse-values';
 import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from '@otm/shared/clickhouse-errors';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import type { RowText } from './enrich-step.js';
+import { INSERT_EVENTS, INSERT_IO, type EncodedRow } from './enrich-step.js';
 
 /** Look-up queries stay well under ClickHouse's max_query_size (256 KiB by default). */
 const LOOKUP_QUERY_BYTES = 128 * 1024;
@@ -50,8 +50,8 @@ export async function existingEventKeys(
 }
 
 /**
- * One INSERT of JSONEachRow lines already serialised (see RowText): the body is the
- * lines joined, sent as they are, no per-row encoding by the client.
+ * One INSERT of JSONEachRow lines already serialised: the body is the lines joined,
+ * sent as they are (the canary's probes).
  */
 export async function insertLines(
   clickhouse: ClickHouseClient,
@@ -60,9 +60,23 @@ export async function insertLines(
   queryId: string = randomUUID(),
 ): Promise<void> {
   if (lines.length === 0) return;
-  const body = `${lines.join('\n')}\n`;
+  await insertBody(clickhouse, `INSERT INTO ${table} FORMAT JSONEachRow`, `${lines.join('\n')}\n`, queryId);
+}
+
+/** One INSERT of rows already encoded in RowBinary for `statement` (INSERT_EVENTS, INSERT_IO): the body is the rows one after the other. */
+export async function insertEncoded(
+  clickhouse: ClickHouseClient,
+  statement: string,
+  rows: readonly Buffer[],
+  queryId: string = randomUUID(),
+): Promise<void> {
+  if (rows.length === 0) return;
+  await insertBody(clickhouse, statement, Buffer.concat(rows), queryId);
+}
+
+async function insertBody(clickhouse: ClickHouseClient, statement: string, body: string | Buffer, queryId: string): Promise<void> {
   const { stream } = await clickhouse.exec({
-    query: `INSERT INTO ${table} FORMAT JSONEachRow`,
+    query: statement,
     values: Readable.from([body], { objectMode: false }),
     query_id: queryId,
   });
@@ -82,7 +96,7 @@ export const noneUnanswered = (): Unanswered => ({ queryIds: new Set(), eventKey
 /** Inserts the rows ClickHouse does not hold yet; returns the event keys that were already there. */
 export async function loadStep(
   clickhouse: ClickHouseClient,
-  rows: readonly RowText[],
+  rows: readonly EncodedRow[],
   order: 'together' | 'io first' = 'together',
   unanswered: Unanswered = noneUnanswered(),
 ): Promise<string[]> {
@@ -105,11 +119,11 @@ export async function loadStep(
   const io = withIo.filter((row) => !ioThere.has(row.eventKey)).map((row) => row.io!);
   // Both tables at once: each is looked up on its own, so a unit that failed halfway
   // (one insert in, the other not) completes on its retry or redelivery.
-  const insertIo = () => insertLines(clickhouse, 'usage_io', io);
+  const insertIo = () => insertEncoded(clickhouse, INSERT_IO, io);
   const insertEvents = async () => {
     const queryId = randomUUID();
     try {
-      await insertLines(clickhouse, 'usage_events', events, queryId);
+      await insertEncoded(clickhouse, INSERT_EVENTS, events, queryId);
     } catch (error) {
       // Refused for its data: nothing written. Anything else: perhaps written, perhaps in part.
       if (!isDataError(error)) {
@@ -154,7 +168,7 @@ export interface IsolatedLoad<T> {
 export async function loadIsolatingBadRows<T>(
   clickhouse: ClickHouseClient,
   items: readonly T[],
-  rowOf: (item: T) => RowText,
+  rowOf: (item: T) => EncodedRow,
   unanswered: Unanswered = noneUnanswered(),
 ): Promise<IsolatedLoad<T>> {
   const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: [] };

@@ -14,7 +14,7 @@ import { recountRollups } from '@otm/shared/rollup-repair';
 import { aggregateViews, rebuildRollupSql, type AggregateView } from '@otm/shared/rollup-views';
 import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
 import { queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
-import { enrich, rowText } from './enrich-step.js';
+import { enrich, encodeRow } from './enrich-step.js';
 import { loadIsolatingBadRows } from './load-step.js';
 import { PriceTable } from './prices.js';
 
@@ -67,7 +67,7 @@ describe('recounting the rollups of an insert that ended without an answer', () 
     await redis.connect();
     const prices = PriceTable.load();
     const rows = queuedRecords(sampleUsageRecords(400, { seed: 41, users: 30 }), { eventKey: (index) => `rc-${index}` }).map((record) =>
-      rowText(enrich(record, prices)),
+      encodeRow(enrich(record, prices)),
     );
     const before = rows.slice(0, 250);
     const unanswered = rows.slice(250);

@@ -8,7 +8,7 @@ import type { QueuedUsageRecord } from '@otm/schemas';
 import { decodeStep, type SchemaCache } from './decode-step.js';
 import type { SeenCheck, SeenMark } from './dedupe-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
-import type { RowText } from './enrich-step.js';
+import type { EncodedRow } from './enrich-step.js';
 import { insertLines, loadIsolatingBadRows, type IsolatedLoad, type Unanswered } from './load-step.js';
 import { recountRollups, type RecountOutcome, type RepairFence } from '@otm/shared/rollup-repair';
 import type { StepOutcome } from './outcome.js';
@@ -30,7 +30,7 @@ export interface Deduplicator {
  * an answer. `recount` recounts the rollups of stored records such an insert sent.
  */
 export interface EventStore {
-  load<T>(items: readonly T[], rowOf: (item: T) => RowText, unanswered: Unanswered): Promise<IsolatedLoad<T>>;
+  load<T>(items: readonly T[], rowOf: (item: T) => EncodedRow, unanswered: Unanswered): Promise<IsolatedLoad<T>>;
   recount(eventKeys: readonly string[], unanswered: Unanswered): Promise<RecountOutcome>;
   /** The freshness canary's rows (canary_probes). */
   insertProbes(lines: readonly string[]): Promise<void>;
@@ -57,7 +57,7 @@ export class ClickHouseEventStore implements EventStore {
     private readonly fence: RepairFence,
     private readonly cluster = '',
   ) {}
-  load<T>(items: readonly T[], rowOf: (item: T) => RowText, unanswered: Unanswered) {
+  load<T>(items: readonly T[], rowOf: (item: T) => EncodedRow, unanswered: Unanswered) {
     return loadIsolatingBadRows(this.clickhouse, items, rowOf, unanswered);
   }
   recount(eventKeys: readonly string[], unanswered: Unanswered) {

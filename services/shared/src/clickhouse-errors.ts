@@ -8,8 +8,8 @@
 
 /**
  * ClickHouse error codes that mean the rows are wrong (src/Common/ErrorCodes.cpp):
- * parse failures of text, numbers, dates, escapes and arrays, type mismatches, values
- * out of range, unknown fields, NULL into a plain column.
+ * parse failures of text, numbers, dates, escapes and arrays, binary rows cut short,
+ * type mismatches, values out of range, unknown fields, NULL into a plain column.
  */
 export const DATA_ERROR_CODES: ReadonlyMap<number, string> = new Map([
   [6, 'CANNOT_PARSE_TEXT'],
@@ -17,6 +17,7 @@ export const DATA_ERROR_CODES: ReadonlyMap<number, string> = new Map([
   [26, 'CANNOT_PARSE_QUOTED_STRING'],
   [27, 'CANNOT_PARSE_INPUT_ASSERTION_FAILED'],
   [32, 'ATTEMPT_TO_READ_AFTER_EOF'],
+  [33, 'CANNOT_READ_ALL_DATA'],
   [38, 'CANNOT_PARSE_DATE'],
   [41, 'CANNOT_PARSE_DATETIME'],
   [53, 'TYPE_MISMATCH'],
