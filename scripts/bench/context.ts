@@ -372,6 +372,7 @@ export const results: Record<string, Record<string, number | string | Figure | R
     'batch',
     'produce',
     'clickhouseCeiling',
+    'clickhouseCeilingJson',
     'ingester',
     'scaleOut',
     'freshness',

@@ -1,7 +1,10 @@
 // 3. Ingester throughput -----------------------------------------------------------
 import { decodeWire } from '@otm/shared/registry';
 import { createClickHouse } from '@otm/shared/clickhouse';
-import { enrich } from '../../../services/ingester/src/enrich-step.js';
+import fs from 'node:fs';
+import path from 'node:path';
+import { encodeRow, enrich, INSERT_EVENTS, INSERT_IO } from '../../../services/ingester/src/enrich-step.js';
+import { insertEncoded, insertLines } from '../../../services/ingester/src/load-step.js';
 import { migrate } from '../../../services/shared/src/migrate.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';
 import { queuedRecords, sampleUsageRecords } from '../../lib/sample-records.js';
@@ -21,7 +24,17 @@ import {
   profileDir,
   kafka,
   results,
+  stack,
 } from '../context.js';
+
+/** The stack's ClickHouse server process (its CPU is read from /proc), undefined when not known. */
+function clickhousePid(): number | undefined {
+  try {
+    return Number(fs.readFileSync(path.join(stack.dir, 'clickhouse', 'clickhouse.pid'), 'utf8')) || undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export async function benchIngester(): Promise<void> {
   log(`3. ingester throughput: ${scale.ingestRecords} records pre-filled (baseline: bare kafkajs consumer + JSON.parse)`);
@@ -30,36 +43,70 @@ export async function benchIngester(): Promise<void> {
 
   const ingestRates: number[] = [];
   const bareRates: number[] = [];
-  const ceilingRates: number[] = [];
   const rss: number[] = [];
   const ingesterCpu: number[] = [];
+  const ingesterClickhouseCpu: number[] = [];
   // ClickHouse's own ceiling: the same rows, enriched once up front, inserted the way a
-  // hand-written loader would (HTTP, JSONEachRow, batches of INGEST_BATCH_MAX_ROWS, both
-  // tables at once, their materialized views firing) into a scratch database.
+  // hand-written loader would (HTTP, batches of INGEST_BATCH_MAX_ROWS, both tables at
+  // once, their materialized views firing) into a scratch database: as JSONEachRow
+  // lines and as the ingester's RowBinary rows; ClickHouse's CPU per row for each
+  // (its process's user and system time over the inserts, /proc).
   const ceilingRows = sampleUsageRecords(Math.min(scale.ingestRecords, 100_000), { seed: 11, startMs: Date.now() - 3600_000 });
   const prices = PriceTable.load();
   const enriched = queuedRecords(ceilingRows, { eventKey: (i) => `c-${runId}-${i}` }).map((record) => enrich(record, prices));
+  const encoded = enriched.map(encodeRow);
   const ceilingBatch = Number(process.env.INGEST_BATCH_MAX_ROWS ?? 20_000);
+  const formats = ['JSONEachRow', 'RowBinary'] as const;
+  const ceilingRates: Record<(typeof formats)[number], number[]> = { JSONEachRow: [], RowBinary: [] };
+  const ceilingCpu: Record<(typeof formats)[number], number[]> = { JSONEachRow: [], RowBinary: [] };
+  const clickhouseProcess = clickhousePid();
   for (let run = 0; run < runs; run++) {
-    const database = `bench_ceiling_${runId}_${run}`;
-    const server = createClickHouse({ url: addresses.CLICKHOUSE_URL, database: 'default', username: 'default', password: '' });
-    const scratch = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
-    await migrate(server, scratch, database);
-    const started = performance.now();
-    for (let start = 0; start < enriched.length; start += ceilingBatch) {
-      const rows = enriched.slice(start, start + ceilingBatch);
-      const io = rows.flatMap((row) => (row.io ? [row.io] : []));
-      await Promise.all([
-        scratch.insert({ table: 'usage_events', values: rows.map((row) => row.event), format: 'JSONEachRow' }),
-        io.length > 0 ? scratch.insert({ table: 'usage_io', values: io, format: 'JSONEachRow' }) : undefined,
-      ]);
+    for (const format of formats) {
+      const database = `bench_ceiling_${runId}_${run}_${format.toLowerCase()}`;
+      const server = createClickHouse({ url: addresses.CLICKHOUSE_URL, database: 'default', username: 'default', password: '' });
+      const scratch = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
+      await migrate(server, scratch, database);
+      const cpuStart = cpuSeconds(clickhouseProcess);
+      const started = performance.now();
+      for (let start = 0; start < enriched.length; start += ceilingBatch) {
+        if (format === 'JSONEachRow') {
+          const rows = enriched.slice(start, start + ceilingBatch);
+          await Promise.all([
+            insertLines(
+              scratch,
+              'usage_events',
+              rows.map((row) => JSON.stringify(row.event)),
+            ),
+            insertLines(
+              scratch,
+              'usage_io',
+              rows.flatMap((row) => (row.io ? [JSON.stringify(row.io)] : [])),
+            ),
+          ]);
+        } else {
+          const rows = encoded.slice(start, start + ceilingBatch);
+          await Promise.all([
+            insertEncoded(
+              scratch,
+              INSERT_EVENTS,
+              rows.map((row) => row.event),
+            ),
+            insertEncoded(
+              scratch,
+              INSERT_IO,
+              rows.flatMap((row) => (row.io ? [row.io] : [])),
+            ),
+          ]);
+        }
+      }
+      ceilingRates[format].push(enriched.length / ((performance.now() - started) / 1000));
+      ceilingCpu[format].push(((cpuSeconds(clickhouseProcess) - cpuStart) * 1e6) / enriched.length);
+      await server.command({ query: `DROP DATABASE IF EXISTS ${database}` });
+      await Promise.all([server.close(), scratch.close()]);
+      log(
+        `   run ${run + 1}: ClickHouse ceiling, ${format}: ${ceilingRates[format].at(-1)!.toFixed(0)} rows/s, ClickHouse CPU ${ceilingCpu[format].at(-1)!.toFixed(1)} µs per row (${enriched.length} rows, batches of ${ceilingBatch})`,
+      );
     }
-    ceilingRates.push(enriched.length / ((performance.now() - started) / 1000));
-    await server.command({ query: `DROP DATABASE IF EXISTS ${database}` });
-    await Promise.all([server.close(), scratch.close()]);
-    log(
-      `   run ${run + 1}: ClickHouse ceiling ${ceilingRates.at(-1)!.toFixed(0)} rows/s (${enriched.length} rows, batches of ${ceilingBatch})`,
-    );
   }
   for (let run = 0; run < runs; run++) {
     // Baseline: read and decode the same topic, nothing else.
@@ -107,9 +154,11 @@ export async function benchIngester(): Promise<void> {
     );
     const ingestStart = performance.now();
     const cpuStart = cpuSeconds(ingester.child.pid);
+    const clickhouseCpuStart = cpuSeconds(clickhousePid());
     await waitForRows(clickhouse, scale.ingestRecords, 'the ingester');
     ingestRates.push(scale.ingestRecords / ((performance.now() - ingestStart) / 1000));
     ingesterCpu.push(((cpuSeconds(ingester.child.pid) - cpuStart) * 1e6) / scale.ingestRecords);
+    ingesterClickhouseCpu.push(((cpuSeconds(clickhousePid()) - clickhouseCpuStart) * 1e6) / scale.ingestRecords);
     rss.push(peakRssMb(ingester.child.pid));
     await ingester.stop();
     await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
@@ -120,14 +169,25 @@ export async function benchIngester(): Promise<void> {
   }
   const ingest = figure(ingestRates);
   const bare = figure(bareRates);
-  const ceiling = figure(ceilingRates);
-  results.clickhouseCeiling = { rowsPerS: ceiling.median, rows: enriched.length, batchRows: ceilingBatch, ceiling };
+  // The ingester sends RowBinary: its ratio is against ClickHouse's ceiling in that format.
+  const ceiling = figure(ceilingRates.RowBinary);
+  const jsonCeiling = figure(ceilingRates.JSONEachRow);
+  results.clickhouseCeiling = {
+    rowsPerS: ceiling.median,
+    rows: enriched.length,
+    batchRows: ceilingBatch,
+    format: 'RowBinary',
+    ceiling,
+    cpuUsPerRow: figure(ceilingCpu.RowBinary).median,
+  };
+  results.clickhouseCeilingJson = { rowsPerS: jsonCeiling.median, ceiling: jsonCeiling, cpuUsPerRow: figure(ceilingCpu.JSONEachRow).median };
   results.ingester = {
     rowsPerSec: ingest.median,
     baselinePerSec: bare.median,
     ratio: ingest.median / bare.median,
     ratioToClickhouse: ingest.median / ceiling.median,
     cpuUsPerRecord: figure(ingesterCpu).median,
+    clickhouseCpuUsPerRecord: figure(ingesterClickhouseCpu).median,
     records: scale.ingestRecords,
     ingester: ingest,
     baseline: bare,

@@ -98,3 +98,17 @@ describe('RowBinaryEncoder', () => {
     expect(new RowBinaryEncoder<Row>(SCHEMA).columnList).toBe('(text, maybe, small, mid, big, bigOrNull, real, realOrNull, day, at, list)');
   });
 });
+
+describe('RowBinaryEncoder dates', () => {
+  it('reads every day of 1970 to 2105 and the seconds of a day as Date.parse does', () => {
+    const encoder = new RowBinaryEncoder<Row>(SCHEMA);
+    for (let day = 0; day < 49_674; day += 1) {
+      const ms = day * 86_400_000 + ((day * 7919) % 86_400) * 1000;
+      const text = new Date(ms).toISOString();
+      const bytes = encoder.encode(row({ day: text.slice(0, 10), at: `${text.slice(0, 10)} ${text.slice(11, 19)}` }));
+      const listStart = bytes.length - 4;
+      expect(bytes.readUInt16LE(listStart - 6), text).toBe(day);
+      expect(bytes.readUInt32LE(listStart - 4), text).toBe(ms / 1000);
+    }
+  });
+});

@@ -114,6 +114,15 @@ export class RowBinaryEncoder<Row extends object> {
 
   private string(name: string, value: unknown): void {
     if (typeof value !== 'string') throw new RowBinaryError(name, `expected a string, got ${value === null ? 'null' : typeof value}`);
+    // A UTF-16 unit is at most 3 bytes of UTF-8: a string of up to 42 units fits a
+    // one-byte length, written after the text (no separate pass to measure it).
+    if (value.length <= 42) {
+      this.ensure(1 + value.length * 3);
+      const written = this.buffer.write(value, this.position + 1, 'utf8');
+      this.buffer[this.position] = written;
+      this.position += 1 + written;
+      return;
+    }
     const length = Buffer.byteLength(value, 'utf8');
     this.ensure(length + 10);
     this.varint(length);
@@ -177,20 +186,47 @@ function daysOf(name: string, value: unknown): number {
   return Math.floor(ms / MS_PER_DAY);
 }
 
-const DATE_TIME_TEXT = /^\d{4}-\d{2}-\d{2}( \d{2}:\d{2}:\d{2})?$/;
-
 /** The UTC instant of a date (`length` 10) or date-time (19) text; NaN when it is not one. */
 function utcMs(text: string, length: 10 | 19): number {
-  const known = recentInstants.get(text);
-  if (known !== undefined) return known;
-  if (text.length !== length || !DATE_TIME_TEXT.test(text)) return NaN;
-  const ms = Date.parse(`${text.slice(0, 10)}T${length === 19 ? text.slice(11) : '00:00:00'}Z`);
-  // Written back, the instant must give the same text: 2026-02-30 or 24:00:00 are not instants.
-  if (!Number.isFinite(ms) || new Date(ms).toISOString().slice(0, length).replace('T', ' ') !== text) return NaN;
-  // The rows of a load unit share a few seconds and days: the last ones read are kept.
-  if (recentInstants.size >= 4096) recentInstants.clear();
-  recentInstants.set(text, ms);
-  return ms;
+  if (text.length !== length || text.charCodeAt(4) !== 45 || text.charCodeAt(7) !== 45) return NaN; // '-'
+  const year = digits(text, 0, 4);
+  const month = digits(text, 5, 2);
+  const day = digits(text, 8, 2);
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return NaN;
+  let seconds = 0;
+  if (length === 19) {
+    if (text.charCodeAt(10) !== 32 || text.charCodeAt(13) !== 58 || text.charCodeAt(16) !== 58) return NaN; // ' ', ':'
+    const hour = digits(text, 11, 2);
+    const minute = digits(text, 14, 2);
+    const second = digits(text, 17, 2);
+    if (hour > 23 || minute > 59 || second > 59) return NaN;
+    seconds = hour * 3600 + minute * 60 + second;
+  }
+  return (daysFromCivil(year, month, day) * 86_400 + seconds) * 1000;
 }
 
-const recentInstants = new Map<string, number>();
+/** The number written in `count` ASCII digits from `start`; NaN when one is not a digit. */
+function digits(text: string, start: number, count: number): number {
+  let value = 0;
+  for (let index = start; index < start + count; index++) {
+    const digit = text.charCodeAt(index) - 48;
+    if (digit < 0 || digit > 9) return NaN;
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+function daysInMonth(year: number, month: number): number {
+  if (month === 2) return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28;
+  return month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+}
+
+/** Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil). */
+function daysFromCivil(year: number, month: number, day: number): number {
+  const y = month <= 2 ? year - 1 : year;
+  const era = Math.floor(y / 400);
+  const yearOfEra = y - era * 400;
+  const dayOfYear = Math.floor((153 * (month + (month > 2 ? -3 : 9)) + 2) / 5) + day - 1;
+  const dayOfEra = yearOfEra * 365 + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100) + dayOfYear;
+  return era * 146_097 + dayOfEra - 719_468;
+}
