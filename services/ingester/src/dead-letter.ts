@@ -29,7 +29,7 @@ export const DEAD_LETTER_REASONS = {
       `meta.eventKey ${JSON.stringify(eventKey.slice(0, 80))} is scoped by another API key than meta.apiKeyId`,
   },
   enrich_failed: {
-    meaning: 'the record could not be turned into rows (not expected: enrich is total)',
+    meaning: 'the record could not be turned into rows: a value its column cannot hold, named (not expected: enrich is total)',
     reason: ({ detail }: { detail: string }) => `enrich failed: ${detail}`,
   },
   event_key_collision: {
