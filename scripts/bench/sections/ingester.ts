@@ -25,6 +25,8 @@ import {
   kafka,
   results,
   stack,
+  unitTimings,
+  percentile,
 } from '../context.js';
 
 /** The stack's ClickHouse server process (its CPU is read from /proc), undefined when not known. */
@@ -44,6 +46,8 @@ export async function benchIngester(): Promise<void> {
   const ingestRates: number[] = [];
   const bareRates: number[] = [];
   const rss: number[] = [];
+  const unitRows: number[] = [];
+  const unitClickhouseMs: number[] = [];
   const ingesterCpu: number[] = [];
   const ingesterClickhouseCpu: number[] = [];
   // ClickHouse's own ceiling: the same rows, enriched once up front, inserted the way a
@@ -147,7 +151,7 @@ export async function benchIngester(): Promise<void> {
         METRICS_PORT: 0,
       }),
       /ingester consuming/,
-      'info',
+      'debug',
       run === 0
         ? profileDir('ingester', 'Ingester under the ingester section (first run, pre-filled topic)', () => scale.ingestRecords)
         : undefined,
@@ -160,11 +164,14 @@ export async function benchIngester(): Promise<void> {
     ingesterCpu.push(((cpuSeconds(ingester.child.pid) - cpuStart) * 1e6) / scale.ingestRecords);
     ingesterClickhouseCpu.push(((cpuSeconds(clickhousePid()) - clickhouseCpuStart) * 1e6) / scale.ingestRecords);
     rss.push(peakRssMb(ingester.child.pid));
+    const units = unitTimings(ingester.logs);
+    unitRows.push(percentile(units.rows, 50));
+    unitClickhouseMs.push(percentile(units.clickhouseMs, 50));
     await ingester.stop();
     await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
     await clickhouse.close();
     log(
-      `   run ${run + 1}: ingester ${ingestRates.at(-1)!.toFixed(0)} rows/s, bare consumer ${bareRates.at(-1)!.toFixed(0)}/s, ingester peak RSS ${rss.at(-1)!.toFixed(0)} MB`,
+      `   run ${run + 1}: ingester ${ingestRates.at(-1)!.toFixed(0)} rows/s (units: p50 ${unitRows.at(-1)} rows, ClickHouse ${unitClickhouseMs.at(-1)!.toFixed(0)} ms), bare consumer ${bareRates.at(-1)!.toFixed(0)}/s, ingester peak RSS ${rss.at(-1)!.toFixed(0)} MB`,
     );
   }
   const ingest = figure(ingestRates);
@@ -188,6 +195,8 @@ export async function benchIngester(): Promise<void> {
     ratioToClickhouse: ingest.median / ceiling.median,
     cpuUsPerRecord: figure(ingesterCpu).median,
     clickhouseCpuUsPerRecord: figure(ingesterClickhouseCpu).median,
+    unitRowsP50: figure(unitRows).median,
+    unitClickhouseMsP50: figure(unitClickhouseMs).median,
     records: scale.ingestRecords,
     ingester: ingest,
     baseline: bare,
