@@ -10,10 +10,6 @@ export const ingesterSpec = {
     desc: 'Rows decoded and not yet loaded, at most: the unit loading plus the next one gathering (bounds memory)',
   }),
   INGEST_GATHER_MS: positiveInt({ default: 50, desc: 'How long a load unit waits for the chunks of other partitions' }),
-  INGEST_UNIT_INTERVAL_MS: positiveInt({
-    default: 400,
-    desc: 'The least time between two load units closing, unless the second holds INGEST_BATCH_MAX_ROWS (fewer, larger inserts under load)',
-  }),
   INGEST_BATCH_MAX_WAIT_MS: positiveInt({ default: 250, desc: 'How long a fetch waits to fill a batch' }),
   INGEST_FETCH_MAX_BYTES: positiveInt({ default: 1024 * 1024, desc: 'Bytes fetched per partition at most (bounds memory)' }),
   INGEST_CONCURRENCY: positiveInt({ default: 6, desc: 'Partition batches taken at once (and loaded together)' }),

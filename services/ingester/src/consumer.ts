@@ -40,8 +40,6 @@ export interface ConsumerOptions {
   partitionsConcurrently: number;
   /** How long a load unit waits for more partition chunks after its first. */
   gatherMs: number;
-  /** The least time between two load units closing (load-gatherer.ts); 0 or absent: none. */
-  unitIntervalMs?: number;
   retryInitialMs: number;
   retryMaxMs: number;
   /** Tests only: throw a fatal error out of the first batch, as a bug would. */
@@ -103,9 +101,8 @@ export class UsageConsumer {
           'offset commit failed',
         ),
     });
-    this.gatherer = new LoadGatherer(
-      { maxRows: options.maxBatchRows, lingerMs: options.gatherMs, minIntervalMs: options.unitIntervalMs },
-      (decodedChunks) => loadUnit(decodedChunks, { deps: this.deps, options: this.options }),
+    this.gatherer = new LoadGatherer({ maxRows: options.maxBatchRows, lingerMs: options.gatherMs }, (decodedChunks) =>
+      loadUnit(decodedChunks, { deps: this.deps, options: this.options }),
     );
   }
 

@@ -82,48 +82,6 @@ describe('LoadGatherer', () => {
   });
 });
 
-describe('LoadGatherer with a unit interval', () => {
-  it('closes the next unit no sooner than the interval after the last, gathering what arrives meanwhile', async () => {
-    const loader = recordingLoader(() => 'loaded', 5);
-    const closedAt: number[] = [];
-    const started = performance.now();
-    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 1, minIntervalMs: 80 }, async (parts) => {
-      closedAt.push(performance.now() - started);
-      return loader.load(parts);
-    });
-    const outcomes = [gatherer.submit({ name: 'a', rows: 1 })];
-    // b, c, d arrive every 15 ms after a's unit closed and loaded (5 ms): one unit, 80 ms after a's.
-    for (const name of ['b', 'c', 'd']) {
-      await new Promise((resolve) => setTimeout(resolve, 15));
-      outcomes.push(gatherer.submit({ name, rows: 1 }));
-    }
-    await Promise.all(outcomes);
-    expect(loader.units).toEqual([['a'], ['b', 'c', 'd']]);
-    expect(closedAt[1]! - closedAt[0]!).toBeGreaterThanOrEqual(78);
-  });
-
-  it('closes a unit holding maxRows without waiting for the interval', async () => {
-    const loader = recordingLoader(() => 'loaded', 1);
-    const gatherer = new LoadGatherer<Part>({ maxRows: 10, lingerMs: 1, minIntervalMs: 60_000 }, loader.load);
-    const started = performance.now();
-    await gatherer.submit({ name: 'a', rows: 1 });
-    await Promise.all([gatherer.submit({ name: 'b', rows: 6 }), gatherer.submit({ name: 'c', rows: 4 })]);
-    expect(loader.units).toEqual([['a'], ['b', 'c']]);
-    expect(performance.now() - started).toBeLessThan(5_000);
-  });
-
-  it('lets an idle gatherer close after its linger once the interval has passed', async () => {
-    const loader = recordingLoader(() => 'loaded', 1);
-    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 5, minIntervalMs: 30 }, loader.load);
-    await gatherer.submit({ name: 'a', rows: 1 });
-    await new Promise((resolve) => setTimeout(resolve, 60));
-    const before = performance.now();
-    await gatherer.submit({ name: 'b', rows: 1 });
-    expect(performance.now() - before).toBeLessThan(25);
-    expect(loader.units).toEqual([['a'], ['b']]);
-  });
-});
-
 describe('LoadGatherer outcomes nobody awaits yet', () => {
   it('a part that fails before its contributor awaits it is not an unhandled rejection (it used to end the ingester)', async () => {
     // The consumer awaits a part's outcome only after the chunks ahead of it in the

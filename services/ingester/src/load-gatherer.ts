@@ -12,18 +12,12 @@
 //   - when it holds `maxRows` rows and nothing is loading,
 //   - `lingerMs` after its first chunk arrived when nothing was loading (an idle
 //     ingester waits that long for the other partitions of the same fetch).
-// but never sooner than `minIntervalMs` after the unit before it closed, unless it holds
-// `maxRows` rows: ClickHouse pays about as much CPU for each insert (a part for
-// usage_events and for each of its materialized views' tables, and the merges after)
-// as for thousands of rows, so under load the units grow instead of multiplying.
 // A unit takes at most `maxRows` rows (and at least one chunk); the rest wait for the
 // next. How many rows wait in all is bounded by the consumer (see consumer.ts).
 
 export interface GathererOptions {
   maxRows: number;
   lingerMs: number;
-  /** The least time from one unit's closing to the next's, unless the next holds maxRows (0: none). */
-  minIntervalMs?: number;
 }
 
 /** What a load unit reports for each chunk: loaded, or an error (not loaded, not to be committed). */
@@ -40,8 +34,6 @@ export class LoadGatherer<T extends { rows: number }> {
   private openRows = 0;
   private timer: NodeJS.Timeout | undefined;
   private loading = false;
-  /** When the last unit closed (performance.now()); -Infinity before the first. */
-  private lastClosedAt = -Infinity;
 
   constructor(
     private readonly options: GathererOptions,
@@ -71,12 +63,6 @@ export class LoadGatherer<T extends { rows: number }> {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.loading || this.open.length === 0) return;
-    const wait = this.lastClosedAt + (this.options.minIntervalMs ?? 0) - performance.now();
-    if (wait > 0 && this.openRows < this.options.maxRows) {
-      this.timer = setTimeout(() => this.close(), wait);
-      return;
-    }
-    this.lastClosedAt = performance.now();
     let rows = this.open[0]!.chunk.rows;
     let count = 1;
     while (count < this.open.length && rows + this.open[count]!.chunk.rows <= this.options.maxRows) rows += this.open[count++]!.chunk.rows;
