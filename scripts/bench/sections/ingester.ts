@@ -187,7 +187,11 @@ export async function benchIngester(): Promise<void> {
     ceiling,
     cpuUsPerRow: figure(ceilingCpu.RowBinary).median,
   };
-  results.clickhouseCeilingJson = { rowsPerS: jsonCeiling.median, ceiling: jsonCeiling, cpuUsPerRow: figure(ceilingCpu.JSONEachRow).median };
+  results.clickhouseCeilingJson = {
+    rowsPerS: jsonCeiling.median,
+    ceiling: jsonCeiling,
+    cpuUsPerRow: figure(ceilingCpu.JSONEachRow).median,
+  };
   results.ingester = {
     rowsPerSec: ingest.median,
     baselinePerSec: bare.median,

@@ -105,6 +105,9 @@ describe('rows in RowBinary', () => {
     expect(first.user_name).toBe('Zoë "quoted" \\ back\nslash 名前 🙂');
     expect(binaryIo.find((row) => row.event_key === 'rb-0')!.response).toBe('ответ ✓ 🙂'.repeat(50));
     expect(String(binaryEvents.find((row) => row.event_key === 'rb-1')!.input_tokens)).toBe(String(2 ** 53 - 1));
-    expect(binaryEvents.find((row) => row.event_key === 'rb-5')!.anomalies).toEqual(['timing.startTime:unreadable', 'io.prompt:not_well_formed']);
+    expect(binaryEvents.find((row) => row.event_key === 'rb-5')!.anomalies).toEqual([
+      'timing.startTime:unreadable',
+      'io.prompt:not_well_formed',
+    ]);
   });
 });
