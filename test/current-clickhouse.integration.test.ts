@@ -26,7 +26,8 @@ import {
   type AnalyticsStore,
   type RawQuery,
 } from '../services/admin/src/analytics.js';
-import { enrich, encodeRow, type EncodedRow } from '../services/ingester/src/enrich-step.js';
+import { enrich } from '../services/ingester/src/enrich-step.js';
+import { encodeRow, type EncodedRow } from '../services/ingester/src/encode-step.js';
 import { insertLines, loadIsolatingBadRows } from '../services/ingester/src/load-step.js';
 import { probeArrived } from '../services/ingester/src/canary.js';
 import { probeRow } from '../services/ingester/src/consumer.js';

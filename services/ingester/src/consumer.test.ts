@@ -12,7 +12,7 @@ import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-r
 import { UsageConsumer } from './consumer.js';
 import type { DeadLetter } from './dead-letter.js';
 import { checkSeen, type SeenMark } from './dedupe-step.js';
-import type { EncodedRow } from './enrich-step.js';
+import type { EncodedRow } from './encode-step.js';
 import type { IsolatedLoad, Unanswered } from './load-step.js';
 import { createIngesterMetrics } from './metrics.js';
 import { deadLetter, ok } from './outcome.js';

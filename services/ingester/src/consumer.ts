@@ -21,7 +21,8 @@
 import { undecodableBatch, type Consumer, type EachBatchPayload, type KafkaMessage, type UndecodableBatch } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
-import { enrich, encodeRow, type EncodedRow } from './enrich-step.js';
+import { enrich } from './enrich-step.js';
+import { encodeRow, type EncodedRow } from './encode-step.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
 import { LoadGatherer } from './load-gatherer.js';

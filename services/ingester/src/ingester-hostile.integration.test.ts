@@ -23,7 +23,8 @@ import {
   testNames,
   testStack,
 } from '../../../test/helpers/stack.js';
-import { enrich, encodeRow } from './enrich-step.js';
+import { enrich } from './enrich-step.js';
+import { encodeRow } from './encode-step.js';
 import { loadIsolatingBadRows } from './load-step.js';
 import { migrate } from '@otm/shared/migrate';
 import { PriceTable } from './prices.js';

@@ -13,7 +13,7 @@ import { sqlString } from '@otm/shared/clickhouse-values';
 import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from '@otm/shared/clickhouse-errors';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { INSERT_EVENTS, INSERT_IO, type EncodedRow } from './enrich-step.js';
+import { INSERT_EVENTS, INSERT_IO, type EncodedRow } from './encode-step.js';
 
 /** Look-up queries stay well under ClickHouse's max_query_size (256 KiB by default). */
 const LOOKUP_QUERY_BYTES = 128 * 1024;

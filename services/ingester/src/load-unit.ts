@@ -9,7 +9,7 @@ import { isFenced, subjectKey } from '@otm/shared/erasures';
 import type { KafkaMessage } from '@otm/shared/kafka';
 import type { Logger } from '@otm/shared/logger';
 import { deadLetterReason, type DeadLetter, type DeadLetterCode } from './dead-letter.js';
-import type { EncodedRow } from './enrich-step.js';
+import type { EncodedRow } from './encode-step.js';
 import { failureReason } from './failure-reason.js';
 import type { ChunkOutcome } from './load-gatherer.js';
 import { noneUnanswered, type IsolatedLoad, type Unanswered } from './load-step.js';

@@ -14,7 +14,8 @@ import { recountRollups } from '@otm/shared/rollup-repair';
 import { aggregateViews, rebuildRollupSql, type AggregateView } from '@otm/shared/rollup-views';
 import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
 import { queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
-import { enrich, encodeRow } from './enrich-step.js';
+import { enrich } from './enrich-step.js';
+import { encodeRow } from './encode-step.js';
 import { loadIsolatingBadRows } from './load-step.js';
 import { PriceTable } from './prices.js';
 

@@ -8,7 +8,7 @@ import type { QueuedUsageRecord } from '@otm/schemas';
 import { decodeStep, type SchemaCache } from './decode-step.js';
 import type { SeenCheck, SeenMark } from './dedupe-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
-import type { EncodedRow } from './enrich-step.js';
+import type { EncodedRow } from './encode-step.js';
 import { insertLines, loadIsolatingBadRows, type IsolatedLoad, type Unanswered } from './load-step.js';
 import { recountRollups, type RecountOutcome, type RepairFence } from '@otm/shared/rollup-repair';
 import type { StepOutcome } from './outcome.js';
