@@ -15,6 +15,7 @@ import { createClickHouse } from '@otm/shared/clickhouse';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { loadStackConfig, stackAddresses } from '../stack/config.js';
 import { stackUp } from '../stack/services.js';
+import { ClickHouseService } from '../stack/clickhouse.js';
 import { ensureLocalCertificate } from '../local-tls.js';
 import { queuedRecords, sampleUsageRecords } from '../lib/sample-records.js';
 import { startProcess, startService, type ServiceProcess } from '../lib/service-process.js';
@@ -143,6 +144,34 @@ export function cpuSeconds(pid: number | undefined): number {
   } catch {
     return NaN;
   }
+}
+
+/** The stack's ClickHouse server process (its CPU is read from /proc), undefined when not known. */
+export function clickhousePid(): number | undefined {
+  return new ClickHouseService(stack).pid();
+}
+
+/**
+ * Waits until ClickHouse has run no merge of `database` for `quietMs` (0: until none
+ * runs), polling every `pollMs`, at most `timeoutMs`; the seconds waited.
+ */
+export async function waitForMerges(
+  clickhouse: { query: ReturnType<typeof createClickHouse>['query'] },
+  database: string,
+  { quietMs, pollMs, timeoutMs }: { quietMs: number; pollMs: number; timeoutMs: number },
+): Promise<number> {
+  const started = Date.now();
+  let quietSince = Date.now();
+  while (Date.now() - started < timeoutMs) {
+    const result = await clickhouse.query({
+      query: `SELECT count() AS n FROM system.merges WHERE database = '${database}'`,
+      format: 'JSONEachRow',
+    });
+    if (Number((await result.json<{ n: string }>())[0]?.n ?? 0) > 0) quietSince = Date.now();
+    else if (Date.now() - quietSince >= quietMs) break;
+    await sleep(pollMs);
+  }
+  return (Date.now() - started) / 1000;
 }
 
 export interface LoadResult {

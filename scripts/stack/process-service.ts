@@ -142,7 +142,8 @@ export abstract class ProcessService implements StackService {
     return true;
   }
 
-  private pid(): number | undefined {
+  /** The service's process id from its pid file, undefined when it has none. */
+  pid(): number | undefined {
     try {
       const pid = Number(fs.readFileSync(this.pidFile, 'utf8'));
       return Number.isInteger(pid) && pid > 0 ? pid : undefined;

@@ -20,7 +20,6 @@
 // view is detached while the events are generated (it is the costliest of the views,
 // and the API no longer reads it once the backfill is recorded done, which this
 // database is).
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from '@clickhouse/client';
 import { chromium } from 'playwright-core';
 import { migrate } from '@otm/shared/migrate';
@@ -32,7 +31,7 @@ import { ensureChromium } from '../../stack/services.js';
 import { startService } from '../../lib/service-process.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';
 import { recost } from '../../../services/ingester/src/recost.js';
-import { addresses, log, percentile, quick, redis, results, runId } from '../context.js';
+import { addresses, log, percentile, quick, redis, results, runId, waitForMerges } from '../context.js';
 
 interface Shape {
   name: string;
@@ -189,16 +188,8 @@ export async function benchAnalytics(): Promise<void> {
     // The background merges the generation left (usage_events and the other tables) run
     // on the same two cores as the queries: waited for, up to 10 minutes, so that the
     // timings are of a database at rest (the wait is reported).
-    const quietFrom = Date.now();
-    while (Date.now() - quietFrom < 600_000) {
-      const result = await clickhouse.query({
-        query: `SELECT count() AS n FROM system.merges WHERE database = '${database}'`,
-        format: 'JSONEachRow',
-      });
-      if (Number((await result.json<{ n: string }>())[0]?.n ?? 0) === 0) break;
-      await sleep(2000);
-    }
-    return { seconds, rowsBefore: before, rowsAfter: await rows(), mergesWaitSeconds: (Date.now() - quietFrom) / 1000 };
+    const mergesWaitSeconds = await waitForMerges(clickhouse as never, database, { quietMs: 0, pollMs: 2000, timeoutMs: 600_000 });
+    return { seconds, rowsBefore: before, rowsAfter: await rows(), mergesWaitSeconds };
   };
 
   try {

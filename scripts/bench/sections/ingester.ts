@@ -1,8 +1,6 @@
 // 3. Ingester throughput -----------------------------------------------------------
 import { decodeWire } from '@otm/shared/registry';
 import { createClickHouse } from '@otm/shared/clickhouse';
-import fs from 'node:fs';
-import path from 'node:path';
 import { enrich } from '../../../services/ingester/src/enrich-step.js';
 import { encodeRow, INSERT_EVENTS, INSERT_IO } from '../../../services/ingester/src/encode-step.js';
 import { insertEncoded, insertLines } from '../../../services/ingester/src/load-step.js';
@@ -25,33 +23,14 @@ import {
   profileDir,
   kafka,
   results,
-  stack,
+  clickhousePid,
+  waitForMerges,
   unitTimings,
   percentile,
 } from '../context.js';
 
-/** Waits until ClickHouse has run no merge of `database` for a second (at most a minute). */
-async function mergesSettled(clickhouse: ReturnType<typeof createClickHouse>, database: string): Promise<void> {
-  const until = Date.now() + 60_000;
-  let quietSince = Date.now();
-  while (Date.now() < until && Date.now() - quietSince < 1000) {
-    const result = await clickhouse.query({
-      query: `SELECT count() AS n FROM system.merges WHERE database = '${database}'`,
-      format: 'JSONEachRow',
-    });
-    if (Number((await result.json<{ n: string }>())[0]?.n ?? 0) > 0) quietSince = Date.now();
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-/** The stack's ClickHouse server process (its CPU is read from /proc), undefined when not known. */
-function clickhousePid(): number | undefined {
-  try {
-    return Number(fs.readFileSync(path.join(stack.dir, 'clickhouse', 'clickhouse.pid'), 'utf8')) || undefined;
-  } catch {
-    return undefined;
-  }
-}
+/** ClickHouse's CPU counts until its merges of a database have stopped for a second (at most a minute). */
+const MERGES_SETTLED = { quietMs: 1000, pollMs: 100, timeoutMs: 60_000 };
 
 export async function benchIngester(): Promise<void> {
   log(`3. ingester throughput: ${scale.ingestRecords} records pre-filled (baseline: bare kafkajs consumer + JSON.parse)`);
@@ -121,7 +100,7 @@ export async function benchIngester(): Promise<void> {
       ceilingRates[format].push(enriched.length / ((performance.now() - started) / 1000));
       // The inserts' parts are merged after them: ClickHouse's CPU counts until its merges
       // of this database have stopped for a second (at most a minute), as a sustained load pays them.
-      await mergesSettled(scratch, database);
+      await waitForMerges(scratch, database, MERGES_SETTLED);
       ceilingCpu[format].push(((cpuSeconds(clickhouseProcess) - cpuStart) * 1e6) / enriched.length);
       await server.command({ query: `DROP DATABASE IF EXISTS ${database}` });
       await Promise.all([server.close(), scratch.close()]);
@@ -180,7 +159,7 @@ export async function benchIngester(): Promise<void> {
     await waitForRows(clickhouse, scale.ingestRecords, 'the ingester');
     ingestRates.push(scale.ingestRecords / ((performance.now() - ingestStart) / 1000));
     ingesterCpu.push(((cpuSeconds(ingester.child.pid) - cpuStart) * 1e6) / scale.ingestRecords);
-    await mergesSettled(clickhouse, database);
+    await waitForMerges(clickhouse, database, MERGES_SETTLED);
     ingesterClickhouseCpu.push(((cpuSeconds(clickhousePid()) - clickhouseCpuStart) * 1e6) / scale.ingestRecords);
     rss.push(peakRssMb(ingester.child.pid));
     const units = unitTimings(ingester.logs);

@@ -1,13 +1,14 @@
-// Load: one RowBinary insert per table per load unit (the rows encoded at enrich,
-// enrich-step.ts), of event keys that table does not hold yet. Redis already dropped the keys it knows; this look-up catches the
-// rest (a replay after a crash between the insert and marking the keys in Redis, or
-// a Redis that lost its data), so usage_events gets each event key once and the
-// materialized rollups, which count every inserted row, count it once. The look-up
-// runs inside the retried unit: a retry after an insert whose outcome was unknown
-// checks again. usage_io is looked up on its own, so the two inserts can run at once.
-// An insert into usage_events that ends without an answer is noted (its query id, its
-// event keys): its rows may be stored but not counted by every rollup, and the
-// caller has them recounted (rollup-repair.ts) when a later attempt finds them stored.
+// Load: one RowBinary insert per table per load unit (the rows encoded after enrich,
+// encode-step.ts), of event keys that table does not hold yet. Redis already dropped
+// the keys it knows; this look-up catches the rest (a replay after a crash between the
+// insert and marking the keys in Redis, or a Redis that lost its data), so usage_events
+// gets each event key once and the materialized rollups, which count every inserted
+// row, count it once. The look-up runs inside the retried unit: a retry after an
+// insert whose outcome was unknown checks again. usage_io is looked up on its own, so
+// the two inserts can run at once. An insert into usage_events that ends without an
+// answer is noted (its query id, its event keys): its rows may be stored but not
+// counted by every rollup, and the caller has them recounted (rollup-repair.ts) when
+// a later attempt finds them stored.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from '@otm/shared/clickhouse-errors';
