@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { loadStackConfig } from '../scripts/stack/config.js';
 import { CLUSTER_NAME, clusterDown, clusterServices, clusterUp } from '../scripts/stack/clickhouse-cluster.js';
-import { queuedRecords, sampleUsageRecords } from '../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from './fixtures/sample-records.js';
 import { produceQueued } from './helpers/produce.js';
 import {
   eventually,

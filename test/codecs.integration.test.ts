@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildQueuedRecordSchema } from '@otm/schemas';
 import { CompressionTypes, createDurableProducer, createKafka, ensureTopic, setTopicSettings, topicSettings } from '@otm/shared/kafka';
 import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
-import { queuedRecords, sampleUsageRecords } from '../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from './fixtures/sample-records.js';
 import { pythonWith, runPython } from './helpers/python.js';
 import {
   createTestKey,

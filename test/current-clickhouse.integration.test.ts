@@ -34,7 +34,7 @@ import { probeRow } from '../services/ingester/src/consumer.js';
 import { PriceTable } from '../services/ingester/src/prices.js';
 import { recost } from '../services/ingester/src/recost.js';
 import { applyRetention } from '../services/ingester/src/retention.js';
-import { queuedRecords, sampleUsageRecords, seededRandom } from '../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords, seededRandom } from './fixtures/sample-records.js';
 import { ChdbSession } from './helpers/chdb.js';
 import { testNames, testStack } from './helpers/stack.js';
 

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { buildQueuedRecordSchema, type QueuedUsageRecord } from '@otm/schemas';
 import { createKafka, defaultPartition, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry, registerJsonSchema } from '@otm/shared/registry';
-import { queuedRecords, sampleUsageRecords } from '../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from './fixtures/sample-records.js';
 import { produceQueued } from './helpers/produce.js';
 import { pythonWith, runPython } from './helpers/python.js';
 import {

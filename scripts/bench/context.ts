@@ -17,7 +17,7 @@ import { loadStackConfig, stackAddresses } from '../stack/config.js';
 import { stackUp } from '../stack/services.js';
 import { ClickHouseService } from '../stack/clickhouse.js';
 import { ensureLocalCertificate } from '../local-tls.js';
-import { queuedRecords, sampleUsageRecords } from '../lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from '../../test/fixtures/sample-records.js';
 import { startProcess, startService, type ServiceProcess } from '../lib/service-process.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 

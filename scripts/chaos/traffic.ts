@@ -7,7 +7,7 @@
 // still hold each once. Loopback only.
 import { Agent, request } from 'undici';
 import type { UsageRecord } from '@otm/schemas';
-import { sampleUsageRecords, seededRandom } from '../lib/sample-records.js';
+import { sampleUsageRecords, seededRandom } from '../../test/fixtures/sample-records.js';
 
 export interface TrafficOptions {
   /** The gateway's base URL (https://127.0.0.1:port). */

@@ -1,5 +1,5 @@
 // 9. Analytics at scale ---------------------------------------------------------
-// Events generated inside ClickHouse (scripts/lib/generate-events.ts: 30 days, 100,000
+// Events generated inside ClickHouse (test/fixtures/generate-events.ts: 30 days, 100,000
 // users, 50 models, 48 keys, 2 % errors), first a tenth of BENCH_ANALYTICS_EVENTS
 // (default 100 million), then the rest; at each size every request each dashboard page
 // makes and each documented API shape (grouped by model, provider, environment, user,
@@ -26,7 +26,7 @@ import { migrate } from '@otm/shared/migrate';
 import { ErasureStore } from '@otm/shared/erasures';
 import { SCALED_ROLLUPS } from '@otm/shared/rollup-views';
 import { markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
-import { generateEvents } from '../../lib/generate-events.js';
+import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { ensureChromium } from '../../stack/services.js';
 import { startService } from '../../lib/service-process.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';

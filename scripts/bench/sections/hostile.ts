@@ -11,7 +11,7 @@ import zlib from 'node:zlib';
 import { Agent, request } from 'undici';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { loadOtlpRoot, OTLP_TYPES } from '../../../services/gateway/src/otlp.js';
-import { sampleUsageRecords } from '../../lib/sample-records.js';
+import { sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import type { ServiceProcess } from '../../lib/service-process.js';
 import { cpuSeconds, gatewayServiceEnv, log, percentile, quick, redis, results, runId, sleep, startQuiet, tls } from '../context.js';
 

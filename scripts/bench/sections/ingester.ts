@@ -6,7 +6,7 @@ import { encodeRow, INSERT_EVENTS, INSERT_IO } from '../../../services/ingester/
 import { insertEncoded, insertLines } from '../../../services/ingester/src/load-step.js';
 import { migrate } from '../../../services/shared/src/migrate.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';
-import { queuedRecords, sampleUsageRecords } from '../../lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import {
   runs,
   scale,

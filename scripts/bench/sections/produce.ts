@@ -4,7 +4,7 @@ import { createDurableProducer, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
 import { ProduceBatcher } from '../../../services/gateway/src/produce-batcher.js';
 import { ProducerHandle } from '../../../services/gateway/src/producer-handle.js';
-import { queuedRecords, sampleUsageRecords } from '../../lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { runs, scale, addresses, runId, log, figure, kafka, results } from '../context.js';
 
 export async function benchProduce(): Promise<void> {

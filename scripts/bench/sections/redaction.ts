@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { buildQueuedRecordSchema, compileValidators } from '@otm/schemas';
 import { builtInDetectors, Redactor } from '../../../services/gateway/src/redact.js';
-import { sampleUsageRecords } from '../../lib/sample-records.js';
+import { sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { figure, log, results, root, runs } from '../context.js';
 
 /** Microseconds per pass of `work` over `items`, the median of `runs` passes after a warm-up. */

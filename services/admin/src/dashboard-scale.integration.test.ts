@@ -1,5 +1,5 @@
 // The dashboard against 10 million usage events (DASHBOARD_SCALE_EVENTS to change it):
-// events generated inside ClickHouse over 30 days (scripts/lib/generate-events.ts), the
+// events generated inside ClickHouse over 30 days (test/fixtures/generate-events.ts), the
 // views filling the rollups as the ingester's inserts do, then every page opened in
 // Chromium over the last 30 days: every chart drawn, no error shown, no request failed.
 // The times of these pages at 100 million events are in BENCHMARKS.md (npm run bench --
@@ -11,7 +11,7 @@ import { createClient } from '@clickhouse/client';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { migrate } from '@otm/shared/migrate';
 import { markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
-import { generateEvents } from '../../../scripts/lib/generate-events.js';
+import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { ensureChromium } from '../../../scripts/stack/services.js';
 import { stackEnv, startService, testStack, uniqueName, type ServiceProcess } from '../../../test/helpers/stack.js';
 

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { ensureChromium } from '../../../scripts/stack/services.js';
-import { sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
+import { sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import {
   createTestKey,
   eventually,

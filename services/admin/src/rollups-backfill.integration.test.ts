@@ -11,7 +11,7 @@
 // migration 0009: the backfill copies 0009's tables alone, and every table, old and new,
 // still equals the raw rows.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../test/fixtures/sample-records.js';
 import { produceQueued } from '../../../test/helpers/produce.js';
 import { execFile } from 'node:child_process';
 import path from 'node:path';

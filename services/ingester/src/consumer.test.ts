@@ -8,7 +8,7 @@ import type { Consumer, EachBatchPayload, KafkaMessage } from '@otm/shared/kafka
 import { createLogger } from '@otm/shared/logger';
 import { buildQueuedRecordSchema, compileValidators, type QueuedUsageRecord } from '@otm/schemas';
 import { encodeWire, decodeWire } from '@otm/shared/registry';
-import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { UsageConsumer } from './consumer.js';
 import type { DeadLetter } from './dead-letter.js';
 import { checkSeen, type SeenMark } from './dedupe-step.js';

@@ -3,7 +3,7 @@ import type { QueuedUsageRecord, UsageRecord } from '@otm/schemas';
 import { enrich, latencyDisagrees } from './enrich-step.js';
 import { PriceTable } from './prices.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
-import { seededRandom } from '../../../scripts/lib/sample-records.js';
+import { seededRandom } from '../../../test/fixtures/sample-records.js';
 
 const prices = new PriceTable('test-1', {
   openai: { 'gpt-4o': { input: 2.5, output: 10 }, 'gpt-4o-mini': { input: 0.15, output: 0.6 } },

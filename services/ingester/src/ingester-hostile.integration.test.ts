@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import { createClickHouse } from '@otm/shared/clickhouse';
-import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { produceQueued } from '../../../test/helpers/produce.js';
 import {
   createTestKey,

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import { buildQueuedRecordSchema } from '@otm/schemas';
 import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
-import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../test/fixtures/sample-records.js';
 import { produceQueued, registeredSchemaId } from '../../../test/helpers/produce.js';
 import { startPrivateClickHouse, startPrivateKafka, startPrivateRedis } from '../../../test/helpers/private-services.js';
 import {

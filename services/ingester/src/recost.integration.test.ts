@@ -6,7 +6,7 @@ import { USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ErasureStore } from '@otm/shared/erasures';
 import type { UsageRecord } from '@otm/schemas';
-import { queuedRecords } from '../../../scripts/lib/sample-records.js';
+import { queuedRecords } from '../../../test/fixtures/sample-records.js';
 import { produceQueued } from '../../../test/helpers/produce.js';
 import {
   eventually,

@@ -12,7 +12,7 @@ import { migrate } from '@otm/shared/migrate';
 import { createRedis } from '@otm/shared/redis';
 import { recountRollups } from '@otm/shared/rollup-repair';
 import { aggregateViews, rebuildRollupSql, type AggregateView } from '@otm/shared/rollup-views';
-import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
 import { enrich } from './enrich-step.js';
 import { encodeRow } from './encode-step.js';

@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { migrate } from '@otm/shared/migrate';
-import { queuedRecords, sampleUsageRecords } from '../../../scripts/lib/sample-records.js';
+import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
 import { enrich, type EnrichedRecord } from './enrich-step.js';
 import { encodeRow, INSERT_EVENTS, INSERT_IO, USAGE_EVENT_COLUMNS, USAGE_IO_COLUMNS } from './encode-step.js';
