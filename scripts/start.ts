@@ -2,18 +2,17 @@
 // ingester and the admin service (API + dashboard) against it until Ctrl-C.
 //
 //   npm start [-- --kafka-brokers 3 | --secure]
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import readline from 'node:readline';
 import { prettyFactory } from 'pino-pretty';
 import { Command, Option } from 'commander';
 import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
 import { ensureLocalCertificate } from './local-tls.js';
 import { ensureSecureMaterial, secureServiceEnv, type SecureRole } from './stack/secure.js';
-import { withMemoryFlags, SOURCE_FLAGS } from './lib/service-process.js';
+import { superviseService, SOURCE_FLAGS, type SupervisedService } from './lib/service-process.js';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { hashKey } from '@otm/shared/keys/key-format';
@@ -101,15 +100,12 @@ const migrate = spawn(process.execPath, [...SOURCE_FLAGS, path.join(stack.root, 
 const migrated = await new Promise<number | null>((resolve) => migrate.on('exit', resolve));
 if (migrated !== 0) throw new Error('migrations failed');
 
-const services: Record<'gateway' | 'ingester' | 'admin', string> = {
-  gateway: 'services/gateway/src/server.ts',
-  ingester: 'services/ingester/src/server.ts',
-  admin: 'services/admin/src/server.ts',
-};
+const services = ['gateway', 'ingester', 'admin'] as const;
+type Service = (typeof services)[number];
 // Supervision (decisions.md): a service that exits is restarted with backoff (1 s,
 // doubling to 30 s; back to 1 s after a minute up) and the restart is logged, while the
 // others keep serving. Only Ctrl-C or SIGTERM stops them all.
-const children = new Map<keyof typeof services, ChildProcess>();
+const supervised = new Map<Service, SupervisedService>();
 // Service logs are JSON (for machines); here they are shown one readable line each.
 const pretty = prettyFactory({
   colorize: process.stdout.isTTY === true,
@@ -117,45 +113,35 @@ const pretty = prettyFactory({
   ignore: 'pid,hostname,service,name',
   singleLine: true,
 });
-const readyLine: Record<keyof typeof services, RegExp> = {
+const readyLine: Record<Service, RegExp> = {
   gateway: /"msg":"gateway listening"/,
   ingester: /"msg":"ingester consuming"/,
   admin: /"msg":"admin listening"/,
 };
-const ready = new Set<keyof typeof services>();
-function show(name: keyof typeof services, line: string): void {
+const ready = new Set<Service>();
+function show(name: Service, line: string): void {
   if (!ready.has(name) && readyLine[name].test(line)) {
     ready.add(name);
-    if (ready.size === Object.keys(services).length) printReady();
+    if (ready.size === services.length) printReady();
   }
   const text = line.startsWith('{') ? pretty(line).trimEnd() : line;
   console.log(`${name.padEnd(8)} | ${text}`);
 }
-function run(name: keyof typeof services, backoffMs = 1000): void {
-  const startedAt = Date.now();
-  const child = spawn(process.execPath, [...SOURCE_FLAGS, path.join(stack.root, services[name])], {
-    env: withMemoryFlags(name, {
-      ...envOf(name),
-      CANARY_API_KEY: env.CANARY_API_KEY,
-      CANARY_GATEWAY_URL: env.CANARY_GATEWAY_URL,
-      CANARY_CA_FILE: env.CANARY_CA_FILE,
+for (const name of services) {
+  const serviceEnv = {
+    ...envOf(name),
+    CANARY_API_KEY: env.CANARY_API_KEY,
+    CANARY_GATEWAY_URL: env.CANARY_GATEWAY_URL,
+    CANARY_CA_FILE: env.CANARY_CA_FILE,
+  };
+  supervised.set(
+    name,
+    superviseService(name, serviceEnv, {
+      onLine: (line) => show(name, line),
+      onExit: (code, delayMs) => console.log(`${name} exited (${code}); restarting in ${delayMs / 1000} s`),
     }),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  for (const stream of [child.stdout!, child.stderr!]) {
-    readline.createInterface({ input: stream }).on('line', (line) => show(name, line));
-  }
-  child.on('exit', (code, signal) => {
-    if (stopping) return;
-    const delay = Date.now() - startedAt > 60_000 ? 1000 : backoffMs;
-    console.log(`${name} exited (${signal ?? code}); restarting in ${delay / 1000} s`);
-    setTimeout(() => {
-      if (!stopping) run(name, Math.min(delay * 2, 30_000));
-    }, delay);
-  });
-  children.set(name, child);
+  );
 }
-for (const name of Object.keys(services) as (keyof typeof services)[]) run(name);
 
 const gatewayUrl = `https://${env.GATEWAY_HOST ?? '127.0.0.1'}:${env.GATEWAY_PORT ?? 8443}`;
 const adminUrl = `${stack.secure ? 'https' : 'http'}://${env.ADMIN_HOST ?? '127.0.0.1'}:${env.ADMIN_PORT ?? 8480}`;
@@ -187,9 +173,7 @@ let stopping = false;
 async function stop(code: number): Promise<void> {
   if (stopping) return;
   stopping = true;
-  const running = [...children.values()];
-  for (const child of running) if (child.exitCode === null) child.kill('SIGTERM');
-  await Promise.all(running.map((child) => (child.exitCode === null ? new Promise((resolve) => child.on('exit', resolve)) : null)));
+  await Promise.all([...supervised.values()].map((service) => service.stop()));
   process.exit(code);
 }
 process.on('SIGINT', () => void stop(0));

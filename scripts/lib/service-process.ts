@@ -1,8 +1,17 @@
-// Runs one of the project's services as a real child process and waits for its
-// ready log line; used by the integration tests and the benchmarks.
+// The project's one process supervisor. Three ways a process is run, all here:
+// - a service as a child process, ready once it logs its ready line, killed when this
+//   process exits (`startService`, `startProcess`: the integration tests, the benchmark,
+//   the chaos suite);
+// - a service kept running, restarted with backoff when it exits (`superviseService`:
+//   `npm start`);
+// - a detached daemon with a pid file that outlives this process and is signalled only
+//   when it is still ours (`startDetached`, `stopDetached`: the local stack's Kafka,
+//   registry, Redis and ClickHouse, scripts/stack/process-service.ts).
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -26,6 +35,8 @@ export interface ServiceProcess {
   /** SIGKILL, as a crash. */
   kill(): Promise<void>;
   waitForLog(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  /** Resolves when the process has exited: its exit code, or the signal that ended it. */
+  exited: Promise<number | string | null>;
 }
 
 type Entry = 'gateway' | 'gateway-cluster' | 'ingester' | 'admin';
@@ -57,12 +68,55 @@ export function withMemoryFlags(entry: Entry, env: NodeJS.ProcessEnv): NodeJS.Pr
   return { ...env, NODE_OPTIONS: [options, ...missing].filter(Boolean).join(' ') };
 }
 
+function serviceScript(entry: Entry): string {
+  return path.join(projectRoot, entry === 'gateway-cluster' ? 'services/gateway/src/cluster.ts' : `services/${entry}/src/server.ts`);
+}
+
 export function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: RegExp, timeoutMs = 60_000): Promise<ServiceProcess> {
-  const script = path.join(
-    projectRoot,
-    entry === 'gateway-cluster' ? 'services/gateway/src/cluster.ts' : `services/${entry}/src/server.ts`,
-  );
-  return startProcess(entry, [script], withMemoryFlags(entry, env), ready, timeoutMs);
+  return startProcess(entry, [serviceScript(entry)], withMemoryFlags(entry, env), ready, timeoutMs);
+}
+
+/** A service kept running by superviseService. */
+export interface SupervisedService {
+  /** SIGTERM to the running process, no restart; resolves once it has exited. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Keeps a service running (decisions.md, "Supervision"): when it exits it is started
+ * again after a backoff of 1 s, doubling up to 30 s, back to 1 s once it had run for a
+ * minute. Every output line goes to `onLine`; `onExit` hears of each exit and the delay
+ * before the restart.
+ */
+export function superviseService(
+  entry: Entry,
+  env: NodeJS.ProcessEnv,
+  hooks: { onLine(line: string): void; onExit(code: number | string | null, restartInMs: number): void },
+): SupervisedService {
+  let current: ServiceProcess | undefined;
+  let stopping = false;
+  let restart: NodeJS.Timeout | undefined;
+  const run = (backoffMs: number) => {
+    const startedAt = Date.now();
+    const spawned = spawnProcess(entry, [serviceScript(entry)], withMemoryFlags(entry, env), SOURCE_FLAGS, hooks.onLine);
+    current = spawned;
+    void spawned.exited.then((code) => {
+      if (stopping) return;
+      const delay = Date.now() - startedAt > 60_000 ? 1000 : backoffMs;
+      hooks.onExit(code, delay);
+      restart = setTimeout(() => {
+        if (!stopping) run(Math.min(delay * 2, 30_000));
+      }, delay);
+    });
+  };
+  run(1000);
+  return {
+    async stop() {
+      stopping = true;
+      clearTimeout(restart);
+      await current?.stop();
+    },
+  };
 }
 
 /**
@@ -93,6 +147,27 @@ export async function startProcess(
   /** How Node runs `args[0]`: the TypeScript sources by default; `[]` for a built (`dist/`) script. */
   runtimeFlags: string[] = SOURCE_FLAGS,
 ): Promise<ServiceProcess> {
+  const spawned = spawnProcess(label, args, env, runtimeFlags, undefined, timeoutMs);
+  const line = await spawned.waitForLog(ready);
+  try {
+    const parsed = JSON.parse(line) as { address?: string; metricsPort?: number };
+    spawned.url = parsed.address ?? '';
+    spawned.metricsPort = parsed.metricsPort;
+  } catch {
+    // not a JSON line
+  }
+  return spawned;
+}
+
+/** Starts the child process (killed when this process exits) and reads its output lines. */
+function spawnProcess(
+  label: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  runtimeFlags: string[],
+  onLine?: (line: string) => void,
+  timeoutMs = 60_000,
+): ServiceProcess {
   const child = spawn(
     process.execPath,
     [
@@ -108,13 +183,14 @@ export async function startProcess(
   child.once('exit', () => running.delete(child));
   const logs: string[] = [];
   const listeners = new Set<(line: string) => void>();
+  if (onLine) listeners.add(onLine);
   for (const stream of [child.stdout!, child.stderr!]) {
     readline.createInterface({ input: stream }).on('line', (line) => {
       logs.push(line);
       for (const listener of listeners) listener(line);
     });
   }
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const exited = new Promise<number | string | null>((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal)));
   const waitForLog = (pattern: RegExp, waitMs = timeoutMs) =>
     new Promise<string>((resolve, reject) => {
       const existing = logs.find((line) => pattern.test(line));
@@ -137,26 +213,17 @@ export async function startProcess(
         reject(new Error(`${label} exited with ${code} before logging ${pattern}; logs:\n${logs.slice(-30).join('\n')}`));
       });
     });
-  const line = await waitForLog(ready);
-  let url = '';
-  let metricsPort: number | undefined;
-  try {
-    const parsed = JSON.parse(line) as { address?: string; metricsPort?: number };
-    url = parsed.address ?? '';
-    metricsPort = parsed.metricsPort;
-  } catch {
-    // not a JSON line
-  }
   return {
     child,
     logs,
-    url,
-    metricsPort,
+    url: '',
     waitForLog,
+    exited,
     async stop() {
       if (child.exitCode !== null) return child.exitCode;
       child.kill('SIGTERM');
-      return exited;
+      const code = await exited;
+      return typeof code === 'number' ? code : null;
     },
     async kill() {
       if (child.exitCode !== null || child.signalCode !== null) return;
@@ -164,4 +231,73 @@ export async function startProcess(
       await exited;
     },
   };
+}
+
+/** Where a detached daemon writes its output and its process id. */
+export interface DetachedFiles {
+  logFile: string;
+  pidFile: string;
+}
+
+/** Starts `command` detached from this process (it outlives it), output appended to the log file, pid in the pid file. */
+export function startDetached(command: string, args: string[], cwd: string, files: DetachedFiles, label = command): void {
+  const log = fs.openSync(files.logFile, 'a');
+  const child = spawn(command, args, { cwd, detached: true, stdio: ['ignore', log, log] });
+  fs.closeSync(log);
+  if (child.pid === undefined) throw new Error(`${label}: could not start ${command}`);
+  fs.writeFileSync(files.pidFile, String(child.pid));
+  child.unref();
+}
+
+/** The process id in a pid file, undefined when there is none. */
+export function detachedPid(pidFile: string): number | undefined {
+  try {
+    const pid = Number(fs.readFileSync(pidFile, 'utf8'));
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * True when pid is a live process that runs in, or names, `dir`, so a pid reused by an
+ * unrelated process is never signalled. (Redis rewrites its command line, hence the
+ * working-directory check.)
+ */
+export function isOurs(pid: number, dir: string): boolean {
+  if (!isAlive(pid)) return false;
+  try {
+    const cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+    if (cwd.startsWith(dir)) return true;
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(dir);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Stops the daemon of a pid file when it is ours (under `dir`): SIGTERM, SIGKILL after
+ * 20 s; removes the pid file. True when a process was stopped.
+ */
+export async function stopDetached(pidFile: string, dir: string): Promise<boolean> {
+  const pid = detachedPid(pidFile);
+  let stopped = false;
+  if (pid !== undefined && isOurs(pid, dir)) {
+    process.kill(pid, 'SIGTERM');
+    const deadline = Date.now() + 20_000;
+    while (isAlive(pid) && Date.now() < deadline) await sleep(100);
+    if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+    stopped = true;
+  }
+  fs.rmSync(pidFile, { force: true });
+  return stopped;
 }

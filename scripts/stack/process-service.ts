@@ -1,12 +1,14 @@
 // What every service of the local stack shares: installing from Debian's packages or
 // Maven Central, and a detached process with a pid file that is started, checked and
-// stopped only when it is the stack's own.
-import { spawn, spawnSync } from 'node:child_process';
+// stopped only when it is the stack's own (the supervisor's detached daemons,
+// scripts/lib/service-process.ts).
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Agent as UndiciAgent, request as undiciRequest } from 'undici';
 import { type StackConfig } from './config.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { detachedPid, isAlive, isOurs, startDetached, stopDetached } from '../lib/service-process.js';
 
 /** How long the local brokers keep messages (docs/topic-contract.md states it). */
 export const BROKER_RETENTION_HOURS = 48;
@@ -66,31 +68,6 @@ export function mvn(config: StackConfig, args: string[]): void {
   run('mvn', ['-q', '-B', '-f', path.join(config.root, 'deploy/maven/pom.xml'), ...args]);
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * True when pid is a live process that runs in, or names, our stack folder, so a
- * pid reused by an unrelated process is never signalled. (Redis rewrites its
- * command line, hence the working-directory check.)
- */
-function isOurs(pid: number, stackDir: string): boolean {
-  if (!isAlive(pid)) return false;
-  try {
-    const cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
-    if (cwd.startsWith(stackDir)) return true;
-    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(stackDir);
-  } catch {
-    return false;
-  }
-}
-
 export abstract class ProcessService implements StackService {
   abstract readonly name: string;
   abstract readonly address: string;
@@ -113,12 +90,7 @@ export abstract class ProcessService implements StackService {
     if (await this.healthy()) return 'running';
     fs.mkdirSync(this.home, { recursive: true });
     const { command, args, cwd } = this.prepare();
-    const log = fs.openSync(this.logFile, 'a');
-    const child = spawn(command, args, { cwd: cwd ?? this.home, detached: true, stdio: ['ignore', log, log] });
-    fs.closeSync(log);
-    if (child.pid === undefined) throw new Error(`${this.name}: could not start ${command}`);
-    fs.writeFileSync(this.pidFile, String(child.pid));
-    child.unref();
+    startDetached(command, args, cwd ?? this.home, { logFile: this.logFile, pidFile: this.pidFile }, this.name);
     return 'started';
   }
 
@@ -144,25 +116,11 @@ export abstract class ProcessService implements StackService {
 
   /** The service's process id from its pid file, undefined when it has none. */
   pid(): number | undefined {
-    try {
-      const pid = Number(fs.readFileSync(this.pidFile, 'utf8'));
-      return Number.isInteger(pid) && pid > 0 ? pid : undefined;
-    } catch {
-      return undefined;
-    }
+    return detachedPid(this.pidFile);
   }
 
   async down(): Promise<void> {
-    const pid = this.pid();
-    if (pid === undefined) return;
-    if (isOurs(pid, this.config.dir)) {
-      process.kill(pid, 'SIGTERM');
-      const deadline = Date.now() + 20_000;
-      while (isAlive(pid) && Date.now() < deadline) await sleep(100);
-      if (isAlive(pid)) process.kill(pid, 'SIGKILL');
-      console.log(`${this.name} stopped`);
-    }
-    fs.rmSync(this.pidFile, { force: true });
+    if (await stopDetached(this.pidFile, this.config.dir)) console.log(`${this.name} stopped`);
   }
 
   async tail(lines: number): Promise<string> {
