@@ -1,13 +1,13 @@
-// Copies the records stored before migrations 0008 and 0009 into their rollups (rollup-backfill.ts),
+// Copies the records stored before migrations 0008 and 0009 into their rollups (services/shared/src/rollups/backfill.ts),
 // as every ingester does by itself at start; resumable, with its progress printed:
 //   npm run backfill
 // Reads the ClickHouse and Redis settings from the environment, like the ingester.
 import { Command } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { BACKFILL_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
-import { ErasureStore } from '@otm/shared/erasures';
+import { RollupFence } from '@otm/shared/rollups/fence';
 import { createRedis } from '@otm/shared/redis';
-import { backfillRollups } from '@otm/shared/rollup-backfill';
+import { backfillRollups } from '@otm/shared/rollups/backfill';
 import { randomUUID } from 'node:crypto';
 
 new Command('backfill')
@@ -28,7 +28,7 @@ try {
     console.error('another backfill is running (an ingester, or this command elsewhere); try again later');
     process.exitCode = 1;
   } else {
-    const outcome = await backfillRollups(clickhouse, new ErasureStore(redis, config.REDIS_KEY_PREFIX), {
+    const outcome = await backfillRollups(clickhouse, new RollupFence(redis, config.REDIS_KEY_PREFIX), {
       cluster: config.CLICKHOUSE_CLUSTER,
       log: (line) => console.log(line),
     });

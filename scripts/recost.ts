@@ -1,4 +1,4 @@
-// Re-costs stored rows with the current price table (services/ingester/src/recost.ts):
+// Re-costs stored rows with the current price table (services/shared/src/rollups/recost.ts):
 //   npm run recost -- --from 2026-10-01T00:00:00Z --to 2026-11-01T00:00:00Z [--provider openai] [--model gpt-4o] [--dry-run]
 // The table is the shipped one plus PRICE_TABLE_FILE, as the ingester reads it. The
 // change is written to the audit log first (no entry, no change).
@@ -8,10 +8,10 @@ import { parseTimestamp } from '@otm/schemas';
 import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { infrastructureSpec, parseConfig, str } from '@otm/shared/config';
-import { ErasureStore } from '@otm/shared/erasures';
+import { RollupFence } from '@otm/shared/rollups/fence';
 import { reachClickHouse, reachRedis, runCommand } from '@otm/shared/dependency-failure';
 import { PriceTable } from '../services/ingester/src/prices.js';
-import { recost } from '../services/ingester/src/recost.js';
+import { recost } from '@otm/shared/rollups/recost';
 
 const options = new Command('recost')
   .description('recompute cost_usd of stored rows with the current price table and rebuild the rollups of the range')
@@ -41,7 +41,7 @@ await runCommand('recost', async () => {
   const redis = await reachRedis(config.REDIS_URL, 'recost-cli', config.REDIS_TLS_CA_FILE);
   try {
     const run = () =>
-      recost(clickhouse, new ErasureStore(redis, config.REDIS_KEY_PREFIX), prices, scope, {
+      recost(clickhouse, new RollupFence(redis, config.REDIS_KEY_PREFIX), prices, scope, {
         dryRun: options.dryRun,
         cluster: config.CLICKHOUSE_CLUSTER,
       });

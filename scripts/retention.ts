@@ -1,4 +1,4 @@
-// Applies the retention once, as every ingester does on its schedule (retention.ts).
+// Applies the retention once, as every ingester does on its schedule (services/shared/src/rollups/retention.ts).
 //   npm run retention [-- --dry-run] [-- --now 2026-11-23T00:00:00Z]
 // Reads RETENTION_* and the ClickHouse settings from the environment, like the ingester.
 import { Command } from 'commander';
@@ -6,7 +6,7 @@ import { parseTimestamp } from '@otm/schemas';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { reachClickHouse, runCommand } from '@otm/shared/dependency-failure';
-import { applyRetention, retentionPolicyFrom, retentionSpec } from '../services/ingester/src/retention.js';
+import { applyRetention, retentionPolicyFrom, retentionSpec } from '@otm/shared/rollups/retention';
 
 const options = new Command('retention')
   .description('drop the monthly partitions older than each table’s retention')

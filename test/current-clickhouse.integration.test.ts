@@ -8,15 +8,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { createClickHouse } from '@otm/shared/clickhouse';
-import { ErasureStore } from '@otm/shared/erasures';
+import { RollupFence } from '@otm/shared/rollups/fence';
 import { migrate } from '@otm/shared/migrate';
 import { createRedis } from '@otm/shared/redis';
-import { recountRollups, rollupTotals } from '@otm/shared/rollup-repair';
-import { backfillRollups } from '@otm/shared/rollup-backfill';
+import { recountRollups, rollupTotals } from '@otm/shared/rollups/repair';
+import { backfillRollups } from '@otm/shared/rollups/backfill';
 import { AuditLog } from '@otm/shared/audit';
 import { createLogger } from '@otm/shared/logger';
-import { ErasureJobs } from '../services/admin/src/erasure.js';
-import { USAGE_ROLLUP_TABLES, aggregateViews } from '@otm/shared/rollup-views';
+import { ErasureJobs } from '@otm/shared/rollups/erasure';
+import { USAGE_ROLLUP_TABLES, aggregateViews } from '@otm/shared/rollups/views';
 import type { UsageRecord } from '@otm/schemas';
 import {
   errorAnalytics,
@@ -32,8 +32,8 @@ import { insertLines, loadIsolatingBadRows } from '../services/ingester/src/load
 import { probeArrived } from '../services/ingester/src/canary.js';
 import { probeRow } from '../services/ingester/src/consumer.js';
 import { PriceTable } from '../services/ingester/src/prices.js';
-import { recost } from '../services/ingester/src/recost.js';
-import { applyRetention } from '../services/ingester/src/retention.js';
+import { recost } from '@otm/shared/rollups/recost';
+import { applyRetention } from '@otm/shared/rollups/retention';
 import { queuedRecords, sampleUsageRecords, seededRandom } from './fixtures/sample-records.js';
 import { ChdbSession } from './helpers/chdb.js';
 import { testNames, testStack } from './helpers/stack.js';
@@ -230,7 +230,7 @@ describe('the same SQL on ClickHouse 18.16 and on a current release (chDB)', () 
       outcomes.push(
         await recountRollups(
           client,
-          new ErasureStore(redis, `${n.keyPrefix}${outcomes.length}:`),
+          new RollupFence(redis, `${n.keyPrefix}${outcomes.length}:`),
           records.map((row) => row.eventKey),
         ),
       );
@@ -272,7 +272,7 @@ describe('the same SQL on ClickHouse 18.16 and on a current release (chDB)', () 
     };
     const outcomes = [];
     for (const [index, client] of [old.db, current.db].entries()) {
-      outcomes.push(await recost(client, new ErasureStore(redis, `${n.keyPrefix}recost${index}:`), table, range));
+      outcomes.push(await recost(client, new RollupFence(redis, `${n.keyPrefix}recost${index}:`), table, range));
     }
     expect(outcomes[1]).toEqual(outcomes[0]);
     expect(outcomes[0]!.rows).toBeGreaterThan(100);
@@ -307,7 +307,7 @@ describe('the rollup jobs on ClickHouse 18.16 and on a current release (chDB)', 
         await migrate(servers[index]!, client, later, () => undefined, '', '0007_token_detail.sql');
         expect((await loadIsolatingBadRows(client, rows('cb'), (row) => row)).refused).toEqual([]);
         await migrate(servers[index]!, client, later);
-        const outcome = await backfillRollups(client, new ErasureStore(redis, `${n.keyPrefix}backfill${index}:`));
+        const outcome = await backfillRollups(client, new RollupFence(redis, `${n.keyPrefix}backfill${index}:`));
         expect(outcome.done).toBe(true);
       }
       const backfilled = await rollupGroups(clients[0]!);
@@ -330,7 +330,7 @@ describe('the rollup jobs on ClickHouse 18.16 and on a current release (chDB)', 
           redis,
           `${n.keyPrefix}erasure${index}:`,
           client,
-          new ErasureStore(redis, `${n.keyPrefix}erasure${index}:`),
+          new RollupFence(redis, `${n.keyPrefix}erasure${index}:`),
           new AuditLog(client),
           createLogger('current-clickhouse-test', 'silent'),
           { tombstoneSeconds: 3600, mutationTimeoutMs: 120_000 },

@@ -5,7 +5,7 @@
 // the audit log holds the request and the rows removed. The erasure is announced on
 // the compacted erasure topic, and the Python example consumer, run before and after
 // it, ends holding none of the user's records received before it.
-import { LATENCY_ROLLUP_TABLES, SCALED_ROLLUPS, USAGE_ROLLUP_TABLES, aggregateViews } from '@otm/shared/rollup-views';
+import { LATENCY_ROLLUP_TABLES, SCALED_ROLLUPS, USAGE_ROLLUP_TABLES, aggregateViews } from '@otm/shared/rollups/views';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { consumerLag, createKafka, setTopicSettings, type Admin } from '@otm/shared/kafka';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
-import { rollupTotals } from '@otm/shared/rollup-repair';
+import { rollupTotals } from '@otm/shared/rollups/repair';
 import { createRedis, type Redis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { loadStackConfig, stackAddresses, type StackConfig } from '../stack/config.js';

@@ -23,14 +23,14 @@
 import { createClient } from '@clickhouse/client';
 import { chromium } from 'playwright-core';
 import { migrate } from '@otm/shared/migrate';
-import { ErasureStore } from '@otm/shared/erasures';
-import { SCALED_ROLLUPS } from '@otm/shared/rollup-views';
-import { markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
+import { RollupFence } from '@otm/shared/rollups/fence';
+import { SCALED_ROLLUPS } from '@otm/shared/rollups/views';
+import { markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
 import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { ensureChromium } from '../../stack/services.js';
 import { startService } from '../../lib/service-process.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';
-import { recost } from '../../../services/ingester/src/recost.js';
+import { recost } from '@otm/shared/rollups/recost';
 import { addresses, log, percentile, quick, redis, results, runId, waitForMerges } from '../context.js';
 
 interface Shape {
@@ -241,7 +241,7 @@ export async function benchAnalytics(): Promise<void> {
     out.erasureState = state;
     started = Date.now();
     const dayMs = Math.floor(endMs / 86_400_000) * 86_400_000 - 10 * 86_400_000;
-    const recosted = await recost(clickhouse as never, new ErasureStore(redis, `bench-analytics-${runId}:`), PriceTable.load(), {
+    const recosted = await recost(clickhouse as never, new RollupFence(redis, `bench-analytics-${runId}:`), PriceTable.load(), {
       fromMs: dayMs,
       toMs: dayMs + 86_400_000,
     });

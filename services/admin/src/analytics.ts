@@ -6,8 +6,8 @@
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
 import { sqlString } from '@otm/shared/clickhouse-values';
-import { BACKFILL_GENERATIONS, backfilledMigrations } from '@otm/shared/rollup-backfill';
-import type { RollupMigration } from '@otm/shared/rollup-views';
+import { BACKFILL_GENERATIONS, backfilledMigrations } from '@otm/shared/rollups/backfill';
+import type { RollupMigration } from '@otm/shared/rollups/views';
 import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
 import { planQuery, type Piece } from './rollup-plan.js';
 import type { FromSchema } from 'json-schema-to-ts';

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '@clickhouse/client';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { migrate } from '@otm/shared/migrate';
-import { markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
+import { markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
 import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { ensureChromium } from '../../../scripts/stack/services.js';
 import { stackEnv, startService, testStack, uniqueName, type ServiceProcess } from '../../../test/helpers/stack.js';

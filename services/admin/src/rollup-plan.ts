@@ -36,7 +36,7 @@
 // that of migration 0009 has, latency reads the tables of 0008 (usage_rollup_by_day for
 // its days, and usage_latency_by_hour or usage_rollup_by_hour for the overview's hours).
 
-import type { RollupMigration } from '@otm/shared/rollup-views';
+import type { RollupMigration } from '@otm/shared/rollups/views';
 
 const MINUTE = 60;
 const HOUR = 3600;

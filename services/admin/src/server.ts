@@ -5,8 +5,9 @@ import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { AuditLog } from '@otm/shared/audit';
-import { ErasureStore } from '@otm/shared/erasures';
-import { ErasureJobs, registerErasureRoutes } from './erasure.js';
+import { RollupFence } from '@otm/shared/rollups/fence';
+import { ErasureJobs } from '@otm/shared/rollups/erasure';
+import { registerErasureRoutes } from './erasure-routes.js';
 import { ErasureAnnouncer } from '@otm/shared/erasure-announcements';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { migrate, requireMigrated } from '@otm/shared/migrate';
@@ -101,7 +102,7 @@ const erasureJobs = new ErasureJobs(
   redis,
   config.REDIS_KEY_PREFIX,
   clickhouse,
-  new ErasureStore(redis, config.REDIS_KEY_PREFIX),
+  new RollupFence(redis, config.REDIS_KEY_PREFIX),
   audit,
   logger,
   {

@@ -1,4 +1,4 @@
-import { retentionSpec } from './retention.js';
+import { retentionSpec } from '@otm/shared/rollups/retention';
 import { infrastructureSpec, metricsPortSpec, parseConfig, positiveInt, str } from '@otm/shared/config';
 
 export const ingesterSpec = {

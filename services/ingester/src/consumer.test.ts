@@ -18,7 +18,7 @@ import { createIngesterMetrics } from './metrics.js';
 import { deadLetter, ok } from './outcome.js';
 import { PriceTable } from './prices.js';
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
-import { subjectKey, type FenceInterval, type Subject } from '@otm/shared/erasures';
+import { subjectKey, type FenceInterval, type Subject } from '@otm/shared/rollups/fence';
 
 const TOPIC = 'usage';
 const validate = compileValidators(buildQueuedRecordSchema(), { maxLengths: false }).queuedRecord;

@@ -5,7 +5,7 @@
 // Redis mark. Each chunk learns its outcome; consumer.ts commits the loaded ones in
 // order. Every dependency call is retried (retrying) until it works or the chunks are
 // given up (a rebalance, a stop).
-import { isFenced, subjectKey } from '@otm/shared/erasures';
+import { isFenced, subjectKey } from '@otm/shared/rollups/fence';
 import type { KafkaMessage } from '@otm/shared/kafka';
 import type { Logger } from '@otm/shared/logger';
 import { deadLetterReason, type DeadLetter, type DeadLetterCode } from './dead-letter.js';
@@ -101,7 +101,7 @@ export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadConte
 
     const checked = performance.now();
     // Inserts of this unit that ended without an answer: their records may be stored
-    // but not counted by every rollup (rollup-repair.ts).
+    // but not counted by every rollup (rollups/repair.ts in the shared package).
     const unanswered = noneUnanswered();
     let alreadyLoaded = 0;
     let erased = 0;
@@ -117,7 +117,7 @@ export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadConte
       );
       if (live.length === 0 && !anyAlive()) throw new Abandoned();
       // The insert attempt holds a lease while it checks the erasures and inserts
-      // (erasures.ts): an erased user's records received before the erasure are
+      // (rollups/fence.ts in the shared package): an erased user's records received before the erasure are
       // dropped, never loaded nor dead-lettered.
       const check = await erasures
         .beginInsert(live.map((item) => ({ environment: item.row.environment, userId: item.row.userId })))
@@ -197,7 +197,7 @@ export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadConte
 }
 
 /**
- * Recounts the rollups of records an unanswered insert stored (rollup-repair.ts): under
+ * Recounts the rollups of records an unanswered insert stored (rollups/repair.ts in the shared package): under
  * a fence of their days, each rollup group they fall in is compared with usage_events
  * and mended. Throws to be retried with the load (which then finds them stored again).
  */

@@ -2,20 +2,11 @@
 // writes, output, reasoning), per provider. The
 // versioned file in data/ is the default; PRICE_TABLE_FILE adds or overrides entries.
 import fs from 'node:fs';
+import type { Price } from '@otm/shared/price';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export interface Price {
-  /** Input tokens not read from or written to a prompt cache. */
-  input: number;
-  output: number;
-  /** Input tokens read from the provider's prompt cache; the input price when absent. */
-  cachedInput?: number;
-  /** Input tokens written to the provider's prompt cache; the input price when absent. */
-  cacheWrite?: number;
-  /** Reasoning tokens; the output price when absent (every listed provider bills them as output). */
-  reasoning?: number;
-}
+export type { Price } from '@otm/shared/price';
 
 /** The token counts of a record as stored: the detail is part of input and output (docs/tokens.md). */
 export interface TokenCounts {

@@ -2,9 +2,9 @@
 // honouring the fence: a changed price moves the analytics totals of the range by
 // the hand-computed amount, nothing outside the range moves, rows carry the table's
 // version, and a second run changes nothing.
-import { USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
+import { USAGE_ROLLUP_TABLES } from '@otm/shared/rollups/views';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ErasureStore } from '@otm/shared/erasures';
+import { RollupFence } from '@otm/shared/rollups/fence';
 import type { UsageRecord } from '@otm/schemas';
 import { queuedRecords } from '../../../test/fixtures/sample-records.js';
 import { produceQueued } from '../../../test/helpers/produce.js';
@@ -19,7 +19,7 @@ import {
   type ServiceProcess,
 } from '../../../test/helpers/stack.js';
 import { PriceTable } from './prices.js';
-import { recost } from './recost.js';
+import { recost } from '@otm/shared/rollups/recost';
 
 const names = testNames('recost');
 const clickhouse = testClickHouse(names.database);
@@ -78,7 +78,7 @@ describe('recost', () => {
     const corrected = new PriceTable('test-2026-12', {
       openai: { 'gpt-4o': { input: 5, output: 20 }, 'mystery-model': { input: 1, output: 1 } },
     });
-    const run = () => withRedis((redis) => recost(clickhouse, new ErasureStore(redis, names.keyPrefix), corrected, range));
+    const run = () => withRedis((redis) => recost(clickhouse, new RollupFence(redis, names.keyPrefix), corrected, range));
     const first = await run();
     expect(first.rows).toBe(4);
     expect(first.pairs.map((pair) => [pair.model, pair.rows, pair.price])).toEqual([

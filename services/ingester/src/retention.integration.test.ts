@@ -1,12 +1,12 @@
 // Retention on the real ClickHouse with a fake clock: exactly the expired monthly
 // partitions are dropped from each table, the rollups follow their own retention,
 // and the canary's old probes are deleted.
-import { LATENCY_ROLLUP_TABLES, USAGE_ROLLUP_TABLES } from '@otm/shared/rollup-views';
+import { LATENCY_ROLLUP_TABLES, USAGE_ROLLUP_TABLES } from '@otm/shared/rollups/views';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { eventually, queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
 import { migrate } from '@otm/shared/migrate';
-import { applyRetention } from './retention.js';
+import { applyRetention } from '@otm/shared/rollups/retention';
 
 const database = testNames('retention').database;
 const settings = { url: testStack().CLICKHOUSE_URL, username: 'default', password: '' };

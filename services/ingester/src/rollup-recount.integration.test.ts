@@ -1,4 +1,4 @@
-// The rollup recount (rollup-repair.ts) on the real ClickHouse. ClickHouse killed
+// The rollup recount (rollups/repair.ts in the shared package) on the real ClickHouse. ClickHouse killed
 // between writing usage_events and its materialized views is reproduced exactly: some
 // views of this test's own database are detached while a batch is inserted, so
 // usage_events holds rows those rollups (and usage_events_by_user) never counted; one
@@ -7,11 +7,11 @@
 // second run must change nothing.
 import { afterAll, describe, expect, it } from 'vitest';
 import { createClickHouse } from '@otm/shared/clickhouse';
-import { ErasureStore } from '@otm/shared/erasures';
+import { RollupFence } from '@otm/shared/rollups/fence';
 import { migrate } from '@otm/shared/migrate';
 import { createRedis } from '@otm/shared/redis';
-import { recountRollups } from '@otm/shared/rollup-repair';
-import { aggregateViews, rebuildRollupSql, type AggregateView } from '@otm/shared/rollup-views';
+import { recountRollups } from '@otm/shared/rollups/repair';
+import { aggregateViews, rebuildRollupSql, type AggregateView } from '@otm/shared/rollups/views';
 import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
 import { enrich } from './enrich-step.js';
@@ -96,7 +96,7 @@ describe('recounting the rollups of an insert that ended without an answer', () 
       [...views.filter((_, index) => index % 2 === 1).map((view) => view.table), 'usage_events_by_user', 'usage_rollup_user_by_day'].sort(),
     );
 
-    const fence = new ErasureStore(redis, `${n.keyPrefix}`);
+    const fence = new RollupFence(redis, `${n.keyPrefix}`);
     // Every key of the unit, as the ingester passes them: those already counted are compared and left.
     const outcome = await recountRollups(
       clickhouse,

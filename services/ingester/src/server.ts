@@ -15,14 +15,14 @@ import { SchemaCache } from './decode-step.js';
 import { DedupeStep } from './dedupe-step.js';
 import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './stage-ports.js';
 import { createIngesterMetrics } from './metrics.js';
-import { ErasureStore } from '@otm/shared/erasures';
+import { RollupFence } from '@otm/shared/rollups/fence';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
-import { backfillRollups, isFullyBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollup-backfill';
+import { backfillRollups, isFullyBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
 import { randomUUID } from 'node:crypto';
 import { migrate, requireMigrated } from '@otm/shared/migrate';
 import { DependencyError, clickhouseFailure, connectRedis, exitIfRefused, kafkaFailure, startStep } from '@otm/shared/dependency-failure';
 import { PriceTable } from './prices.js';
-import { applyRetention, retentionPolicyFrom } from './retention.js';
+import { applyRetention, retentionPolicyFrom } from '@otm/shared/rollups/retention';
 import { FreshnessCanary } from './canary.js';
 import fs from 'node:fs';
 import { hashKey } from '@otm/shared/keys/key-format';
@@ -120,7 +120,7 @@ async function findCanaryKey(): Promise<boolean> {
   canaryKeyId = record?.id;
   return canaryKeyId !== undefined;
 }
-const erasureStore = new ErasureStore(redis, config.REDIS_KEY_PREFIX);
+const erasureStore = new RollupFence(redis, config.REDIS_KEY_PREFIX);
 const usageConsumer = new UsageConsumer(
   {
     consumer,
@@ -204,7 +204,7 @@ logger.info(
 );
 canary?.start();
 
-// Retention (retention.ts): a minute after start, then every RETENTION_CHECK_INTERVAL_MS.
+// Retention (services/shared/src/rollups/retention.ts): a minute after start, then every RETENTION_CHECK_INTERVAL_MS.
 const retentionPolicy = retentionPolicyFrom(config);
 const retentionRun = async () => {
   try {
@@ -220,7 +220,7 @@ const retentionTimers = [
 ];
 for (const timer of retentionTimers) timer.unref();
 
-// The backfill of the rollups of migrations 0008 and 0009 (rollup-backfill.ts): by one ingester at a
+// The backfill of the rollups of migrations 0008 and 0009 (services/shared/src/rollups/backfill.ts): by one ingester at a
 // time (a lock in Redis), beside consuming, at start and every 10 minutes until done.
 const backfillRun = async () => {
   if (await isFullyBackfilled(clickhouse).catch(() => false)) {

@@ -1,7 +1,7 @@
 // The ingester's stages as the consumer loop sees them: small interfaces, so the loop
 // runs the same against the real services (Redis, ClickHouse, the registry, Kafka) and
 // against the in-memory stand-ins of its unit tests (consumer.test.ts).
-import type { ErasureStore } from '@otm/shared/erasures';
+import type { RollupFence } from '@otm/shared/rollups/fence';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Producer } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
@@ -10,7 +10,7 @@ import type { SeenCheck, SeenMark } from './dedupe-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
 import type { EncodedRow } from './encode-step.js';
 import { insertLines, loadIsolatingBadRows, type IsolatedLoad, type Unanswered } from './load-step.js';
-import { recountRollups, type RecountOutcome, type RepairFence } from '@otm/shared/rollup-repair';
+import { recountRollups, type RecountOutcome, type RepairFence } from '@otm/shared/rollups/repair';
 import type { StepOutcome } from './outcome.js';
 
 /** Wire bytes to a validated queued record, or the reason it can never be one. Throws when the registry cannot be asked. */
@@ -36,8 +36,8 @@ export interface EventStore {
   insertProbes(lines: readonly string[]): Promise<void>;
 }
 
-/** Erasures (services/shared/src/erasures.ts): a lease per insert attempt, the tombstones and the fence. */
-export type Erasures = Pick<ErasureStore, 'beginInsert' | 'endInsert'>;
+/** Erasures (services/shared/src/rollups/fence.ts): a lease per insert attempt, the tombstones and the fence. */
+export type Erasures = Pick<RollupFence, 'beginInsert' | 'endInsert'>;
 
 /** Where records that can never load go, with their reason. */
 export interface DeadLetterSink {

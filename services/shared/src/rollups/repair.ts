@@ -9,7 +9,7 @@
 //
 //   1. waits until the unanswered INSERTs are no longer running on the server (a client
 //      timeout does not stop an insert the server is still writing);
-//   2. fences the UTC days of those records (erasures.ts) and waits for the inserts in
+//   2. fences the UTC days of those records (fence.ts) and waits for the inserts in
 //      flight: no other row can enter those days' groups while they are compared;
 //   3. copies into usage_events_by_user the rows it lacks, by event key;
 //   4. for each aggregating view, compares, group by group (the view's own GROUP BY, for
@@ -23,11 +23,11 @@
 //      caller), then lifts the fence.
 //
 // Every step can run again: a second run finds the groups equal and changes nothing.
-import type { ClickHouseClient } from './clickhouse.js';
-import { sqlString } from './clickhouse-values.js';
-import type { ErasureStore, FenceInterval } from './erasures.js';
-import { mutate } from './mutations.js';
-import { BY_USER_COLUMNS, aggregateViews, rebuildRollupSql, type AggregateView } from './rollup-views.js';
+import type { ClickHouseClient } from '../clickhouse.js';
+import { sqlString } from '../clickhouse-values.js';
+import type { RollupFence, FenceInterval } from './fence.js';
+import { mutate } from '../mutations.js';
+import { BY_USER_COLUMNS, aggregateViews, rebuildRollupSql, type AggregateView } from './views.js';
 
 /** Event keys per look-up (about 60 KiB of literals), groups per comparison and per rebuild. */
 const KEYS_PER_QUERY = 1000;
@@ -36,7 +36,7 @@ const GROUPS_PER_QUERY = 500;
 const LONG_QUERY = { max_query_size: String(8 * 1024 * 1024) } as const;
 const DAY_S = 86_400;
 
-export type RepairFence = Pick<ErasureStore, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>;
+export type RepairFence = Pick<RollupFence, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>;
 
 export interface RecountOptions {
   /** Query ids of the INSERTs that ended without an answer: waited for until the server no longer runs them. */

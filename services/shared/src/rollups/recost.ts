@@ -6,15 +6,15 @@
 // The range is widened to whole minutes (the minute rollups' bucket); the rollups of
 // migration 0008 are rebuilt over the whole UTC days around it (their hours and days
 // hold rows of the range and beside it, all rebuilt from usage_events). While the job
-// runs those days are fenced (erasures.ts): an ingester holding a record of them waits,
+// runs those days are fenced (fence.ts): an ingester holding a record of them waits,
 // so a row is never counted both by a materialized view and by the rebuild. Re-cost
 // past ranges: a range reaching today holds today's records until it is done.
-import type { ClickHouseClient } from '@otm/shared/clickhouse';
-import { formatDateTime, sqlString } from '@otm/shared/clickhouse-values';
-import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
-import { mutate } from '@otm/shared/mutations';
-import { SCALED_ROLLUPS, rebuildRollupSql } from '@otm/shared/rollup-views';
-import type { Price, PriceTable } from './prices.js';
+import type { ClickHouseClient } from '../clickhouse.js';
+import { formatDateTime, sqlString } from '../clickhouse-values.js';
+import type { RollupFence, FenceInterval } from './fence.js';
+import { mutate } from '../mutations.js';
+import { SCALED_ROLLUPS, rebuildRollupSql } from './views.js';
+import type { Price, PriceLookup } from '../price.js';
 
 export interface RecostScope {
   fromMs: number;
@@ -44,8 +44,8 @@ const DAY_MS = 86_400_000;
 
 export async function recost(
   clickhouse: ClickHouseClient,
-  fence: Pick<ErasureStore, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>,
-  prices: PriceTable,
+  fence: Pick<RollupFence, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>,
+  prices: PriceLookup,
   scope: RecostScope,
   options: { dryRun?: boolean; mutationTimeoutMs?: number; cluster?: string } = {},
 ): Promise<RecostOutcome> {
@@ -72,7 +72,7 @@ export async function recost(
   const outcome = { fromMs, toMs, priceTableVersion: prices.version, pairs, rows: pairs.reduce((sum, pair) => sum + pair.rows, 0) };
   if (options.dryRun || pairs.length === 0) return outcome;
 
-  // The cost as costUsd() in prices.ts computes it, pair by pair, in the same order of operations.
+  // The cost as the ingester's costUsd() (services/ingester/src/prices.ts) computes it, pair by pair, in the same order of operations.
   const priced = pairs.filter((pair) => pair.price !== null);
   const isPair = (pair: RecostPair) => `(provider = ${sqlString(pair.provider)} AND model_id = ${sqlString(pair.model)})`;
   const input = 'toFloat64(assumeNotNull(input_tokens))';

@@ -2,9 +2,9 @@
 // rollup recount of the same day) each hold their own entry; one lifting its own leaves
 // the interval fenced for the other.
 import { afterAll, describe, expect, it } from 'vitest';
-import { testStack, uniqueName } from '../../../test/helpers/stack.js';
-import { ErasureStore } from './erasures.js';
-import { createRedis } from './redis.js';
+import { testStack, uniqueName } from '../../../../test/helpers/stack.js';
+import { RollupFence } from './fence.js';
+import { createRedis } from '../redis.js';
 
 const redis = createRedis(testStack().REDIS_URL, { name: 'erasures-test' });
 afterAll(() => redis.quit());
@@ -12,7 +12,7 @@ afterAll(() => redis.quit());
 describe('the fence', () => {
   it('two jobs on the same day: the interval stays fenced until both have lifted theirs', async () => {
     await redis.connect();
-    const store = new ErasureStore(redis, `${uniqueName('fence')}:`);
+    const store = new RollupFence(redis, `${uniqueName('fence')}:`);
     const day = { kind: 'all' as const, fromMs: Date.UTC(2026, 10, 25), toMs: Date.UTC(2026, 10, 26) };
     const fencedNow = async () => {
       const check = await store.beginInsert([]);

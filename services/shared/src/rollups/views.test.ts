@@ -1,6 +1,6 @@
 // The rebuild SQL is the views' own SELECT from the migrations, with the job's condition.
 import { describe, expect, it } from 'vitest';
-import { aggregateViews, derivedFrom, derivedRollupSql, rebuildRollupSql, rollupsFinestFirst, selectItems } from './rollup-views.js';
+import { aggregateViews, derivedFrom, derivedRollupSql, rebuildRollupSql, rollupsFinestFirst, selectItems } from './views.js';
 
 describe('rebuildRollupSql', () => {
   it("runs the usage rollup view's SELECT with the condition before its GROUP BY", () => {

@@ -20,7 +20,7 @@
 // no insert can be running that read the tombstones before they existed, so the rows
 // it deletes stay deleted and the rows it recounts are not counted twice.
 import { randomUUID } from 'node:crypto';
-import type { Redis } from './redis.js';
+import type { Redis } from '../redis.js';
 
 /** An insert attempt holds its lease at most this long (a crashed ingester's lease expires). */
 export const LEASE_MS = 60_000;
@@ -66,7 +66,7 @@ export interface InsertCheck {
 
 export const subjectKey = (subject: Subject) => `${subject.environment}\u0000${subject.userId}`;
 
-export class ErasureStore {
+export class RollupFence {
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,

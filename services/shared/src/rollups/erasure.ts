@@ -5,9 +5,9 @@
 //   1. writes the audit entry (none written: 503, nothing happens);
 //   2. writes the tombstone (ingesters drop the user's records received before it,
 //      including those still in Kafka) and waits for every insert already running
-//      (erasures.ts: leases): from then on no row of the user can be added;
+//      (fence.ts: leases): from then on no row of the user can be added;
 //   3. notes the user's error-rollup keys (minute, provider, model, code, message),
-//      fences those minutes (ingesters hold an error row of a fenced minute: erasures.ts)
+//      fences those minutes (ingesters hold an error row of a fenced minute: fence.ts)
 //      and waits for the inserts running again;
 //   4. deletes the user's usage_io rows, then usage_events rows and usage_rollup_minute
 //      rows (keyed by user: exact), each a mutation waited for;
@@ -19,19 +19,16 @@
 //
 // Every step can run again: a failed job is retried by asking again.
 import { randomUUID } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
 import { type Environment, type ErasureAnnouncement } from '@otm/schemas';
-import { AuditUnavailableError, type AuditLog } from '@otm/shared/audit';
-import type { ClickHouseClient } from '@otm/shared/clickhouse';
-import { sqlString } from '@otm/shared/clickhouse-values';
-import { refuse } from '@otm/shared/errors';
-import type { ErasureStore, FenceInterval } from '@otm/shared/erasures';
-import type { Logger } from '@otm/shared/logger';
-import type { Redis } from '@otm/shared/redis';
-import { mutate } from '@otm/shared/mutations';
-import { SCALED_ROLLUPS, aggregateViews, derivedRollupSql, rebuildRollupSql, rollupsFinestFirst } from '@otm/shared/rollup-views';
-import { isBackfilled } from '@otm/shared/rollup-backfill';
-import { erasureParams, erasureQuery } from './admin-route-docs.js';
+import { AuditUnavailableError, type AuditLog } from '../audit.js';
+import type { ClickHouseClient } from '../clickhouse.js';
+import { sqlString } from '../clickhouse-values.js';
+import type { RollupFence, FenceInterval } from './fence.js';
+import type { Logger } from '../logger.js';
+import type { Redis } from '../redis.js';
+import { mutate } from '../mutations.js';
+import { SCALED_ROLLUPS, aggregateViews, derivedRollupSql, rebuildRollupSql, rollupsFinestFirst } from './views.js';
+import { isBackfilled } from './backfill.js';
 
 /** The groups after the time column of each rollup without a user column, but the errors' (erasure rebuilds their rows). */
 const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = Object.fromEntries(
@@ -79,7 +76,7 @@ export class ErasureJobs {
     private readonly redis: Redis,
     private readonly prefix: string,
     private readonly clickhouse: ClickHouseClient,
-    private readonly erasures: ErasureStore,
+    private readonly erasures: RollupFence,
     private readonly audit: Pick<AuditLog, 'record'>,
     private readonly logger: Logger,
     private readonly options: ErasureOptions,
@@ -294,31 +291,4 @@ export class ErasureJobs {
   private mutate(table: string, where: string): Promise<void> {
     return mutate(this.clickhouse, table, `DELETE WHERE ${where}`, this.options.mutationTimeoutMs, this.options.cluster);
   }
-}
-
-export function registerErasureRoutes(app: FastifyInstance, jobs: ErasureJobs): void {
-  app.delete<{ Params: { userId: string }; Querystring: { environment: Environment } }>(
-    '/v1/admin/users/:userId/data',
-    {
-      schema: { params: erasureParams, querystring: erasureQuery },
-    },
-    async (request, reply) => {
-      let job: ErasureJob;
-      try {
-        job = await jobs.start(request.query.environment, request.params.userId, `admin-token@${request.ip}`, request.id);
-      } catch (error) {
-        if (error instanceof AuditUnavailableError) throw refuse('auditUnavailableUnchanged');
-        throw refuse('keyStoreUnavailableUnchanged');
-      }
-      return reply.code(202).send({ ...job, statusUrl: `/v1/admin/erasures/${job.id}` });
-    },
-  );
-
-  app.get<{ Params: { id: string } }>('/v1/admin/erasures/:id', async (request) => {
-    const job = await jobs.get(request.params.id).catch(() => {
-      throw refuse('keyStoreUnavailable');
-    });
-    if (!job) throw refuse('erasureNotFound');
-    return job;
-  });
 }

@@ -4,7 +4,7 @@
 // with its own record of progress, so that an installation that finished 0008's copies
 // only 0009's tables. A month at a time (usage_events is ordered by event key, so any
 // range of time reads its whole month partition: one pass per month, not one per day),
-// with the current UTC day apart: the range is fenced (erasures.ts: an ingester holding
+// with the current UTC day apart: the range is fenced (fence.ts: an ingester holding
 // a record of it waits; today's records wait only while today is copied), the rows the
 // views already added for it to the tables of the generations not done with those days
 // are deleted, the whole range is copied from usage_events FINAL through each view's own
@@ -13,12 +13,12 @@
 // where it was; a range copied twice still counts once (its rows are deleted before it
 // is copied). Once every day of a generation is done, its done table gets its row and the
 // analytics API reads its tables (rollup-plan.ts).
-import type { ClickHouseClient } from './clickhouse.js';
-import type { ErasureStore, FenceInterval } from './erasures.js';
-import { mutate } from './mutations.js';
-import { BY_USER_COLUMNS, SCALED_ROLLUPS, rebuildRollupSql, type RollupMigration } from './rollup-views.js';
-import { formatDateTime } from './clickhouse-values.js';
-import { clickhouseErrorCode } from './clickhouse-errors.js';
+import type { ClickHouseClient } from '../clickhouse.js';
+import type { RollupFence, FenceInterval } from './fence.js';
+import { mutate } from '../mutations.js';
+import { BY_USER_COLUMNS, SCALED_ROLLUPS, rebuildRollupSql, type RollupMigration } from './views.js';
+import { formatDateTime } from '../clickhouse-values.js';
+import { clickhouseErrorCode } from '../clickhouse-errors.js';
 
 const DAY_S = 86_400;
 
@@ -106,7 +106,7 @@ export async function markBackfilledIfEmpty(clickhouse: ClickHouseClient): Promi
 
 export async function backfillRollups(
   clickhouse: ClickHouseClient,
-  fence: Pick<ErasureStore, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>,
+  fence: Pick<RollupFence, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>,
   options: BackfillOptions = {},
 ): Promise<BackfillOutcome> {
   const log = options.log ?? (() => {});

@@ -4,11 +4,11 @@
 // last day is older than the retention, so a row is kept at least its retention and
 // at most a month more. Dropping a partition twice, or one already gone, changes
 // nothing: every ingester may run this on its schedule.
-import type { ClickHouseClient } from '@otm/shared/clickhouse';
-import { formatDateTime } from '@otm/shared/clickhouse-values';
-import { localTable, onCluster } from '@otm/shared/cluster-ddl';
-import { mutate } from '@otm/shared/mutations';
-import { positiveInt, nonNegativeInt } from '@otm/shared/config';
+import type { ClickHouseClient } from '../clickhouse.js';
+import { formatDateTime } from '../clickhouse-values.js';
+import { localTable, onCluster } from '../cluster-ddl.js';
+import { mutate } from '../mutations.js';
+import { positiveInt, nonNegativeInt } from '../config.js';
 
 /** Days each table keeps its rows; 0 keeps them for ever. */
 export interface RetentionPolicy {

@@ -4,7 +4,7 @@
 // view. A later migration that redefines a view replaces it here (the last one wins).
 import fs from 'node:fs';
 import path from 'node:path';
-import { migrationsDir } from './migrate.js';
+import { migrationsDir } from '../migrate.js';
 
 export type RollupView =
   | 'usage_rollup_minute_mv'
@@ -29,7 +29,7 @@ export type RollupView =
  * The rollups of migrations 0008 and 0009, by view, with their time column, the seconds a
  * row covers, what they measure (usage: counts, tokens, cost, latency; latency only; or
  * errors) and the migration that made them: the backfill copies the records stored
- * before a migration into its tables (rollup-backfill.ts), and the API reads them once it has.
+ * before a migration into its tables (backfill.ts), and the API reads them once it has.
  */
 export const SCALED_ROLLUPS = [
   { view: 'usage_rollup_by_minute_mv', table: 'usage_rollup_by_minute', time: 'minute', seconds: 60, kind: 'usage', migration: '0008' },
