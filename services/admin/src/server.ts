@@ -133,7 +133,11 @@ const app = await buildAdminApp(
       (secured) =>
         registerAnalyticsRoutes(secured, {
           clickhouse: analyticsReader,
-          limits: { timeoutMs: config.ANALYTICS_QUERY_TIMEOUT_MS, maxRowsToRead: config.ANALYTICS_MAX_ROWS_TO_READ },
+          limits: {
+            timeoutMs: config.ANALYTICS_QUERY_TIMEOUT_MS,
+            maxRowsToRead: config.ANALYTICS_MAX_ROWS_TO_READ,
+            twoLevelGroups: config.ANALYTICS_GROUP_BY_TWO_LEVEL_THRESHOLD,
+          },
           backfilled: backfillState(analyticsReader),
         }),
       (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
