@@ -98,7 +98,11 @@ export function superviseService(
   let restart: NodeJS.Timeout | undefined;
   const run = (backoffMs: number) => {
     const startedAt = Date.now();
-    const spawned = spawnProcess(entry, [serviceScript(entry)], withMemoryFlags(entry, env), SOURCE_FLAGS, hooks.onLine);
+    // Its lines go to onLine only: a service kept running for days would fill `logs`.
+    const spawned = spawnProcess(entry, [serviceScript(entry)], withMemoryFlags(entry, env), SOURCE_FLAGS, {
+      onLine: hooks.onLine,
+      keepLogs: false,
+    });
     current = spawned;
     void spawned.exited.then((code) => {
       if (stopping) return;
@@ -147,7 +151,7 @@ export async function startProcess(
   /** How Node runs `args[0]`: the TypeScript sources by default; `[]` for a built (`dist/`) script. */
   runtimeFlags: string[] = SOURCE_FLAGS,
 ): Promise<ServiceProcess> {
-  const spawned = spawnProcess(label, args, env, runtimeFlags, undefined, timeoutMs);
+  const spawned = spawnProcess(label, args, env, runtimeFlags, { timeoutMs });
   const line = await spawned.waitForLog(ready);
   try {
     const parsed = JSON.parse(line) as { address?: string; metricsPort?: number };
@@ -159,14 +163,16 @@ export async function startProcess(
   return spawned;
 }
 
-/** Starts the child process (killed when this process exits) and reads its output lines. */
+/**
+ * Starts the child process (killed when this process exits) and reads its output lines:
+ * kept in `logs` (unless `keepLogs` is false) and given to `onLine`.
+ */
 function spawnProcess(
   label: string,
   args: string[],
   env: NodeJS.ProcessEnv,
   runtimeFlags: string[],
-  onLine?: (line: string) => void,
-  timeoutMs = 60_000,
+  { onLine, keepLogs = true, timeoutMs = 60_000 }: { onLine?: (line: string) => void; keepLogs?: boolean; timeoutMs?: number } = {},
 ): ServiceProcess {
   const child = spawn(
     process.execPath,
@@ -186,7 +192,7 @@ function spawnProcess(
   if (onLine) listeners.add(onLine);
   for (const stream of [child.stdout!, child.stderr!]) {
     readline.createInterface({ input: stream }).on('line', (line) => {
-      logs.push(line);
+      if (keepLogs) logs.push(line);
       for (const listener of listeners) listener(line);
     });
   }
