@@ -3,17 +3,18 @@
 // users' records dropped, a row ClickHouse refuses found by halving and dead-lettered,
 // records an unanswered insert stored recounted), one batch of dead letters, one
 // Redis mark. Each chunk learns its outcome; consumer.ts commits the loaded ones in
-// order. Every dependency call is retried (retrying) until it works or the chunks are
+// order. Every dependency call is retried (retry.ts) until it works or the chunks are
 // given up (a rebalance, a stop).
 import { isFenced, subjectKey } from '@otm/shared/rollups/fence';
 import type { KafkaMessage } from '@otm/shared/kafka';
 import type { Logger } from '@otm/shared/logger';
 import { deadLetterReason, type DeadLetter, type DeadLetterCode } from './dead-letter.js';
 import type { EncodedRow } from './encode-step.js';
-import { failureReason } from './failure-reason.js';
+import { loadableItems } from './loadable-items.js';
 import type { ChunkOutcome } from './load-gatherer.js';
 import { noneUnanswered, type IsolatedLoad, type Unanswered } from './load-step.js';
 import type { IngesterMetrics } from './metrics.js';
+import { Abandoned, retrying } from './retry.js';
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore } from './stage-ports.js';
 
 /** What a load unit uses: the stages, and the retry's backoff. */
@@ -28,12 +29,6 @@ export interface LoadContext {
   };
   options: { retryInitialMs: number; retryMaxMs: number };
 }
-
-const FULL_HINT =
-  'Redis is at maxmemory with noeviction: nothing is lost (offsets stay uncommitted until the keys are marked); raise maxmemory or lower DEDUPE_TTL_SECONDS';
-
-/** Thrown inside a retry loop when the batch must be given up (shutdown, rebalance). */
-export class Abandoned extends Error {}
 
 /** A unit holding a row of an interval whose rollup rows are being rebuilt (an erasure, a re-costing) waits. */
 class Fenced extends Error {
@@ -224,64 +219,6 @@ async function recountRollups(context: LoadContext, eventKeys: readonly string[]
   );
 }
 
-/** Retries an infrastructure call with capped exponential backoff until it works or the batch is abandoned. */
-export async function retrying<T>(
-  context: LoadContext,
-  what: string,
-  work: () => Promise<T>,
-  alive: () => boolean,
-  heartbeat: () => Promise<void>,
-): Promise<T> {
-  let delay = context.options.retryInitialMs;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await work();
-    } catch (error) {
-      if (error instanceof Abandoned) throw error;
-      const reason = failureReason(error);
-      // A step of the work may name its own dependency (the erasure lease is Redis inside the insert's retry).
-      const dependency = (error as { dependency?: string }).dependency ?? what;
-      context.deps.metrics.retries.inc({ dependency, reason });
-      if (attempt === 1 || attempt % 10 === 0) {
-        context.deps.logger.warn(
-          { dependency, reason, attempt, err: (error as Error).message, ...(reason === 'full' ? { hint: FULL_HINT } : {}) },
-          'dependency failed; retrying',
-        );
-      }
-    }
-    const until = Date.now() + delay;
-    while (Date.now() < until) {
-      if (!alive()) throw new Abandoned();
-      await new Promise((resolve) => setTimeout(resolve, Math.min(250, until - Date.now())));
-    }
-    await heartbeat().catch(() => undefined);
-    if (!alive()) throw new Abandoned();
-    delay = Math.min(delay * 2, context.options.retryMaxMs);
-  }
-}
-
-/**
- * The items a load unit inserts: one per event key that Redis has not seen, taken
- * from a decodedChunk still being loaded. A unit can hold the same records twice (a chunk
- * fetched before a rebalance, now given up, beside the same offsets fetched again
- * after it), and Redis's answer names the first occurrence: the one kept here is the
- * first occurrence among the live decodedChunks, so a given-up copy never stands in for the
- * copy that commits.
- */
-export function loadableItems<T>(items: readonly T[], fresh: readonly T[], live: (item: T) => boolean, keyOf: (item: T) => string): T[] {
-  const freshKeys = new Set(fresh.map(keyOf));
-  const taken = new Set<string>();
-  const loadable: T[] = [];
-  for (const item of items) {
-    const key = keyOf(item);
-    if (!live(item) || !freshKeys.has(key) || taken.has(key)) continue;
-    taken.add(key);
-    loadable.push(item);
-  }
-  return loadable;
-}
-
-/** The canary_probes row of a canary record: its probe id is the idempotency key the canary sent. */
 /** The gateway's request id of a message (its `x-request-id` header), when it has one. */
 export function requestIdOf(message: KafkaMessage): string | undefined {
   const header = message.headers?.['x-request-id'];

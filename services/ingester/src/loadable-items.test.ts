@@ -4,7 +4,7 @@
 // again; Redis named the given-up copy as the first occurrence, the live copy was
 // dropped as its duplicate and its offsets committed, and 344 records were lost).
 import { describe, expect, it } from 'vitest';
-import { loadableItems } from './load-unit.js';
+import { loadableItems } from './loadable-items.js';
 
 interface Item {
   key: string;
