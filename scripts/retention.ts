@@ -1,4 +1,5 @@
-// Applies the retention once, as every ingester does on its schedule (services/shared/src/rollups/retention.ts).
+// Applies the retention once, as every ingester does on its schedule
+// (services/shared/src/rollups/retention.ts).
 //   npm run retention [-- --dry-run] [-- --now 2026-11-23T00:00:00Z]
 // Reads RETENTION_* and the ClickHouse settings from the environment, like the ingester.
 import { Command } from 'commander';

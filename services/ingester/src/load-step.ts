@@ -7,8 +7,8 @@
 // insert whose outcome was unknown checks again. usage_io is looked up on its own, so
 // the two inserts can run at once. An insert into usage_events that ends without an
 // answer is noted (its query id, its event keys): its rows may be stored but not
-// counted by every rollup, and the caller has them recounted (rollups/repair.ts in the shared package) when
-// a later attempt finds them stored.
+// counted by every rollup, and the caller has them recounted (rollups/repair.ts in the
+// shared package) when a later attempt finds them stored.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from '@otm/shared/clickhouse-errors';

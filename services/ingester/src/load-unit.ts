@@ -112,8 +112,8 @@ export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadConte
       );
       if (live.length === 0 && !anyAlive()) throw new Abandoned();
       // The insert attempt holds a lease while it checks the erasures and inserts
-      // (rollups/fence.ts in the shared package): an erased user's records received before the erasure are
-      // dropped, never loaded nor dead-lettered.
+      // (rollups/fence.ts in the shared package): an erased user's records received
+      // before the erasure are dropped, never loaded nor dead-lettered.
       const check = await erasures
         .beginInsert(live.map((item) => ({ environment: item.row.environment, userId: item.row.userId })))
         .catch((error: unknown) => {
@@ -192,9 +192,9 @@ export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadConte
 }
 
 /**
- * Recounts the rollups of records an unanswered insert stored (rollups/repair.ts in the shared package): under
- * a fence of their days, each rollup group they fall in is compared with usage_events
- * and mended. Throws to be retried with the load (which then finds them stored again).
+ * Recounts the rollups of records an unanswered insert stored (rollups/repair.ts in
+ * the shared package): under a fence of their days, each rollup group they fall in is
+ * compared with usage_events and mended. Throws to be retried with the load (which then finds them stored again).
  */
 async function recountRollups(context: LoadContext, eventKeys: readonly string[], unanswered: Unanswered): Promise<void> {
   const started = performance.now();

@@ -72,7 +72,8 @@ export async function recost(
   const outcome = { fromMs, toMs, priceTableVersion: prices.version, pairs, rows: pairs.reduce((sum, pair) => sum + pair.rows, 0) };
   if (options.dryRun || pairs.length === 0) return outcome;
 
-  // The cost as the ingester's costUsd() (services/ingester/src/prices.ts) computes it, pair by pair, in the same order of operations.
+  // The cost as the ingester's costUsd() (services/ingester/src/prices.ts) computes it,
+  // pair by pair, in the same order of operations.
   const priced = pairs.filter((pair) => pair.price !== null);
   const isPair = (pair: RecostPair) => `(provider = ${sqlString(pair.provider)} AND model_id = ${sqlString(pair.model)})`;
   const input = 'toFloat64(assumeNotNull(input_tokens))';
