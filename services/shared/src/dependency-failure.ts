@@ -142,13 +142,32 @@ export function redisFailure(error: unknown, url: string): DependencyError {
  * Asks ClickHouse `SELECT 1` (in the configured database when `database` is given) and
  * throws a DependencyError saying why it did not answer.
  */
-export async function reachClickHouse(client: ClickHouseClient, url: string, database?: string): Promise<void> {
+/**
+ * How long the first question to ClickHouse may go unanswered. TLS spoken to its
+ * plaintext port usually fails at once, but when the handshake's random bytes hold no
+ * line end the server waits for the rest of an HTTP request line and the handshake for
+ * an answer, neither ever coming: without this bound a tool would sit out the client's
+ * request timeout (twice: a minute).
+ */
+export const REACH_TIMEOUT_MS = 10_000;
+
+export async function reachClickHouse(
+  client: ClickHouseClient,
+  url: string,
+  database?: string,
+  timeoutMs = REACH_TIMEOUT_MS,
+): Promise<void> {
+  const deadline = AbortSignal.timeout(timeoutMs);
   try {
     // A client with a database asks in it: one that does not exist is refused (code 81).
-    const result = await client.query({ query: 'SELECT 1 AS n', format: 'JSONEachRow' });
+    const result = await client.query({ query: 'SELECT 1 AS n', format: 'JSONEachRow', abort_signal: deadline });
     await result.json();
   } catch (error) {
-    throw clickhouseFailure(error, url, database);
+    throw clickhouseFailure(
+      deadline.aborted ? Object.assign(new Error(`timed out after ${timeoutMs} ms`), { code: 'ETIMEDOUT' }) : error,
+      url,
+      database,
+    );
   }
 }
 
