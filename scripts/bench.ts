@@ -16,6 +16,7 @@ import { benchRedaction } from './bench/sections/redaction.js';
 import { benchHostile } from './bench/sections/hostile.js';
 import { benchCodecs } from './bench/sections/codecs.js';
 import { benchAnalytics } from './bench/sections/analytics.js';
+import { benchKafkaClients } from './bench/sections/kafka-clients.js';
 import { writeReport } from './bench/report.js';
 
 // In this order: each section starts and stops its own services.
@@ -32,6 +33,7 @@ const sections: [string, () => Promise<void>][] = [
   ['hostile', benchHostile],
   ['codecs', benchCodecs],
   ['analytics', benchAnalytics],
+  ['kafkaClients', benchKafkaClients],
 ];
 for (const [name, run] of sections) if (section(name)) await run();
 await writeReport();

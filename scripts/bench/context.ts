@@ -30,7 +30,7 @@ export const options = new Command('bench')
   )
   .option(
     '--only <sections>',
-    'comma-separated subset: gateway,batch,produce,ingester,scaleOut,freshness,endToEnd,revocation,redaction,hostile,codecs,analytics (latest.json keeps the other figures)',
+    'comma-separated subset: gateway,batch,produce,ingester,scaleOut,freshness,endToEnd,revocation,redaction,hostile,codecs,analytics,kafkaClients (latest.json keeps the other figures)',
   )
   .parse(process.argv)
   .opts<{ quick?: boolean; runs: string; only?: string; profile?: boolean }>();
@@ -412,6 +412,7 @@ export const results: Record<string, Record<string, number | string | Figure | R
     'hostile',
     'codecs',
     'analytics',
+    'kafkaClients',
   ]
     .filter((key) => previous[key])
     .map((key) => [key, previous[key]]),

@@ -118,6 +118,13 @@ function renderMarkdown(data: Output): string {
     atFull.map((row) => row[key] / (atFirst.get(row.name)?.[key] ?? NaN)).filter(Number.isFinite);
   const ratios = [...ratiosOf('p50Ms'), ...ratiosOf('p95Ms')];
   const mb = (bytes: unknown) => f(Number(bytes) / 1_048_576, 1);
+  const kc = (data.kafkaClients ?? {}) as Record<string, any>;
+  const clientRows = ((kc.rows ?? []) as Record<string, any>[])
+    .map(
+      (row) =>
+        `| ${row.client} | ${range(row.produce1PerS)} | ${range(row.produce1CpuUs, 1)} µs | ${range(row.produce3PerS)} | ${range(row.produce3CpuUs, 1)} µs | ${range(row.consumePerS)} | ${range(row.consumeCpuUs, 1)} µs |`,
+    )
+    .join('\n');
   const analyticsRows = atFull
     .map((row) => {
       const small = atFirst.get(row.name) ?? {};
@@ -251,6 +258,19 @@ The tables at ${f(an.events)} events:
 | table | rows | on disk |
 | --- | --- | --- |
 ${tableRows || '| not measured | | |'}
+
+Kafka clients (\`--only kafkaClients\`): the patched kafkajs the services run on and
+@confluentinc/kafka-javascript (librdkafka, KafkaJS-compatible API; built by the bench
+against Debian's libraries), in one process, on the same broker, with the same
+${f(kc.records)} records (mean value ${f(kc.meanValueBytes)} B): produced as the gateway
+produces (batches of 1,000, acks from all replicas, idempotent, snappy, murmur2
+partitioning) with one batch in flight and with three; read as the ingester reads
+(eachBatch, each message's wire header and JSON parsed) from the same snappy topic. CPU
+is the process's per record, the client's own threads included${kc.error ? `. Not compared in this run: ${kc.error}` : ''}:
+
+| client | produce records/s | CPU per record | three batches in flight | CPU per record | read records/s | CPU per record |
+| --- | --- | --- | --- | --- | --- | --- |
+${clientRows || '| not measured | | | | | | |'}
 
 Targets, as measured by this run:
 

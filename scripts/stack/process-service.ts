@@ -40,20 +40,24 @@ export function onPath(binary: string): boolean {
 }
 
 let aptUpdated = false;
-/** Debian packages the stack needs, installed with apt when their binary is missing. */
-export function ensureDebianPackage(binary: string, pkg: string): void {
-  if (onPath(binary)) return;
+/** Installs Debian packages with apt (the package lists updated once per process). */
+export function aptInstall(packages: string[]): void {
   const sudo = process.getuid?.() === 0 ? [] : ['sudo'];
   const apt = (args: string[]) => {
     const command = [...sudo, 'env', 'DEBIAN_FRONTEND=noninteractive', 'apt-get', ...args];
     run(command[0]!, command.slice(1));
   };
-  console.log(`installing ${pkg} (apt-get) ...`);
+  console.log(`installing ${packages.join(' ')} (apt-get) ...`);
   if (!aptUpdated) {
     apt(['update', '-q']);
     aptUpdated = true;
   }
-  apt(['install', '-y', '-q', '--no-install-recommends', pkg]);
+  apt(['install', '-y', '-q', '--no-install-recommends', ...packages]);
+}
+
+/** Debian packages the stack needs, installed with apt when their binary is missing. */
+export function ensureDebianPackage(binary: string, pkg: string): void {
+  if (!onPath(binary)) aptInstall([pkg]);
 }
 
 export function pomProperty(config: StackConfig, name: string): string {

@@ -1,0 +1,198 @@
+// 13. Kafka clients ------------------------------------------------------------------
+// The patched kafkajs the services run on against @confluentinc/kafka-javascript
+// (librdkafka, KafkaJS-compatible API), in this process, on the same broker, with the
+// same records, in the shapes the services use them: the gateway's produce (batches of
+// 1,000 real records, acks from all replicas, idempotent, snappy, the Java client's
+// murmur2 partitioning), one batch in flight and three; the ingester's read (eachBatch
+// over a snappy topic, each message's wire header read and its JSON parsed). Records/s
+// and this process's CPU per record (librdkafka's threads included).
+import { buildQueuedRecordSchema } from '@otm/schemas';
+import { COMPRESSION_TYPES, createDurableProducer, ensureTopic } from '@otm/shared/kafka';
+import { createRegistry, decodeWire, encodeWire, registerJsonSchema } from '@otm/shared/registry';
+import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
+import { addresses, figure, kafka, log, results, runId, runs, scale, stack } from '../context.js';
+import { alternativeKafkaClient } from '../alternative-kafka-client.js';
+
+interface Message {
+  key: string;
+  value: Buffer;
+}
+
+/** What each client is asked to do; each phase reports records/s and CPU µs per record. */
+interface ClientUnderTest {
+  name: string;
+  produce(topic: string, messages: Message[], inFlight: number): Promise<void>;
+  consume(topic: string, groupId: string, count: number): Promise<void>;
+}
+
+const BATCH = 1000;
+
+/** Sends `messages` in batches of BATCH, `inFlight` batches at a time. */
+async function sendAll(messages: Message[], inFlight: number, send: (batch: Message[]) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < messages.length) {
+        const start = next;
+        next += BATCH;
+        await send(messages.slice(start, start + BATCH));
+      }
+    }),
+  );
+}
+
+/** The ingester's per-message work, for both clients alike. */
+function read(value: Buffer | null): void {
+  const wire = decodeWire(value);
+  if (wire.ok) JSON.parse(wire.json);
+}
+
+const kafkajsClient: ClientUnderTest = {
+  name: 'kafkajs 2.2.4 (patched)',
+  async produce(topic, messages, inFlight) {
+    // As the gateway runs it: one producer per batch in flight (ProducerHandle).
+    const producers = Array.from({ length: inFlight }, () => createDurableProducer(kafka, { retries: 2, maxRetryTimeMs: 5000 }));
+    await Promise.all(producers.map((producer) => producer.connect()));
+    let turn = 0;
+    await sendAll(messages, inFlight, (batch) =>
+      producers[turn++ % inFlight]!.send({ topic, acks: -1, compression: COMPRESSION_TYPES.snappy, messages: batch }),
+    );
+    await Promise.all(producers.map((producer) => producer.disconnect()));
+  },
+  async consume(topic, groupId, count) {
+    const consumer = kafka.consumer({ groupId, maxBytesPerPartition: 16 * 1024 * 1024, maxWaitTimeInMs: 250 });
+    await consumer.connect();
+    await consumer.subscribe({ topic, fromBeginning: true });
+    let seen = 0;
+    await new Promise<void>((resolve) => {
+      void consumer.run({
+        eachBatch: async ({ batch }) => {
+          for (const message of batch.messages) read(message.value);
+          seen += batch.messages.length;
+          if (seen >= count) resolve();
+        },
+      });
+    });
+    await consumer.disconnect();
+  },
+};
+
+function confluentClient(KafkaJS: any, version: string): ClientUnderTest {
+  const client = new KafkaJS.Kafka({ kafkaJS: { brokers: addresses.KAFKA_BROKERS.split(','), logLevel: KafkaJS.logLevel.ERROR } });
+  return {
+    name: `@confluentinc/kafka-javascript ${version} (librdkafka)`,
+    async produce(topic, messages, inFlight) {
+      // One producer: librdkafka pipelines the batches in flight on its own connections.
+      const producer = client.producer({
+        kafkaJS: { idempotent: true, acks: -1, compression: KafkaJS.CompressionTypes.SNAPPY },
+        partitioner: 'murmur2_random',
+      });
+      await producer.connect();
+      await sendAll(messages, inFlight, (batch) => producer.send({ topic, messages: batch }));
+      await producer.disconnect();
+    },
+    async consume(topic, groupId, count) {
+      // Batches as large as a fetch holds (its default is 32 messages a call).
+      const consumer = client.consumer({ kafkaJS: { groupId, fromBeginning: true }, 'js.consumer.max.batch.size': -1 });
+      await consumer.connect();
+      await consumer.subscribe({ topic });
+      let seen = 0;
+      await new Promise<void>((resolve) => {
+        void consumer.run({
+          eachBatch: async ({ batch }: { batch: { messages: { value: Buffer | null }[] } }) => {
+            for (const message of batch.messages) read(message.value);
+            seen += batch.messages.length;
+            if (seen >= count) resolve();
+          },
+        });
+      });
+      await consumer.disconnect();
+    },
+  };
+}
+
+/** Records/s and CPU µs per record of one phase. */
+async function timed(count: number, work: () => Promise<void>): Promise<{ perS: number; cpuUs: number }> {
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  await work();
+  const seconds = (performance.now() - started) / 1000;
+  const used = process.cpuUsage(cpu);
+  return { perS: count / seconds, cpuUs: (used.user + used.system) / count };
+}
+
+export async function benchKafkaClients(): Promise<void> {
+  log('13. Kafka clients: the patched kafkajs vs @confluentinc/kafka-javascript (librdkafka), same broker, same records');
+  let alternative: ClientUnderTest;
+  try {
+    const { KafkaJS, version } = alternativeKafkaClient(stack.dir);
+    alternative = confluentClient(KafkaJS, version);
+  } catch (error) {
+    log(`   ${(error as Error).message}: not compared`);
+    results.kafkaClients = { error: (error as Error).message };
+    return;
+  }
+  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
+  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
+  const messages: Message[] = queuedRecords(sampleUsageRecords(scale.produceRecords, { seed: 13 }), {
+    eventKey: (i) => `kc-${runId}-${i}`,
+  }).map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
+
+  const clients = [kafkajsClient, alternative];
+  const phases = ['produce1', 'produce3', 'consume'] as const;
+  const samples = new Map(
+    clients.map((client) => [
+      client.name,
+      Object.fromEntries(phases.map((phase) => [phase, { perS: [] as number[], cpuUs: [] as number[] }])),
+    ]),
+  );
+  for (let run = 0; run < runs; run++) {
+    // Each run starts with the other client, so that drift in the broker favours neither.
+    const order = run % 2 === 0 ? clients : [...clients].reverse();
+    let readTopic = '';
+    for (const client of order) {
+      for (const inFlight of [1, 3]) {
+        const topic = `bench.clients.${runId}.${run}.${client === kafkajsClient ? 'kafkajs' : 'librdkafka'}.${inFlight}`;
+        await ensureTopic(kafka, topic, 6);
+        // Fresh objects each time: librdkafka's layer writes into the messages it is given.
+        const copies = messages.map(({ key, value }) => ({ key, value }));
+        const figure = await timed(messages.length, () => client.produce(topic, copies, inFlight));
+        const phase = samples.get(client.name)![inFlight === 1 ? 'produce1' : 'produce3']!;
+        phase.perS.push(figure.perS);
+        phase.cpuUs.push(figure.cpuUs);
+        // Both read the same topic: the one kafkajs wrote with one batch in flight.
+        if (client === kafkajsClient && inFlight === 1) readTopic = topic;
+      }
+    }
+    for (const client of order) {
+      const figure = await timed(messages.length, () =>
+        client.consume(readTopic, `bench-clients-${runId}-${run}-${client.name.length}`, messages.length),
+      );
+      const phase = samples.get(client.name)!.consume!;
+      phase.perS.push(figure.perS);
+      phase.cpuUs.push(figure.cpuUs);
+    }
+    for (const client of clients) {
+      const of = samples.get(client.name)!;
+      log(
+        `   run ${run + 1}: ${client.name}: produce ${of.produce1!.perS.at(-1)!.toFixed(0)}/s (${of.produce1!.cpuUs.at(-1)!.toFixed(1)} µs CPU), three in flight ${of.produce3!.perS.at(-1)!.toFixed(0)}/s (${of.produce3!.cpuUs.at(-1)!.toFixed(1)} µs), read ${of.consume!.perS.at(-1)!.toFixed(0)}/s (${of.consume!.cpuUs.at(-1)!.toFixed(1)} µs)`,
+      );
+    }
+  }
+  results.kafkaClients = {
+    records: messages.length,
+    meanValueBytes: Math.round(messages.reduce((sum, message) => sum + message.value.length, 0) / messages.length),
+    rows: clients.map((client) => {
+      const of = samples.get(client.name)!;
+      return {
+        client: client.name,
+        ...Object.fromEntries(
+          phases.flatMap((phase) => [
+            [`${phase}PerS`, figure(of[phase]!.perS)],
+            [`${phase}CpuUs`, figure(of[phase]!.cpuUs)],
+          ]),
+        ),
+      };
+    }),
+  };
+}
