@@ -7,7 +7,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildQueuedRecordSchema, type QueuedUsageRecord } from '@otm/schemas';
-import { createKafka, defaultPartition, ensureTopic } from '@otm/shared/kafka';
+import { createKafka, ensureTopic, keyPartition } from '@otm/shared/kafka';
 import { createRegistry, registerJsonSchema } from '@otm/shared/registry';
 import { queuedRecords, sampleUsageRecords } from './fixtures/sample-records.js';
 import { produceQueued } from './helpers/produce.js';
@@ -138,7 +138,7 @@ describe('examples/python-producer', () => {
     // Keys partitioned as the gateways partition them (kafkajs's murmur2 default).
     const onTopic = await readTopic(n.topic, (found) => found.length === 30);
     for (const message of onTopic) {
-      expect(message.partition, message.key).toBe(defaultPartition(n.topic, message.key, 3));
+      expect(message.partition, message.key).toBe(keyPartition(message.key, 3));
       expect(message.schemaId).toBe(schemaId);
       expect(message.headers?.['x-schema-id']?.toString()).toBe(String(schemaId));
       expect(message.headers?.['content-type']?.toString()).toBe('application/json; framing=schema-registry');

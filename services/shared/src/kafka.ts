@@ -491,8 +491,3 @@ export async function setTopicSettings(kafka: Kafka, topic: string, settings: Re
     await admin.disconnect();
   }
 }
-
-/** The partition Kafka's default partitioner (murmur2 of the key, as the Java client's) gives `key` among `partitions`. */
-export function defaultPartition(_topic: string, key: string, partitions: number): number {
-  return keyPartition(key, partitions);
-}
