@@ -151,6 +151,27 @@ describe('command-line tools, a ClickHouse that never answers', () => {
     // The probe's bound is 10 s; the request timeout it replaces was 30 s, sat out twice.
     expect(Date.now() - started).toBeLessThan(25_000);
   }, 30_000);
+
+  it('the ingester over HTTPS ends with one fatal line "no answer" within the probe bound, not the migration timeout', async () => {
+    const { port } = silent.address() as AddressInfo;
+    const started = Date.now();
+    const { code, stdout } = await run('services/ingester/src/server.ts', [], {
+      METRICS_PORT: '0',
+      CLICKHOUSE_URL: `https://127.0.0.1:${port}`,
+    });
+    const fatal = stdout
+      .split('\n')
+      .filter((text) => text.startsWith('{'))
+      .map((text) => JSON.parse(text) as { level: number; msg: string })
+      .filter((entry) => entry.level === 60)
+      .map((entry) => entry.msg);
+    expect(fatal, stdout).toEqual([
+      `ClickHouse: no answer from https://127.0.0.1:${port} (TLS to a plaintext port?); check CLICKHOUSE_URL`,
+    ]);
+    expect(code).toBe(1);
+    // Before the probe it waited out the migration's request timeout (300 s).
+    expect(Date.now() - started).toBeLessThan(25_000);
+  }, 45_000);
 });
 
 const services: { name: string; service: string; env: Record<string, string>; line: RegExp }[] = [

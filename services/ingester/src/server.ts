@@ -20,7 +20,15 @@ import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { backfillRollups, isFullyBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
 import { randomUUID } from 'node:crypto';
 import { migrate, requireMigrated } from '@otm/shared/migrate';
-import { DependencyError, clickhouseFailure, connectRedis, exitIfRefused, kafkaFailure, startStep } from '@otm/shared/dependency-failure';
+import {
+  DependencyError,
+  clickhouseFailure,
+  connectRedis,
+  exitIfRefused,
+  kafkaFailure,
+  reachClickHouse,
+  startStep,
+} from '@otm/shared/dependency-failure';
 import { PriceTable } from './prices.js';
 import { applyRetention, retentionPolicyFrom } from '@otm/shared/rollups/retention';
 import { FreshnessCanary } from './canary.js';
@@ -42,17 +50,23 @@ const clickhouse = createClickHouse(clickhouseSettings);
 // and the variables to fix (dependency-failure.ts).
 await startStep(
   logger,
-  () =>
-    config.MIGRATE_ON_START
-      ? migrate(
-          server,
-          migrating,
-          config.CLICKHOUSE_DATABASE,
-          (line) => logger.info(line),
-          clickhouseSettings.cluster,
-          config.INGEST_MIGRATIONS_UP_TO || undefined,
-        ).then(() => undefined)
-      : requireMigrated(migrating, config.CLICKHOUSE_DATABASE),
+  async () => {
+    // Reached first within a bound of seconds: the migration's own statements may take
+    // minutes, and a server that never answers would be waited on for as long.
+    if (!config.MIGRATE_ON_START) {
+      await reachClickHouse(clickhouse, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE);
+      return requireMigrated(migrating, config.CLICKHOUSE_DATABASE);
+    }
+    await reachClickHouse(server, config.CLICKHOUSE_URL);
+    await migrate(
+      server,
+      migrating,
+      config.CLICKHOUSE_DATABASE,
+      (line) => logger.info(line),
+      clickhouseSettings.cluster,
+      config.INGEST_MIGRATIONS_UP_TO || undefined,
+    );
+  },
   (error) => (error instanceof DependencyError ? error : clickhouseFailure(error, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE)),
 );
 await server.close();
