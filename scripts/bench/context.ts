@@ -292,19 +292,34 @@ export async function startQuiet(
 }
 
 /** Fills `topic` with `count` queued records in the gateway's wire format, keyed by `keyOf`, in chunks of 10,000. */
+let wireSchemaId: Promise<number> | undefined;
+/**
+ * `count` sample records as the gateway produces them: keyed by their event key, the
+ * value in the schema registry's wire format.
+ */
+export async function wireMessages(
+  count: number,
+  options: { seed: number; startMs?: number },
+  keyOf: (index: number) => string,
+): Promise<{ key: string; value: Buffer }[]> {
+  const schemaId = await (wireSchemaId ??= registerJsonSchema(
+    createRegistry(addresses.SCHEMA_REGISTRY_URL),
+    'telemetry.usage.v1-value',
+    buildQueuedRecordSchema(),
+  ));
+  const records: QueuedUsageRecord[] = queuedRecords(sampleUsageRecords(count, options), { eventKey: keyOf });
+  return records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
+}
+
 export async function prefillTopic(topic: string, partitions: number, count: number, keyOf: (index: number) => string): Promise<void> {
   await ensureTopic(kafka, topic, partitions);
-  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
-  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
   const producer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
   await producer.connect();
   const chunk = 10_000;
   for (let start = 0; start < count; start += chunk) {
-    const records: QueuedUsageRecord[] = queuedRecords(
-      sampleUsageRecords(Math.min(chunk, count - start), { seed: start + 1, startMs: Date.now() - 3600_000 }),
-      { eventKey: (i) => keyOf(start + i) },
+    const encoded = await wireMessages(Math.min(chunk, count - start), { seed: start + 1, startMs: Date.now() - 3600_000 }, (i) =>
+      keyOf(start + i),
     );
-    const encoded = records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
     for (let offset = 0; offset < encoded.length; offset += 1000) {
       await producer.send({ topic, acks: -1, messages: encoded.slice(offset, offset + 1000) });
     }

@@ -6,11 +6,9 @@
 // murmur2 partitioning), one batch in flight and three; the ingester's read (eachBatch
 // over a snappy topic, each message's wire header read and its JSON parsed). Records/s
 // and this process's CPU per record (librdkafka's threads included).
-import { buildQueuedRecordSchema } from '@otm/schemas';
 import { COMPRESSION_TYPES, createDurableProducer, ensureTopic } from '@otm/shared/kafka';
-import { createRegistry, decodeWire, encodeWire, registerJsonSchema } from '@otm/shared/registry';
-import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
-import { addresses, figure, kafka, log, results, runId, runs, scale, stack } from '../context.js';
+import { decodeWire } from '@otm/shared/registry';
+import { addresses, figure, kafka, log, results, runId, runs, scale, stack, wireMessages } from '../context.js';
 import { alternativeKafkaClient } from '../alternative-kafka-client.js';
 
 interface Message {
@@ -21,21 +19,23 @@ interface Message {
 /** What each client is asked to do; each phase reports records/s and CPU µs per record. */
 interface ClientUnderTest {
   name: string;
+  /** Short, for topic and group names. */
+  tag: 'kafkajs' | 'librdkafka';
   produce(topic: string, messages: Message[], inFlight: number): Promise<void>;
   consume(topic: string, groupId: string, count: number): Promise<void>;
 }
 
 const BATCH = 1000;
 
-/** Sends `messages` in batches of BATCH, `inFlight` batches at a time. */
-async function sendAll(messages: Message[], inFlight: number, send: (batch: Message[]) => Promise<unknown>): Promise<void> {
+/** Sends `messages` in batches of BATCH, `inFlight` batches at a time; `sender` says which of the senders sent a batch. */
+async function sendAll(messages: Message[], inFlight: number, send: (batch: Message[], sender: number) => Promise<unknown>): Promise<void> {
   let next = 0;
   await Promise.all(
-    Array.from({ length: inFlight }, async () => {
+    Array.from({ length: inFlight }, async (_, sender) => {
       while (next < messages.length) {
         const start = next;
         next += BATCH;
-        await send(messages.slice(start, start + BATCH));
+        await send(messages.slice(start, start + BATCH), sender);
       }
     }),
   );
@@ -49,13 +49,14 @@ function read(value: Buffer | null): void {
 
 const kafkajsClient: ClientUnderTest = {
   name: 'kafkajs 2.2.4 (patched)',
+  tag: 'kafkajs',
   async produce(topic, messages, inFlight) {
     // As the gateway runs it: one producer per batch in flight (ProducerHandle).
     const producers = Array.from({ length: inFlight }, () => createDurableProducer(kafka, { retries: 2, maxRetryTimeMs: 5000 }));
     await Promise.all(producers.map((producer) => producer.connect()));
-    let turn = 0;
-    await sendAll(messages, inFlight, (batch) =>
-      producers[turn++ % inFlight]!.send({ topic, acks: -1, compression: COMPRESSION_TYPES.snappy, messages: batch }),
+    // Each sender keeps to its own producer: an idempotent kafkajs producer takes one batch at a time.
+    await sendAll(messages, inFlight, (batch, sender) =>
+      producers[sender]!.send({ topic, acks: -1, compression: COMPRESSION_TYPES.snappy, messages: batch }),
     );
     await Promise.all(producers.map((producer) => producer.disconnect()));
   },
@@ -81,6 +82,7 @@ function confluentClient(KafkaJS: any, version: string): ClientUnderTest {
   const client = new KafkaJS.Kafka({ kafkaJS: { brokers: addresses.KAFKA_BROKERS.split(','), logLevel: KafkaJS.logLevel.ERROR } });
   return {
     name: `@confluentinc/kafka-javascript ${version} (librdkafka)`,
+    tag: 'librdkafka',
     async produce(topic, messages, inFlight) {
       // One producer: librdkafka pipelines the batches in flight on its own connections.
       const producer = client.producer({
@@ -132,11 +134,7 @@ export async function benchKafkaClients(): Promise<void> {
     results.kafkaClients = { error: (error as Error).message };
     return;
   }
-  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
-  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
-  const messages: Message[] = queuedRecords(sampleUsageRecords(scale.produceRecords, { seed: 13 }), {
-    eventKey: (i) => `kc-${runId}-${i}`,
-  }).map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
+  const messages: Message[] = await wireMessages(scale.produceRecords, { seed: 13 }, (i) => `kc-${runId}-${i}`);
 
   const clients = [kafkajsClient, alternative];
   const phases = ['produce1', 'produce3', 'consume'] as const;
@@ -146,31 +144,32 @@ export async function benchKafkaClients(): Promise<void> {
       Object.fromEntries(phases.map((phase) => [phase, { perS: [] as number[], cpuUs: [] as number[] }])),
     ]),
   );
+  const note = (client: ClientUnderTest, phase: (typeof phases)[number], measured: { perS: number; cpuUs: number }) => {
+    const of = samples.get(client.name)![phase]!;
+    of.perS.push(measured.perS);
+    of.cpuUs.push(measured.cpuUs);
+  };
   for (let run = 0; run < runs; run++) {
     // Each run starts with the other client, so that drift in the broker favours neither.
     const order = run % 2 === 0 ? clients : [...clients].reverse();
     let readTopic = '';
     for (const client of order) {
       for (const inFlight of [1, 3]) {
-        const topic = `bench.clients.${runId}.${run}.${client === kafkajsClient ? 'kafkajs' : 'librdkafka'}.${inFlight}`;
+        const topic = `bench.clients.${runId}.${run}.${client.tag}.${inFlight}`;
         await ensureTopic(kafka, topic, 6);
         // Fresh objects each time: librdkafka's layer writes into the messages it is given.
         const copies = messages.map(({ key, value }) => ({ key, value }));
-        const figure = await timed(messages.length, () => client.produce(topic, copies, inFlight));
-        const phase = samples.get(client.name)![inFlight === 1 ? 'produce1' : 'produce3']!;
-        phase.perS.push(figure.perS);
-        phase.cpuUs.push(figure.cpuUs);
+        note(client, inFlight === 1 ? 'produce1' : 'produce3', await timed(messages.length, () => client.produce(topic, copies, inFlight)));
         // Both read the same topic: the one kafkajs wrote with one batch in flight.
         if (client === kafkajsClient && inFlight === 1) readTopic = topic;
       }
     }
     for (const client of order) {
-      const figure = await timed(messages.length, () =>
-        client.consume(readTopic, `bench-clients-${runId}-${run}-${client.name.length}`, messages.length),
+      note(
+        client,
+        'consume',
+        await timed(messages.length, () => client.consume(readTopic, `bench-clients-${runId}-${run}-${client.tag}`, messages.length)),
       );
-      const phase = samples.get(client.name)!.consume!;
-      phase.perS.push(figure.perS);
-      phase.cpuUs.push(figure.cpuUs);
     }
     for (const client of clients) {
       const of = samples.get(client.name)!;

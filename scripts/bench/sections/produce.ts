@@ -1,22 +1,12 @@
 // 2. Produce path ------------------------------------------------------------------
-import { buildQueuedRecordSchema } from '@otm/schemas';
 import { createDurableProducer, ensureTopic } from '@otm/shared/kafka';
-import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
 import { ProduceBatcher } from '../../../services/gateway/src/produce-batcher.js';
 import { ProducerHandle } from '../../../services/gateway/src/producer-handle.js';
-import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
-import { runs, scale, addresses, runId, log, figure, kafka, results } from '../context.js';
+import { runs, scale, runId, log, figure, kafka, results, wireMessages } from '../context.js';
 
 export async function benchProduce(): Promise<void> {
   log('2. produce path: the gateway batcher vs kafkajs sendBatch in large batches');
-  const registry = createRegistry(addresses.SCHEMA_REGISTRY_URL);
-  const schemaId = await registerJsonSchema(registry, 'telemetry.usage.v1-value', buildQueuedRecordSchema());
-  const messages = queuedRecords(sampleUsageRecords(scale.produceRecords, { seed: 7 }), { eventKey: (i) => `p-${runId}-${i}` }).map(
-    (record) => ({
-      key: record.meta.eventKey,
-      value: encodeWire(schemaId, JSON.stringify(record)),
-    }),
-  );
+  const messages = await wireMessages(scale.produceRecords, { seed: 7 }, (i) => `p-${runId}-${i}`);
   const batcherRates: number[] = [];
   const baselineRates: number[] = [];
   for (let run = 0; run < runs; run++) {
