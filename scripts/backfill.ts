@@ -1,6 +1,6 @@
 // Copies the records stored before migrations 0008 and 0009 into their rollups
-// (services/shared/src/rollups/backfill.ts),
-// as every ingester does by itself at start; resumable, with its progress printed:
+// (services/shared/src/rollups/backfill.ts), as every ingester does by itself at start;
+// resumable, with its progress printed:
 //   npm run backfill
 // Reads the ClickHouse and Redis settings from the environment, like the ingester.
 import { Command } from 'commander';

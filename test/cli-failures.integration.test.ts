@@ -37,6 +37,16 @@ function run(
   });
 }
 
+/** The messages of a service's fatal log lines (pino level 60). */
+function fatalLines(stdout: string): string[] {
+  return stdout
+    .split('\n')
+    .filter((text) => text.startsWith('{'))
+    .map((text) => JSON.parse(text) as { level: number; msg: string })
+    .filter((entry) => entry.level === 60)
+    .map((entry) => entry.msg);
+}
+
 const cases: { name: string; script: string; args: string[]; env: Record<string, string>; line: RegExp }[] = [
   {
     name: 'keys, Redis refused',
@@ -133,7 +143,7 @@ describe('command-line tools, dependencies they cannot use', () => {
   );
 });
 
-describe('command-line tools, a ClickHouse that never answers', () => {
+describe('a ClickHouse that never answers: the tools and the ingester give up within the probe bound', () => {
   // Accepts and reads, never writes: the TLS handshake (or an HTTP request) waits forever.
   const silent = net.createServer((socket) => socket.on('data', () => undefined));
   beforeAll(() => new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve)));
@@ -159,13 +169,7 @@ describe('command-line tools, a ClickHouse that never answers', () => {
       METRICS_PORT: '0',
       CLICKHOUSE_URL: `https://127.0.0.1:${port}`,
     });
-    const fatal = stdout
-      .split('\n')
-      .filter((text) => text.startsWith('{'))
-      .map((text) => JSON.parse(text) as { level: number; msg: string })
-      .filter((entry) => entry.level === 60)
-      .map((entry) => entry.msg);
-    expect(fatal, stdout).toEqual([
+    expect(fatalLines(stdout), stdout).toEqual([
       `ClickHouse: no answer from https://127.0.0.1:${port} (TLS to a plaintext port?); check CLICKHOUSE_URL`,
     ]);
     expect(code).toBe(1);
@@ -211,16 +215,9 @@ describe('services, dependencies they cannot use at start', () => {
         PORT: '0',
         ...env,
       });
-      const fatal = stdout
-        .split('\n')
-        .filter((text) => text.startsWith('{'))
-        .map((text) => JSON.parse(text) as { level: number; msg: string })
-        .filter((entry) => entry.level === 60);
-      expect(
-        fatal.map((entry) => entry.msg),
-        stdout + stderr,
-      ).toHaveLength(1);
-      expect(fatal[0]!.msg).toMatch(line);
+      const fatal = fatalLines(stdout);
+      expect(fatal, stdout + stderr).toHaveLength(1);
+      expect(fatal[0]).toMatch(line);
       expect(stderr).not.toMatch(/Unhandled error event|^\s+at /m);
       expect(code).toBe(1);
     },

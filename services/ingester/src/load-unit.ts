@@ -194,7 +194,8 @@ export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadConte
 /**
  * Recounts the rollups of records an unanswered insert stored (rollups/repair.ts in
  * the shared package): under a fence of their days, each rollup group they fall in is
- * compared with usage_events and mended. Throws to be retried with the load (which then finds them stored again).
+ * compared with usage_events and mended. Throws to be retried with the load (which
+ * then finds them stored again).
  */
 async function recountRollups(context: LoadContext, eventKeys: readonly string[], unanswered: Unanswered): Promise<void> {
   const started = performance.now();

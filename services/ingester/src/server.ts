@@ -235,8 +235,8 @@ const retentionTimers = [
 for (const timer of retentionTimers) timer.unref();
 
 // The backfill of the rollups of migrations 0008 and 0009
-// (services/shared/src/rollups/backfill.ts): by one ingester at a
-// time (a lock in Redis), beside consuming, at start and every 10 minutes until done.
+// (services/shared/src/rollups/backfill.ts): by one ingester at a time (a lock in
+// Redis), beside consuming, at start and every 10 minutes until done.
 const backfillRun = async () => {
   if (await isFullyBackfilled(clickhouse).catch(() => false)) {
     clearInterval(backfillTimer);

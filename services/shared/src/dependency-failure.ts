@@ -139,10 +139,6 @@ export function redisFailure(error: unknown, url: string): DependencyError {
 }
 
 /**
- * Asks ClickHouse `SELECT 1` (in the configured database when `database` is given) and
- * throws a DependencyError saying why it did not answer.
- */
-/**
  * How long the first question to ClickHouse may go unanswered. TLS spoken to its
  * plaintext port usually fails at once, but when the handshake's random bytes hold no
  * line end the server waits for the rest of an HTTP request line and the handshake for
@@ -151,6 +147,10 @@ export function redisFailure(error: unknown, url: string): DependencyError {
  */
 export const REACH_TIMEOUT_MS = 10_000;
 
+/**
+ * Asks ClickHouse `SELECT 1` (in the configured database when `database` is given) and
+ * throws a DependencyError saying why it did not answer within `timeoutMs`.
+ */
 export async function reachClickHouse(
   client: ClickHouseClient,
   url: string,
