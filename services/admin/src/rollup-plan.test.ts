@@ -142,7 +142,9 @@ describe('planQuery', () => {
       ['usage_latency_by_hour', 738, 740],
     ]);
     // By environment (no quarter-day table) or before 0010's backfill: hours, as before.
-    expect(tables({ ...models, dimensions: ['model', 'environment'], fromS: 15 * H, toS: D + 15 * H })).toEqual(['usage_latency_env_by_hour']);
+    expect(tables({ ...models, dimensions: ['model', 'environment'], fromS: 15 * H, toS: D + 15 * H })).toEqual([
+      'usage_latency_env_by_hour',
+    ]);
     expect(tables({ ...models, dimensions: [], fromS: 15 * H, toS: D + 15 * H })).toEqual(['usage_latency_total_by_hour']);
     expect(tables({ ...models, backfilled: BEFORE_0010, fromS: 15 * H, toS: D + 15 * H })).toEqual(['usage_latency_by_hour']);
     // Hourly buckets never read quarter days; daily ones read whole days.
