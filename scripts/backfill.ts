@@ -1,4 +1,4 @@
-// Copies the records stored before migrations 0008 to 0010 into their rollups
+// Copies the records stored before migrations 0008 and 0009 into their rollups
 // (services/shared/src/rollups/backfill.ts), as every ingester does by itself at start;
 // resumable, with its progress printed:
 //   npm run backfill
@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 
 new Command('backfill')
   .description(
-    'Copy the records stored before migrations 0008 to 0010 into their rollups, day ranges under a fence, resumable (CLICKHOUSE_* and REDIS_* variables say where)',
+    'Copy the records stored before migrations 0008 and 0009 into their rollups, day ranges under a fence, resumable (CLICKHOUSE_* and REDIS_* variables say where)',
   )
   .parse(process.argv);
 

@@ -12,7 +12,7 @@
 //
 // The events of a month arrive over a month, and ClickHouse merges each rollup's parts
 // in the background meanwhile; generated in minutes, they leave many parts unmerged.
-// Before the queries are timed, the hour, quarter-day, day and per-user rollups are merged
+// Before the queries are timed, the hour, day and per-user rollups are merged
 // (OPTIMIZE … FINAL, timed and reported) as that month of background merges would have
 // done; usage_events, usage_events_by_user and the minute rollups stay as generated.
 //
@@ -174,7 +174,7 @@ export async function benchAnalytics(): Promise<void> {
     return timed;
   };
   const all = () => [...RANGES.flatMap(shapes), ...RANGES.flatMap(pageRequests)];
-  /** Merges the hour, quarter-day, day and per-user rollups; the seconds it took and their rows before and after. */
+  /** Merges the hour, day and per-user rollups; the seconds it took and their rows before and after. */
   const settle = async () => {
     const merged = SCALED_ROLLUPS.filter(({ seconds }) => seconds >= 3600).map(({ table }) => table);
     const rows = async () => {

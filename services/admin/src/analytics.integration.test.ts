@@ -223,55 +223,6 @@ describe('rollups', () => {
     expect(checked).toBeGreaterThanOrEqual(3);
   });
 
-  it('latency by model without buckets over whole quarter days (the rollup of migration 0010) equals the raw rows', async () => {
-    // From the quarter day (six UTC hours) before the first record to the one after the
-    // last: shorter than a day, so every piece is a quarter day of usage_latency_by_quarter_day.
-    const QUARTER_MS = 21_600_000;
-    const fromMs = Math.floor((startMs - 3600_000) / QUARTER_MS) * QUARTER_MS;
-    const toMs = Math.ceil((Date.now() + 60_000) / QUARTER_MS) * QUARTER_MS;
-    const answer = await httpRequest(
-      `${admin.url}/v1/analytics/latency?from=${new Date(fromMs).toISOString()}&to=${new Date(toMs).toISOString()}&bucket=none&groupBy=provider,model`,
-      { headers: auth },
-    );
-    expect(answer.status, answer.text).toBe(200);
-    await clickhouse.command({ query: 'SYSTEM FLUSH LOGS' });
-    const [logged] = await queryRows<{ query: string }>(
-      clickhouse,
-      `SELECT query FROM system.query_log WHERE query_id = '${String(answer.headers['x-request-id'])}' AND type = 2`,
-    );
-    expect(logged?.query).toContain('usage_latency_by_quarter_day');
-    expect(logged?.query).not.toContain('usage_latency_by_hour');
-    const raw = await queryRows<{ key: string; requests: string; latency: number[]; ttft: number[] }>(
-      clickhouse,
-      `SELECT concat(provider, '/', model_id) AS key, count() AS requests,
-              quantilesIf(0.5, 0.9, 0.99)(ifNull(latency_ms, 0), isNotNull(latency_ms)) AS latency,
-              quantilesIf(0.5, 0.9, 0.99)(ifNull(ttft_ms, 0), isNotNull(ttft_ms)) AS ttft
-       FROM (SELECT event_key, any(provider) AS provider, any(model_id) AS model_id, any(latency_ms) AS latency_ms,
-                    any(ttft_ms) AS ttft_ms FROM usage_events GROUP BY event_key)
-       GROUP BY key ORDER BY key`,
-    );
-    const got = (answer.body.rows as Record<string, any>[])
-      .map((row): Record<string, any> => ({ ...row, key: `${row.provider}/${row.model}` }))
-      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    // Every record once (duplicates and the replay counted once), per model.
-    expect(got.map((row) => [row.key, row.requests])).toEqual(raw.map((row) => [row.key, Number(row.requests)]));
-    raw.forEach((expected, index) => {
-      const row = got[index]!;
-      const found = [
-        [expected.latency, [row.latencyP50Ms, row.latencyP90Ms, row.latencyP99Ms]],
-        [expected.ttft, [row.ttftP50Ms, row.ttftP90Ms, row.ttftP99Ms]],
-      ] as const;
-      for (const [values, answered] of found) {
-        values.forEach((value, i) => {
-          if (!Number.isFinite(value)) return expect(answered[i], `${expected.key} quantile ${i}`).toBeNull();
-          // About 100 records per model: the 99th percentile lies between the last few values.
-          const bound = i === 2 ? 0.05 : 0.02;
-          expect(Math.abs(answered[i] - value), `${expected.key} quantile ${i}`).toBeLessThanOrEqual(bound * value + 1);
-        });
-      }
-    });
-  });
-
   it('per-minute, per-hour and per-day buckets add up to the same totals as the raw rows', async () => {
     const [raw] = await queryRows<{ requests: string; tokens: string }>(
       clickhouse,

@@ -2,7 +2,6 @@
 // (no gap, no overlap, each aligned to its table's rows), and each kind of query goes
 // to the table the plan promises.
 import { describe, expect, it } from 'vitest';
-import type { RollupMigration } from '@otm/shared/rollups/views';
 import { cover, planQuery, type Piece } from './rollup-plan.js';
 
 const LEVELS = [
@@ -56,11 +55,10 @@ describe('cover', () => {
 });
 
 describe('planQuery', () => {
-  const ALL: ReadonlySet<RollupMigration> = new Set(['0008', '0009', '0010']);
-  const BEFORE_0010: ReadonlySet<RollupMigration> = new Set(['0008', '0009']);
-  const ONLY_0008: ReadonlySet<RollupMigration> = new Set(['0008']);
-  const NONE: ReadonlySet<RollupMigration> = new Set();
-  const base = { route: 'usage' as const, bucketSeconds: 0, dimensions: [], oneUser: false, fromS: 0, toS: 30 * 86_400, backfilled: ALL };
+  const BOTH: ReadonlySet<'0008' | '0009'> = new Set(['0008', '0009']);
+  const ONLY_0008: ReadonlySet<'0008' | '0009'> = new Set(['0008']);
+  const NONE: ReadonlySet<'0008' | '0009'> = new Set();
+  const base = { route: 'usage' as const, bucketSeconds: 0, dimensions: [], oneUser: false, fromS: 0, toS: 30 * 86_400, backfilled: BOTH };
   const tables = (input: Parameters<typeof planQuery>[0]) => {
     const { plan } = planQuery(input);
     return plan.kind === 'rollups' ? [...new Set(plan.pieces.map((piece) => piece.table))] : plan.kind;
@@ -117,39 +115,6 @@ describe('planQuery', () => {
     ]);
     // Usage never reads them.
     expect(tables({ ...daily, route: 'usage', dimensions: ['model'] })).toEqual(['usage_rollup_by_day']);
-  });
-
-  it('latency by model without buckets reads quarter days (migration 0010) between its days and its edge hours', () => {
-    const H = 3600;
-    const D = 86_400;
-    const models = { ...base, route: 'latency' as const, dimensions: ['provider', 'model'] };
-    const pieces = (input: Parameters<typeof planQuery>[0]) => {
-      const { plan } = planQuery(input);
-      return plan.kind === 'rollups' ? plan.pieces.map(({ table, fromS, toS }) => [table, fromS / H, toS / H]) : plan.kind;
-    };
-    // The last 24 hours to 15:00: three quarter days and three hours at each edge, not 24 hours.
-    expect(pieces({ ...models, fromS: 15 * H, toS: D + 15 * H })).toEqual([
-      ['usage_latency_by_quarter_day', 18, 36],
-      ['usage_latency_by_hour', 15, 18],
-      ['usage_latency_by_hour', 36, 39],
-    ]);
-    // A month: whole days, then quarter days, then hours.
-    expect(pieces({ ...models, fromS: 2 * H, toS: 30 * D + 20 * H })).toEqual([
-      ['usage_latency_by_day', 24, 720],
-      ['usage_latency_by_quarter_day', 6, 24],
-      ['usage_latency_by_hour', 2, 6],
-      ['usage_latency_by_quarter_day', 720, 738],
-      ['usage_latency_by_hour', 738, 740],
-    ]);
-    // By environment (no quarter-day table) or before 0010's backfill: hours, as before.
-    expect(tables({ ...models, dimensions: ['model', 'environment'], fromS: 15 * H, toS: D + 15 * H })).toEqual([
-      'usage_latency_env_by_hour',
-    ]);
-    expect(tables({ ...models, dimensions: [], fromS: 15 * H, toS: D + 15 * H })).toEqual(['usage_latency_total_by_hour']);
-    expect(tables({ ...models, backfilled: BEFORE_0010, fromS: 15 * H, toS: D + 15 * H })).toEqual(['usage_latency_by_hour']);
-    // Hourly buckets never read quarter days; daily ones read whole days.
-    expect(tables({ ...models, bucketSeconds: H, fromS: 15 * H, toS: D + 15 * H })).toEqual(['usage_latency_by_hour']);
-    expect(tables({ ...models, bucketSeconds: D, fromS: 15 * H, toS: 3 * D + 15 * H })).toEqual(['usage_latency_by_day']);
   });
 
   it('until the backfill of migration 0009 has finished, latency reads the tables of 0008', () => {

@@ -14,10 +14,8 @@
 //                                           (exact; slow over long ranges: not a dashboard view)
 //   latency by environment at most          usage_latency_total_by_day and
 //                                           usage_latency_total_by_hour (migration 0009)
-//   latency by provider and model at most   usage_latency_by_day (0009),
-//                                           usage_latency_by_quarter_day (0010: six
-//                                           hours, without buckets or with daily ones)
-//                                           and usage_latency_by_hour; with environment,
+//   latency by provider and model at most   usage_latency_by_day (0009) and
+//                                           usage_latency_by_hour; with environment,
 //                                           usage_latency_env_by_day (0009) and
 //                                           usage_latency_env_by_hour
 //   anything else                           usage_rollup_by_day and usage_rollup_by_hour,
@@ -36,14 +34,12 @@
 // Until the backfill of migration 0008 has finished, every usage and latency query reads
 // usage_rollup_minute and every errors query usage_errors_minute, as before it; until
 // that of migration 0009 has, latency reads the tables of 0008 (usage_rollup_by_day for
-// its days, and usage_latency_by_hour or usage_rollup_by_hour for the overview's hours);
-// until that of 0010 has, latency by model reads no quarter days (hours instead).
+// its days, and usage_latency_by_hour or usage_rollup_by_hour for the overview's hours).
 
 import type { RollupMigration } from '@otm/shared/rollups/views';
 
 const MINUTE = 60;
 const HOUR = 3600;
-const QUARTER_DAY = 21_600;
 const DAY = 86_400;
 
 export interface Level {
@@ -104,13 +100,11 @@ const fits = (bucketSeconds: number) => (level: Level) => bucketSeconds === 0 ||
 const USER_DAY_DIMENSIONS = new Set(['environment', 'userType', 'userId']);
 /**
  * The latency rollups by what they hold, narrowest first: by environment alone; by
- * provider and model (with quarter days: the models page's table over a day or more);
- * the same per environment. Each level's table with the migration it came in.
+ * provider and model; the same per environment. Each level's table with the migration it came in.
  */
 const LATENCY_ROLLUPS: readonly {
   dimensions: ReadonlySet<string>;
   hour: { table: string; migration: RollupMigration };
-  quarterDay?: { table: string; migration: RollupMigration };
   day: { table: string; migration: RollupMigration };
 }[] = [
   {
@@ -121,7 +115,6 @@ const LATENCY_ROLLUPS: readonly {
   {
     dimensions: new Set(['provider', 'model']),
     hour: { table: 'usage_latency_by_hour', migration: '0008' },
-    quarterDay: { table: 'usage_latency_by_quarter_day', migration: '0010' },
     day: { table: 'usage_latency_by_day', migration: '0009' },
   },
   {
@@ -178,20 +171,16 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
   const keyed = dimensions.includes('keyId');
   // Latency without the key: the first latency rollup holding every dimension asked for,
   // among those whose migration's backfill is done; anything else, the usage rollups.
-  const latencyRollup = (level: 'hour' | 'day') =>
+  const latencyTable = (level: 'hour' | 'day') =>
     route === 'latency' && !keyed
       ? LATENCY_ROLLUPS.find(
           (rollup) => dimensions.every((name) => rollup.dimensions.has(name)) && input.backfilled.has(rollup[level].migration),
-        )
+        )?.[level].table
       : undefined;
-  const hourRollup = latencyRollup('hour');
-  const hourTable = keyed ? 'usage_rollup_key_by_hour' : (hourRollup?.hour.table ?? 'usage_rollup_by_hour');
-  const dayTable = keyed ? 'usage_rollup_key_by_day' : (latencyRollup('day')?.day.table ?? 'usage_rollup_by_day');
-  // Quarter days where the latency rollup read for the hours has them (by provider and model).
-  const quarterDay = hourRollup?.quarterDay && input.backfilled.has(hourRollup.quarterDay.migration) ? hourRollup.quarterDay : undefined;
+  const hourTable = keyed ? 'usage_rollup_key_by_hour' : (latencyTable('hour') ?? 'usage_rollup_by_hour');
+  const dayTable = keyed ? 'usage_rollup_key_by_day' : (latencyTable('day') ?? 'usage_rollup_by_day');
   const levels = [
     { seconds: DAY, table: dayTable, time: 'day' },
-    ...(quarterDay ? [{ seconds: QUARTER_DAY, table: quarterDay.table, time: 'quarter_day' }] : []),
     { seconds: HOUR, table: hourTable, time: 'hour' },
     keyed
       ? { seconds: MINUTE, table: 'usage_rollup_key_by_minute', time: 'minute' }

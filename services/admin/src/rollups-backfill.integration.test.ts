@@ -1,4 +1,4 @@
-// The rollups of migrations 0008 to 0010 against the raw rows, for an installation that had
+// The rollups of migrations 0008 and 0009 against the raw rows, for an installation that had
 // records before the migration: records (duplicates delivered, a replay unknown to
 // Redis) loaded by ingesters that know only the migrations up to 0007, spread over 40
 // days; then an ingester of today migrates and loads more records through the new
@@ -6,10 +6,10 @@
 // days (deleting what the views added for them first), a replay follows, and every new
 // table must equal the same figures computed from
 // usage_events, each event key once: per minute, per hour, per hour and key, per day,
-// per user and day, the errors per hour, the latency totals of migration 0009, the
-// latency per quarter day of 0010, and usage_events_by_user. Then an installation that
-// had finished 0008's backfill before migrations 0009 and 0010: the backfill copies their
-// tables alone, and every table, old and new, still equals the raw rows.
+// per user and day, the errors per hour, the latency totals of migration 0009, and
+// usage_events_by_user. Then an installation that had finished 0008's backfill before
+// migration 0009: the backfill copies 0009's tables alone, and every table, old and new,
+// still equals the raw rows.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../test/fixtures/sample-records.js';
 import { produceQueued } from '../../../test/helpers/produce.js';
@@ -102,7 +102,6 @@ function expectEqual(table: string, got: Figures[], raw: Figures[]) {
 }
 
 const HOUR = 'toDateTime(intDiv(toUInt32(event_time), 3600) * 3600)';
-const QUARTER_DAY = 'toDateTime(intDiv(toUInt32(event_time), 21600) * 21600)';
 const DAY = 'toDateTime(intDiv(toUInt32(event_time), 86400) * 86400)';
 interface Rollup {
   table: string;
@@ -119,11 +118,6 @@ const LATENCY_TOTALS: Rollup[] = [
   { table: 'usage_latency_total_by_day', time: 'day', bucket: DAY, dims: ['environment'], latencyOnly: true },
   { table: 'usage_latency_by_day', time: 'day', bucket: DAY, dims: ['provider', 'model_id'], latencyOnly: true },
   { table: 'usage_latency_env_by_day', time: 'day', bucket: DAY, dims: ['environment', 'provider', 'model_id'], latencyOnly: true },
-];
-
-/** The rollup of migration 0010. */
-const LATENCY_QUARTER_DAYS: Rollup[] = [
-  { table: 'usage_latency_by_quarter_day', time: 'quarter_day', bucket: QUARTER_DAY, dims: ['provider', 'model_id'], latencyOnly: true },
 ];
 
 const ROLLUPS: Rollup[] = [
@@ -152,7 +146,6 @@ const ROLLUPS: Rollup[] = [
   { table: 'usage_rollup_key_by_day', time: 'day', bucket: DAY, dims: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'] },
   { table: 'usage_rollup_user_by_day', time: 'day', bucket: DAY, dims: ['environment', 'user_id', 'user_type'] },
   ...LATENCY_TOTALS,
-  ...LATENCY_QUARTER_DAYS,
 ];
 
 /** The errors rollups per hour and per day (migrations 0008, 0009) equal the raw rows' errors. */
@@ -269,9 +262,7 @@ describe('an installation from before migration 0008', () => {
     );
     expect(Number(progress[0]!.days)).toBeGreaterThanOrEqual(40);
 
-    for (const done of ['rollup_backfill_0009_done', 'rollup_backfill_0010_done']) {
-      expect(Number((await queryRows<{ n: string }>(clickhouse, `SELECT count() AS n FROM ${done}`))[0]!.n), done).toBe(1);
-    }
+    expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0009_done'))[0]!.n)).toBe(1);
     await expectRollupsEqualRaw(ROLLUPS, BEFORE + AFTER);
 
     await expectErrorRollupsEqualRaw();
@@ -291,7 +282,7 @@ describe('an installation from before migration 0008', () => {
   });
 });
 
-describe('an installation that finished the backfill of migration 0008 before migrations 0009 and 0010', () => {
+describe('an installation that finished the backfill of migration 0008 before migration 0009', () => {
   const m = {
     topic: uniqueName('backfill9'),
     keyPrefix: `${uniqueName('backfill9')}:`,
@@ -301,7 +292,7 @@ describe('an installation that finished the backfill of migration 0008 before mi
   const client = testClickHouse(m.database);
   afterAll(() => client.close());
 
-  it('copies the records into the tables of 0009 and 0010 alone, and every rollup equals the raw rows', async () => {
+  it('copies the records into the tables of 0009 alone, and every rollup equals the raw rows', async () => {
     // Up to 0008, from an empty database: nothing to backfill, so 0008 is done at once
     // and the records load through 0008's views.
     const old = await startIngester({ ...m, extraEnv: { INGEST_MIGRATIONS_UP_TO: '0008_rollups_at_scale.sql' } });
@@ -318,7 +309,7 @@ describe('an installation that finished the backfill of migration 0008 before mi
     );
     expect(tables).toEqual([]);
 
-    // Today's ingester: migrations 0009 and 0010, then their backfill (0008's is not run again).
+    // Today's ingester: migration 0009, then its backfill (0008's is not run again).
     const ingester = await startIngester(m);
     services.push(ingester);
     const backfilled9 = async () =>
@@ -326,12 +317,6 @@ describe('an installation that finished the backfill of migration 0008 before mi
     await eventually(async () => (await backfilled9()) === 1, 60_000);
     const days9 = await queryRows<{ days: string }>(client, 'SELECT count() AS days FROM rollup_backfill_0009_days FINAL');
     expect(Number(days9[0]!.days)).toBeGreaterThanOrEqual(40);
-    // The same run copied 0010's table (one pass over the days for both generations).
-    const backfilled10 = async () =>
-      Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_0010_done'))[0]!.n);
-    await eventually(async () => (await backfilled10()) === 1, 10_000);
-    const days10 = await queryRows<{ days: string }>(client, 'SELECT count() AS days FROM rollup_backfill_0010_days FINAL');
-    expect(Number(days10[0]!.days)).toBe(Number(days9[0]!.days));
     expect(await queryRows(client, 'SELECT day FROM rollup_backfill_days')).toEqual([]);
     expect(await backfilled8()).toBe(1);
     await expectRollupsEqualRaw(ROLLUPS, 600, client);

@@ -1,8 +1,8 @@
-// The backfill of the rollups of migrations 0008 to 0010 (the rollups by minute, hour
-// and day, per key and per user, usage_events_by_user, the latency totals, the latency
-// per quarter day) from the records stored before their views existed. Each migration
-// is a generation of its own with its own record of progress, so that an installation
-// that finished 0008's copies only the later generations' tables. A month at a time (usage_events is ordered by event key, so any
+// The backfill of the rollups of migrations 0008 and 0009 (the rollups by minute, hour
+// and day, per key and per user, usage_events_by_user, and the latency totals) from the
+// records stored before their views existed. Each migration is a generation of its own
+// with its own record of progress, so that an installation that finished 0008's copies
+// only 0009's tables. A month at a time (usage_events is ordered by event key, so any
 // range of time reads its whole month partition: one pass per month, not one per day),
 // with the current UTC day apart: the range is fenced (fence.ts: an ingester holding
 // a record of it waits; today's records wait only while today is copied), the rows the
@@ -45,7 +45,6 @@ async function rows<T>(clickhouse: ClickHouseClient, query: string): Promise<T[]
 export const BACKFILL_GENERATIONS: readonly { migration: RollupMigration; days: string; done: string }[] = [
   { migration: '0008', days: 'rollup_backfill_days', done: 'rollup_backfill_done' },
   { migration: '0009', days: 'rollup_backfill_0009_days', done: 'rollup_backfill_0009_done' },
-  { migration: '0010', days: 'rollup_backfill_0010_days', done: 'rollup_backfill_0010_done' },
 ];
 
 /** The tables a generation fills: its rollups, and for 0008 the copy ordered by user. */

@@ -83,8 +83,6 @@ const MONTHLY_TABLES = {
   usage_latency_total_by_day: 'rollupsDays',
   usage_latency_by_day: 'rollupsDays',
   usage_latency_env_by_day: 'rollupsDays',
-  // Migration 0010: latency per quarter day.
-  usage_latency_by_quarter_day: 'rollupsDays',
 } as const satisfies Record<string, keyof RetentionPolicy>;
 
 export type MonthlyTable = keyof typeof MONTHLY_TABLES;

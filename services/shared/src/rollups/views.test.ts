@@ -22,7 +22,7 @@ describe('rebuildRollupSql', () => {
 describe('aggregateViews', () => {
   it('reads each view on usage_events with its groups, their expressions and its count column', () => {
     const views = aggregateViews();
-    // Every view of migrations 0002 and 0007 to 0010 but the copy ordered by user, usage_rollup_minute_mv once (0007 redefines it).
+    // Every view of migrations 0002, 0007, 0008 and 0009 but the copy ordered by user, usage_rollup_minute_mv once (0007 redefines it).
     expect(views.map((view) => view.view).sort()).toEqual(
       [
         'usage_errors_by_hour_mv',
@@ -34,7 +34,6 @@ describe('aggregateViews', () => {
         'usage_latency_total_by_day_mv',
         'usage_latency_by_day_mv',
         'usage_latency_env_by_day_mv',
-        'usage_latency_by_quarter_day_mv',
         'usage_rollup_by_day_mv',
         'usage_rollup_by_hour_mv',
         'usage_rollup_by_minute_mv',

@@ -23,11 +23,10 @@ export type RollupView =
   | 'usage_latency_total_by_day_mv'
   | 'usage_latency_by_day_mv'
   | 'usage_latency_env_by_day_mv'
-  | 'usage_errors_by_day_mv'
-  | 'usage_latency_by_quarter_day_mv';
+  | 'usage_errors_by_day_mv';
 
 /**
- * The rollups of migrations 0008 to 0010, by view, with their time column, the seconds a
+ * The rollups of migrations 0008 and 0009, by view, with their time column, the seconds a
  * row covers, what they measure (usage: counts, tokens, cost, latency; latency only; or
  * errors) and the migration that made them: the backfill copies the records stored
  * before a migration into its tables (backfill.ts), and the API reads them once it has.
@@ -90,14 +89,6 @@ export const SCALED_ROLLUPS = [
     migration: '0009',
   },
   { view: 'usage_errors_by_day_mv', table: 'usage_errors_by_day', time: 'day', seconds: 86_400, kind: 'errors', migration: '0009' },
-  {
-    view: 'usage_latency_by_quarter_day_mv',
-    table: 'usage_latency_by_quarter_day',
-    time: 'quarter_day',
-    seconds: 21_600,
-    kind: 'latency',
-    migration: '0010',
-  },
 ] as const satisfies readonly {
   view: RollupView;
   table: string;
@@ -108,7 +99,7 @@ export const SCALED_ROLLUPS = [
 }[];
 
 /** The migrations whose rollups the backfill copies stored records into. */
-export type RollupMigration = '0008' | '0009' | '0010';
+export type RollupMigration = '0008' | '0009';
 
 /** The usage rollups (those that count requests, tokens and cost), by table name. */
 export const USAGE_ROLLUP_TABLES = SCALED_ROLLUPS.filter(({ kind }) => kind === 'usage').map(({ table }) => table);
