@@ -21,6 +21,7 @@ import {
   uniqueName,
   type ServiceProcess,
 } from '../../../test/helpers/stack.js';
+import { BUCKET_RELATIVE_ERROR, bucketSql, bucketValue } from '@otm/shared/rollups/histogram';
 
 const n = {
   topic: uniqueName('analytics'),
@@ -145,7 +146,7 @@ describe('rollups', () => {
     });
     expect(api.reduce((sum, row) => sum + row.requests, 0)).toBe(COUNT);
 
-    // Filtered by environment: the hours come from usage_latency_env_by_hour.
+    // Filtered by environment (under a day, not on whole hours: the usage rollups' t-digest states).
     const rawEnv = await queryRows<{ environment: string; model: string; requests: string; latency: number[] }>(
       clickhouse,
       `SELECT environment, model_id AS model, count() AS requests, quantilesIf(0.5, 0.9, 0.99)(ifNull(latency_ms, 0), isNotNull(latency_ms)) AS latency
@@ -169,31 +170,45 @@ describe('rollups', () => {
     );
   });
 
-  it('latency per hour and per day, overall, by model and per environment (the rollups of migration 0009), equal the raw rows', async () => {
+  it('latency and time to first token per hour and per day, overall, by model and per environment (the histograms of migration 0010), equal the raw rows', async () => {
     const environment = (await queryRows<{ e: string }>(clickhouse, 'SELECT any(environment) AS e FROM usage_events'))[0]!.e;
     const cases = [
-      // usage_latency_total_by_hour, usage_latency_total_by_day
+      // usage_latency_hist_total_by_hour, usage_latency_hist_total_by_day (and their ttft twins)
       { params: 'bucket=hour', bucket: 3600, groups: [] as string[], where: '' },
       { params: 'bucket=day', bucket: 86_400, groups: [], where: '' },
-      // usage_latency_by_day, usage_latency_env_by_day
+      // usage_latency_hist_by_hour, usage_latency_hist_by_day
+      { params: 'bucket=hour&groupBy=provider,model', bucket: 3600, groups: ['provider', 'model_id'], where: '' },
       { params: 'bucket=day&groupBy=provider,model', bucket: 86_400, groups: ['provider', 'model_id'], where: '' },
+      // usage_latency_hist_env_by_hour, usage_latency_hist_env_by_day
       {
-        params: `bucket=day&groupBy=model&environment=${environment}`,
-        bucket: 86_400,
+        params: `bucket=hour&groupBy=model&environment=${environment}`,
+        bucket: 3600,
         groups: ['model_id'],
         where: `WHERE environment = '${environment}'`,
       },
+      {
+        params: `bucket=day&groupBy=environment,model`,
+        bucket: 86_400,
+        groups: ['environment', 'model_id'],
+        where: '',
+      },
     ];
-    let checked = 0;
+    const percentiles = (column: string) =>
+      `quantilesExactWeightedIf(0.5, 0.9, 0.99)(${bucketSql(column)}, toUInt64(1), isNotNull(${column})) AS ${column}_buckets,
+       quantilesExactWeightedIf(0.5, 0.9, 0.99)(ifNull(${column}, toUInt64(0)), toUInt64(1), isNotNull(${column})) AS ${column}_exact,
+       countIf(isNotNull(${column})) AS ${column}_values`;
+    let groupsChecked = 0;
     for (const { params, bucket, groups, where } of cases) {
       const answer = await httpRequest(`${admin.url}/v1/analytics/latency?from=${from}&to=${to}&${params}&limit=10000`, { headers: auth });
       expect(answer.status, answer.text).toBe(200);
-      const raw = await queryRows<{ key: string; requests: string; latency: number[] }>(
+      const raw = await queryRows<Record<string, any>>(
         clickhouse,
         `SELECT concat(toString(intDiv(toUInt32(event_time), ${bucket}) * ${bucket}), '|', ${groups.length ? groups.join(", '|', ") : "''"}) AS key,
-                count() AS requests, quantilesIf(0.5, 0.9, 0.99)(ifNull(latency_ms, 0), isNotNull(latency_ms)) AS latency
+                count() AS requests, ${percentiles('latency_ms')}, ${percentiles('ttft_ms')},
+                avgIf(ifNull(output_tokens_per_sec, toFloat64(0)), isNotNull(output_tokens_per_sec)) AS tps
          FROM (SELECT event_key, any(event_time) AS event_time, any(environment) AS environment, any(provider) AS provider,
-                      any(model_id) AS model_id, any(latency_ms) AS latency_ms FROM usage_events GROUP BY event_key)
+                      any(model_id) AS model_id, any(latency_ms) AS latency_ms, any(ttft_ms) AS ttft_ms,
+                      any(output_tokens_per_sec) AS output_tokens_per_sec FROM usage_events GROUP BY event_key)
          ${where} GROUP BY key ORDER BY key`,
       );
       const key = (row: Record<string, any>) =>
@@ -204,23 +219,33 @@ describe('rollups', () => {
         params,
       ).toEqual(raw.map((row) => [row.key, Number(row.requests)]));
       raw.forEach((expected, index) => {
-        // Percentiles of groups of 100 records or more: in fewer (a day bucket holding the
-        // few minutes after midnight of this test's three hours) one step between two
-        // sorted values is more than 2 %, and the t-digest and the exact quantile
-        // interpolate between them differently. The counts above are exact for every group.
-        if (Number(expected.requests) < 100) return;
-        checked += 1;
-        expected.latency.forEach((value, i) => {
-          const found = [got[index]!.latencyP50Ms, got[index]!.latencyP90Ms, got[index]!.latencyP99Ms][i];
-          if (!Number.isFinite(value)) return expect(found, `${params} ${expected.key}`).toBeNull();
-          // A few hundred records per group: the 99th percentile lies between the last few values.
-          const bound = i === 2 ? 0.05 : 0.02;
-          expect(Math.abs(found - value), `${params} ${expected.key} quantile ${i}`).toBeLessThanOrEqual(bound * value + 1);
-        });
+        const row = got[index]!;
+        for (const [column, fields] of [
+          ['latency_ms', ['latencyP50Ms', 'latencyP90Ms', 'latencyP99Ms']],
+          ['ttft_ms', ['ttftP50Ms', 'ttftP90Ms', 'ttftP99Ms']],
+        ] as const) {
+          const answered = fields.map((field) => row[field] as number | null);
+          if (Number(expected[`${column}_values`]) === 0) {
+            expect(answered, `${params} ${expected.key} ${column}`).toEqual([null, null, null]);
+            continue;
+          }
+          // Exactly the raw rows' percentiles counted in the same buckets ...
+          expect(answered, `${params} ${expected.key} ${column}`).toEqual(
+            (expected[`${column}_buckets`] as number[]).map((b) => bucketValue(b)),
+          );
+          // ... which stand within 2 % of the exact value of the same rank.
+          (expected[`${column}_exact`] as number[]).forEach((exact, i) =>
+            expect(Math.abs(answered[i]! - exact), `${params} ${expected.key} ${column} ${i}`).toBeLessThanOrEqual(
+              BUCKET_RELATIVE_ERROR * exact + 1e-9,
+            ),
+          );
+        }
+        if (expected.tps === null || !Number.isFinite(Number(expected.tps))) expect(row.outputTokensPerSec).toBeNull();
+        else expect(row.outputTokensPerSec).toBeCloseTo(Number(expected.tps), 6);
+        groupsChecked += 1;
       });
     }
-    // Every hour holds about a thousand records: at least those were compared.
-    expect(checked).toBeGreaterThanOrEqual(3);
+    expect(groupsChecked).toBeGreaterThanOrEqual(20);
   });
 
   it('per-minute, per-hour and per-day buckets add up to the same totals as the raw rows', async () => {

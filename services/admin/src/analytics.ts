@@ -9,7 +9,8 @@ import { sqlString } from '@otm/shared/clickhouse-values';
 import { BACKFILL_GENERATIONS, backfilledMigrations } from '@otm/shared/rollups/backfill';
 import type { RollupMigration } from '@otm/shared/rollups/views';
 import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
-import { planQuery, type Piece } from './rollup-plan.js';
+import { histogramTables, planQuery, type Piece } from './rollup-plan.js';
+import { bucketValue } from '@otm/shared/rollups/histogram';
 import type { FromSchema } from 'json-schema-to-ts';
 
 const BUCKET_NAMES = ['minute', 'hour', 'day', 'none'] as const;
@@ -207,6 +208,53 @@ export function piecesSql(spec: PiecesQuery): string {
 }
 
 /**
+ * A latency query over pieces of the histograms (rollup-plan.ts): each piece's latency
+ * table and its time to first token twin are branches of one UNION ALL whose rows are
+ * (time, dimensions, metric: 0 latency or 1 time to first token, the bucket as `b`, its
+ * count as `n`, output tokens per second as a state; empty on the twin's rows); the outer
+ * query adds the counts up per bucket and reads the percentiles from their running sum.
+ */
+export function histogramSql(spec: {
+  pieces: readonly Piece[];
+  measures: string;
+  query: AnalyticsQuery;
+  order: (group: readonly string[]) => string;
+}): string {
+  const { query } = spec;
+  const columns = DIMENSIONS as Record<string, string>;
+  const seconds = BUCKETS[query.bucket];
+  const bucketSelect = seconds === 0 ? '' : `intDiv(toUInt32(t), ${seconds}) * ${seconds} AS bucket, `;
+  const group = [...(seconds === 0 ? [] : ['bucket']), ...query.groupBy];
+  const dimensionColumns = [...new Set(query.groupBy.map((name) => columns[name]!))];
+  const dimensions = query.groupBy.map((name) => `${columns[name]} AS ${name}, `).join('');
+  const twin = spec.pieces.map((piece) => ({ ...piece, table: histogramTables(piece.table).ttft }));
+  const latency = unionSql(
+    spec.pieces,
+    [...dimensionColumns, 'toUInt8(0) AS metric', 'bucket AS b', 'finalizeAggregation(requests) AS n', 'tokens_per_sec'],
+    query,
+    columns,
+  );
+  const ttft = unionSql(
+    twin,
+    [
+      ...dimensionColumns,
+      'toUInt8(1) AS metric',
+      'bucket AS b',
+      'finalizeAggregation(requests) AS n',
+      `arrayReduce('avgIfState', [toFloat64(0)], [toUInt8(0)]) AS tokens_per_sec`,
+    ],
+    query,
+    columns,
+  );
+  return [
+    `SELECT ${bucketSelect}${dimensions}${spec.measures.trim()}`,
+    `FROM (${latency} UNION ALL ${ttft})`,
+    ...(group.length ? [`GROUP BY ${group.join(', ')}`] : []),
+    `ORDER BY ${spec.order(group)} LIMIT ${query.limit}`,
+  ].join(' ');
+}
+
+/**
  * The rows of the pieces: one branch per table, each selecting the time (as `t`) and
  * `select`, filtered by the query's filters and `where`.
  */
@@ -386,6 +434,8 @@ interface RouteSql {
   legacy: { table: 'usage_rollup_minute' | 'usage_errors_minute'; measures: string };
   /** Over the rollups of migration 0008, and the aggregate states they merge. */
   rollups: { measures: string; states: readonly string[] };
+  /** Over the latency histograms of migration 0010 (latency only). */
+  histograms?: string;
   /** Over one user's records. */
   byUser?: string;
   order: (group: readonly string[]) => string;
@@ -426,6 +476,11 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
     return shape(await run(store, byUserSql({ measures: sql.byUser!, query, fromS, toS, order: sql.order }), query.queryId));
   }
   if (plan.pieces.length === 0) return [];
+  if (plan.kind === 'histograms') {
+    return shape(
+      await run(store, histogramSql({ pieces: plan.pieces, measures: sql.histograms!, query, order: sql.order }), query.queryId),
+    );
+  }
   const userDays = plan.pieces.every((piece) => piece.table === 'usage_rollup_user_by_day');
   if (userDays && query.bucket === 'none') return shape(await topUsers(store, query, plan.pieces, sql));
   // The per-user days hold plain sums (SummingMergeTree), not states.
@@ -621,6 +676,19 @@ export const LATENCY_TDIGEST_SQL = `
     quantilesTDigestIfMerge(0.5, 0.9, 0.99)(ttft_ms) AS ttft,
     avgIfMerge(tokens_per_sec) AS outputTokensPerSec`;
 
+/**
+ * Latency over the histograms of migration 0010: the percentiles as buckets (the first
+ * bucket whose running sum reaches the rank; bucketValue turns them into milliseconds),
+ * with the count of values each was read from (none: no percentile).
+ */
+export const LATENCY_HISTOGRAM_SQL = `
+    sumIf(n, metric = 0) AS requests,
+    quantilesExactWeightedIf(0.5, 0.9, 0.99)(b, n, metric = 0 AND b > 0) AS latencyBuckets,
+    quantilesExactWeightedIf(0.5, 0.9, 0.99)(b, n, metric = 1 AND b > 0) AS ttftBuckets,
+    sumIf(n, metric = 0 AND b > 0) AS latencyValues,
+    sumIf(n, metric = 1 AND b > 0) AS ttftValues,
+    avgIfMerge(tokens_per_sec) AS outputTokensPerSec`;
+
 /** Latency over one user's records: t-digest as the rollups, computed as they are read. */
 export const LATENCY_RAW_SQL = `
     count() AS requests,
@@ -634,10 +702,18 @@ export async function latencyAnalytics(store: AnalyticsStore, query: AnalyticsQu
     columns: DIMENSIONS,
     legacy: { table: 'usage_rollup_minute', measures: LATENCY_SQL },
     rollups: { measures: LATENCY_TDIGEST_SQL, states: ['requests', 'latency_ms', 'ttft_ms', 'tokens_per_sec'] },
+    histograms: LATENCY_HISTOGRAM_SQL,
     byUser: LATENCY_RAW_SQL,
     order: byGroupsElse('requests'),
   });
-  return rows.map(({ latency, ttft, outputTokensPerSec, ...rest }) => {
+  return rows.map(({ latency, ttft, outputTokensPerSec, latencyBuckets, ttftBuckets, latencyValues, ttftValues, ...rest }) => {
+    if (latencyBuckets !== undefined) {
+      // From the histograms: buckets to milliseconds, none when no record had a value.
+      const values = (buckets: unknown, count: unknown) =>
+        Number(count) > 0 ? (buckets as number[]).map((bucket) => bucketValue(bucket) ?? Number.NaN) : [];
+      latency = values(latencyBuckets, latencyValues);
+      ttft = values(ttftBuckets, ttftValues);
+    }
     const [l50, l90, l99] = (latency as number[]) ?? [];
     const [t50, t90, t99] = (ttft as number[]) ?? [];
     const finite = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : null);

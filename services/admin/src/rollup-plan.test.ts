@@ -55,13 +55,13 @@ describe('cover', () => {
 });
 
 describe('planQuery', () => {
-  const BOTH: ReadonlySet<'0008' | '0009'> = new Set(['0008', '0009']);
-  const ONLY_0008: ReadonlySet<'0008' | '0009'> = new Set(['0008']);
-  const NONE: ReadonlySet<'0008' | '0009'> = new Set();
+  const BOTH: ReadonlySet<'0008' | '0009' | '0010'> = new Set(['0008', '0009', '0010']);
+  const ONLY_0008: ReadonlySet<'0008' | '0009' | '0010'> = new Set(['0008']);
+  const NONE: ReadonlySet<'0008' | '0009' | '0010'> = new Set();
   const base = { route: 'usage' as const, bucketSeconds: 0, dimensions: [], oneUser: false, fromS: 0, toS: 30 * 86_400, backfilled: BOTH };
   const tables = (input: Parameters<typeof planQuery>[0]) => {
     const { plan } = planQuery(input);
-    return plan.kind === 'rollups' ? [...new Set(plan.pieces.map((piece) => piece.table))] : plan.kind;
+    return plan.kind === 'rollups' || plan.kind === 'histograms' ? [...new Set(plan.pieces.map((piece) => piece.table))] : plan.kind;
   };
 
   it('reads usage_rollup_minute until the backfill is done', () => {
@@ -85,45 +85,60 @@ describe('planQuery', () => {
       'usage_rollup_key_by_hour',
       'usage_rollup_key_by_minute',
     ]);
-    expect(tables({ ...base, route: 'latency', dimensions: ['model'], toS: 86_400 * 7 })).toEqual(['usage_latency_by_day']);
+    expect(tables({ ...base, route: 'latency', dimensions: ['model'], toS: 86_400 * 7 })).toEqual(['usage_latency_hist_by_day']);
   });
 
-  it('hourly latency reads the latency rollups when they hold every dimension asked for', () => {
+  it('hourly latency reads the latency histograms when they hold every dimension asked for', () => {
     const hourly = { ...base, route: 'latency' as const, bucketSeconds: 3600, fromS: 1800, toS: 7 * 86_400 };
-    expect(tables(hourly)).toEqual(['usage_latency_total_by_hour']);
-    expect(tables({ ...hourly, dimensions: ['environment'] })).toEqual(['usage_latency_total_by_hour']);
-    expect(tables({ ...hourly, dimensions: ['provider', 'model'] })).toEqual(['usage_latency_by_hour']);
-    expect(tables({ ...hourly, dimensions: ['model', 'environment'] })).toEqual(['usage_latency_env_by_hour']);
+    expect(planQuery(hourly).plan.kind).toBe('histograms');
+    expect(tables(hourly)).toEqual(['usage_latency_hist_total_by_hour']);
+    expect(tables({ ...hourly, dimensions: ['environment'] })).toEqual(['usage_latency_hist_total_by_hour']);
+    expect(tables({ ...hourly, dimensions: ['provider', 'model'] })).toEqual(['usage_latency_hist_by_hour']);
+    expect(tables({ ...hourly, dimensions: ['model', 'environment'] })).toEqual(['usage_latency_hist_env_by_hour']);
+    // User type and key: the usage rollups' t-digest states.
+    expect(planQuery({ ...hourly, dimensions: ['model', 'userType'] }).plan.kind).toBe('rollups');
     expect(tables({ ...hourly, dimensions: ['model', 'userType'] })).toEqual(['usage_rollup_by_hour']);
     expect(tables({ ...hourly, dimensions: ['keyId'] })).toEqual(['usage_rollup_key_by_hour']);
     // Usage never reads them (they hold no tokens, no cost), and keeps its minutes at the edges.
     expect(tables({ ...hourly, route: 'usage', dimensions: ['model'] })).toEqual(['usage_rollup_by_hour', 'usage_rollup_by_minute']);
   });
 
-  it('daily latency reads the latency rollups per day (migration 0009) when they hold every dimension asked for', () => {
+  it('daily latency reads the latency histograms per day when they hold every dimension asked for', () => {
     const daily = { ...base, route: 'latency' as const, bucketSeconds: 86_400, fromS: 0, toS: 30 * 86_400 };
-    expect(tables(daily)).toEqual(['usage_latency_total_by_day']);
-    expect(tables({ ...daily, dimensions: ['environment'] })).toEqual(['usage_latency_total_by_day']);
-    expect(tables({ ...daily, dimensions: ['provider', 'model'] })).toEqual(['usage_latency_by_day']);
-    expect(tables({ ...daily, dimensions: ['model', 'environment'] })).toEqual(['usage_latency_env_by_day']);
+    expect(tables(daily)).toEqual(['usage_latency_hist_total_by_day']);
+    expect(tables({ ...daily, dimensions: ['environment'] })).toEqual(['usage_latency_hist_total_by_day']);
+    expect(tables({ ...daily, dimensions: ['provider', 'model'] })).toEqual(['usage_latency_hist_by_day']);
+    expect(tables({ ...daily, dimensions: ['model', 'environment'] })).toEqual(['usage_latency_hist_env_by_day']);
     expect(tables({ ...daily, dimensions: ['model', 'userType'] })).toEqual(['usage_rollup_by_day']);
     expect(tables({ ...daily, dimensions: ['keyId'] })).toEqual(['usage_rollup_key_by_day']);
-    // Over a week without buckets by model: its days from usage_latency_by_day, the hours around them from usage_latency_by_hour.
+    // Over a week without buckets by model: its days from the daily histogram, the hours around them from the hourly one.
     expect(tables({ ...daily, bucketSeconds: 0, dimensions: ['model'], fromS: 1800, toS: 7 * 86_400 + 1800 })).toEqual([
-      'usage_latency_by_day',
-      'usage_latency_by_hour',
+      'usage_latency_hist_by_day',
+      'usage_latency_hist_by_hour',
     ]);
     // Usage never reads them.
     expect(tables({ ...daily, route: 'usage', dimensions: ['model'] })).toEqual(['usage_rollup_by_day']);
   });
 
-  it('until the backfill of migration 0009 has finished, latency reads the tables of 0008', () => {
+  it('latency reads only t-digest states when minutes are needed, or until the histograms are backfilled', () => {
+    // Under a day without buckets, not on whole hours: days, hours and minutes of the usage rollups, none of the histograms.
+    const short = planQuery({ ...base, route: 'latency', dimensions: ['model'], fromS: 1800, toS: 7200 + 1800 });
+    expect(short.plan).toEqual({
+      kind: 'rollups',
+      pieces: [
+        { table: 'usage_rollup_by_hour', time: 'hour', fromS: 3600, toS: 7200 },
+        { table: 'usage_rollup_by_minute', time: 'minute', fromS: 1800, toS: 3600 },
+        { table: 'usage_rollup_by_minute', time: 'minute', fromS: 7200, toS: 9000 },
+      ],
+    });
+    expect(tables({ ...base, route: 'latency', bucketSeconds: 60, fromS: 0, toS: 7200 })).toEqual(['usage_rollup_by_minute']);
+    // Before migration 0010's backfill: the usage rollups.
     const old = { ...base, route: 'latency' as const, backfilled: ONLY_0008 };
-    expect(tables({ ...old, bucketSeconds: 3600, fromS: 0, toS: 86_400 })).toEqual(['usage_latency_by_hour']);
+    expect(tables({ ...old, bucketSeconds: 3600, fromS: 0, toS: 86_400 })).toEqual(['usage_rollup_by_hour']);
     expect(tables({ ...old, bucketSeconds: 86_400, dimensions: ['model'] })).toEqual(['usage_rollup_by_day']);
     expect(tables({ ...old, bucketSeconds: 0, fromS: 1800, toS: 7 * 86_400 + 1800 })).toEqual([
       'usage_rollup_by_day',
-      'usage_latency_by_hour',
+      'usage_rollup_by_hour',
     ]);
   });
 
@@ -133,21 +148,21 @@ describe('planQuery', () => {
     const hourly = planQuery({ ...base, route: 'latency', bucketSeconds: 3600, fromS: 86_400 + at(0, 30), toS: 86_400 + at(23, 10) });
     expect([hourly.fromS, hourly.toS]).toEqual([86_400, 2 * 86_400]);
     expect(hourly.plan).toEqual({
-      kind: 'rollups',
-      pieces: [{ table: 'usage_latency_total_by_hour', time: 'hour', fromS: 86_400, toS: 2 * 86_400 }],
+      kind: 'histograms',
+      pieces: [{ table: 'usage_latency_hist_total_by_hour', time: 'hour', fromS: 86_400, toS: 2 * 86_400 }],
     });
     // Daily over 30 days from mid-afternoon: whole days only.
     const daily = planQuery({ ...base, route: 'latency', bucketSeconds: 86_400, fromS: at(14, 37), toS: 30 * 86_400 + at(9, 13) });
     expect([daily.fromS, daily.toS]).toEqual([0, 31 * 86_400]);
     expect(tables({ ...base, route: 'latency', bucketSeconds: 86_400, fromS: at(14, 37), toS: 30 * 86_400 + at(9, 13) })).toEqual([
-      'usage_latency_total_by_day',
+      'usage_latency_hist_total_by_day',
     ]);
     // No buckets: whole hours once the range spans a day (days inside, hours around them) ...
     const week = planQuery({ ...base, route: 'latency', fromS: at(14, 37), toS: 7 * 86_400 + at(9, 13) });
     expect([week.fromS, week.toS]).toEqual([at(14), 7 * 86_400 + at(10)]);
     expect(tables({ ...base, route: 'latency', fromS: at(14, 37), toS: 7 * 86_400 + at(9, 13) })).toEqual([
-      'usage_latency_total_by_day',
-      'usage_latency_total_by_hour',
+      'usage_latency_hist_total_by_day',
+      'usage_latency_hist_total_by_hour',
     ]);
     // ... and as asked when shorter, or with minute buckets.
     expect(planQuery({ ...base, route: 'latency', fromS: at(1, 17), toS: at(7, 43) })).toMatchObject({ fromS: at(1, 17), toS: at(7, 43) });

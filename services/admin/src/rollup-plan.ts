@@ -75,6 +75,8 @@ export function cover(fromS: number, toS: number, levels: readonly Level[]): Pie
 export type Plan =
   /** Pieces of rollups with the 0008 measures (t-digest quantiles), merged together. */
   | { kind: 'rollups'; pieces: Piece[] }
+  /** Pieces of the latency histograms of migration 0010 (and their time to first token twins), added together. */
+  | { kind: 'histograms'; pieces: Piece[] }
   /** usage_events_by_user, aggregated as it is read (one user's records, or a range's). */
   | { kind: 'byUser' }
   /** usage_rollup_minute (or usage_errors_minute), every dimension, as before 0008. */
@@ -90,7 +92,7 @@ export interface PlanInput {
   oneUser: boolean;
   fromS: number;
   toS: number;
-  /** The migrations whose rollups' backfill has finished (0008, 0009). */
+  /** The migrations whose rollups' backfill has finished (0008, 0009, 0010). */
   backfilled: ReadonlySet<RollupMigration>;
 }
 
@@ -99,30 +101,24 @@ const fits = (bucketSeconds: number) => (level: Level) => bucketSeconds === 0 ||
 
 const USER_DAY_DIMENSIONS = new Set(['environment', 'userType', 'userId']);
 /**
- * The latency rollups by what they hold, narrowest first: by environment alone; by
- * provider and model; the same per environment. Each level's table with the migration it came in.
+ * The latency histograms (migration 0010) by what they hold, narrowest first: by
+ * environment alone; by provider and model; the same per environment. The tables of
+ * latency; those of time to first token are named alike (`histogramTables`).
  */
-const LATENCY_ROLLUPS: readonly {
-  dimensions: ReadonlySet<string>;
-  hour: { table: string; migration: RollupMigration };
-  day: { table: string; migration: RollupMigration };
-}[] = [
-  {
-    dimensions: new Set(['environment']),
-    hour: { table: 'usage_latency_total_by_hour', migration: '0009' },
-    day: { table: 'usage_latency_total_by_day', migration: '0009' },
-  },
-  {
-    dimensions: new Set(['provider', 'model']),
-    hour: { table: 'usage_latency_by_hour', migration: '0008' },
-    day: { table: 'usage_latency_by_day', migration: '0009' },
-  },
+const LATENCY_HISTOGRAMS: readonly { dimensions: ReadonlySet<string>; hour: string; day: string }[] = [
+  { dimensions: new Set(['environment']), hour: 'usage_latency_hist_total_by_hour', day: 'usage_latency_hist_total_by_day' },
+  { dimensions: new Set(['provider', 'model']), hour: 'usage_latency_hist_by_hour', day: 'usage_latency_hist_by_day' },
   {
     dimensions: new Set(['environment', 'provider', 'model']),
-    hour: { table: 'usage_latency_env_by_hour', migration: '0008' },
-    day: { table: 'usage_latency_env_by_day', migration: '0009' },
+    hour: 'usage_latency_hist_env_by_hour',
+    day: 'usage_latency_hist_env_by_day',
   },
 ];
+
+/** A latency histogram's table and its time to first token's twin. */
+export function histogramTables(latencyTable: string): { latency: string; ttft: string } {
+  return { latency: latencyTable, ttft: latencyTable.replace(/^usage_latency_hist/, 'usage_ttft_hist') };
+}
 
 /**
  * The range a latency query counts: [fromS, toS) widened to whole buckets (hours or
@@ -169,16 +165,23 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
     return same({ kind: 'byUser' });
   }
   const keyed = dimensions.includes('keyId');
-  // Latency without the key: the first latency rollup holding every dimension asked for,
-  // among those whose migration's backfill is done; anything else, the usage rollups.
-  const latencyTable = (level: 'hour' | 'day') =>
-    route === 'latency' && !keyed
-      ? LATENCY_ROLLUPS.find(
-          (rollup) => dimensions.every((name) => rollup.dimensions.has(name)) && input.backfilled.has(rollup[level].migration),
-        )?.[level].table
+  // Latency without the key, in whole hours (or days): the first histogram holding every
+  // dimension asked for, once migration 0010's backfill is done. Anything else (minute
+  // edges, user type, key) reads the usage rollups' t-digest states: the pieces of one
+  // query merge one kind of state.
+  const histogram =
+    route === 'latency' && !keyed && input.backfilled.has('0010') && fromS % HOUR === 0 && toS % HOUR === 0 && bucketSeconds % HOUR === 0
+      ? LATENCY_HISTOGRAMS.find((rollup) => dimensions.every((name) => rollup.dimensions.has(name)))
       : undefined;
-  const hourTable = keyed ? 'usage_rollup_key_by_hour' : (latencyTable('hour') ?? 'usage_rollup_by_hour');
-  const dayTable = keyed ? 'usage_rollup_key_by_day' : (latencyTable('day') ?? 'usage_rollup_by_day');
+  if (histogram) {
+    const levels = [
+      { seconds: DAY, table: histogram.day, time: 'day' },
+      { seconds: HOUR, table: histogram.hour, time: 'hour' },
+    ].filter(fits(bucketSeconds));
+    return same({ kind: 'histograms', pieces: cover(fromS, toS, levels) });
+  }
+  const hourTable = keyed ? 'usage_rollup_key_by_hour' : 'usage_rollup_by_hour';
+  const dayTable = keyed ? 'usage_rollup_key_by_day' : 'usage_rollup_by_day';
   const levels = [
     { seconds: DAY, table: dayTable, time: 'day' },
     { seconds: HOUR, table: hourTable, time: 'hour' },

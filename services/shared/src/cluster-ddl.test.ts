@@ -57,6 +57,13 @@ describe('clusterStatements', () => {
     ]);
   });
 
+  it('drops a table with its local table', () => {
+    expect(clusterStatements('DROP TABLE IF EXISTS usage_latency_by_hour', target)).toEqual([
+      'DROP TABLE IF EXISTS otm.usage_latency_by_hour ON CLUSTER otm',
+      'DROP TABLE IF EXISTS otm.usage_latency_by_hour_local ON CLUSTER otm',
+    ]);
+  });
+
   it('refuses what it does not know, so no migration passes unconverted', () => {
     expect(() => clusterStatements('INSERT INTO usage_events SELECT * FROM somewhere', target)).toThrow(/no cluster form/);
     expect(() => clusterStatements('CREATE TABLE IF NOT EXISTS t (a String) ENGINE = Log', target)).toThrow(

@@ -84,7 +84,9 @@ export function clusterStatements(statement: string, target: ClusterTarget): str
   }
 
   const drop = dropTable.exec(sql);
-  if (drop) return [`DROP TABLE IF EXISTS ${db(drop[1]!)} ${on}`];
+  // A dropped table goes with its shards' rows: the Distributed table and the local one
+  // (a view has no local table; IF EXISTS makes that a no-op).
+  if (drop) return [`DROP TABLE IF EXISTS ${db(drop[1]!)} ${on}`, `DROP TABLE IF EXISTS ${db(drop[1]! + LOCAL_SUFFIX)} ${on}`];
 
   throw new Error(`cluster mode: no cluster form for this migration statement: ${sql.slice(0, 120)}`);
 }

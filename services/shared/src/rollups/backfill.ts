@@ -45,6 +45,7 @@ async function rows<T>(clickhouse: ClickHouseClient, query: string): Promise<T[]
 export const BACKFILL_GENERATIONS: readonly { migration: RollupMigration; days: string; done: string }[] = [
   { migration: '0008', days: 'rollup_backfill_days', done: 'rollup_backfill_done' },
   { migration: '0009', days: 'rollup_backfill_0009_days', done: 'rollup_backfill_0009_done' },
+  { migration: '0010', days: 'rollup_backfill_0010_days', done: 'rollup_backfill_0010_done' },
 ];
 
 /** The tables a generation fills: its rollups, and for 0008 the copy ordered by user. */

@@ -30,13 +30,20 @@ import { mutate } from '../mutations.js';
 import { SCALED_ROLLUPS, aggregateViews, derivedRollupSql, rebuildRollupSql, rollupsFinestFirst } from './views.js';
 import { isBackfilled } from './backfill.js';
 
-/** The groups after the time column of each rollup without a user column, but the errors' (erasure rebuilds their rows). */
-const SCALED_DIMENSIONS: Partial<Record<string, readonly string[]>> = Object.fromEntries(
+/**
+ * The groups after the time column of each rollup without a user column, but the errors'
+ * (erasure rebuilds their rows), with the expression each is computed from (a column of
+ * the records, or a histogram's bucket).
+ */
+const SCALED_DIMENSIONS: Partial<Record<string, readonly { name: string; expression: string }[]>> = Object.fromEntries(
   aggregateViews()
     .filter(({ view }) => SCALED_ROLLUPS.some((rollup) => rollup.view === view && rollup.kind !== 'errors'))
-    .map(({ table, groups }) => [table, groups.slice(1).map((group) => group.name)] as const)
-    .filter(([, names]) => !names.includes('user_id')),
+    .map(({ table, groups }) => [table, groups.slice(1)] as const)
+    .filter(([, groups]) => !groups.some((group) => group.name === 'user_id')),
 );
+
+/** A value of a rollup key as a literal: numbers (a histogram's bucket) bare, text quoted. */
+const keyLiteral = (value: unknown) => (typeof value === 'number' ? String(value) : sqlString(String(value)));
 
 export interface ErasureJob {
   id: string;
@@ -149,12 +156,13 @@ export class ErasureJobs {
       for (const { table, seconds } of SCALED_ROLLUPS) {
         const dimensions = SCALED_DIMENSIONS[table];
         if (!dimensions) continue;
-        const keys = await this.rows<Record<string, string>>(
-          `SELECT DISTINCT toString(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}) AS t, ${dimensions.join(', ')} FROM ${source} WHERE ${user}`,
+        const columns = dimensions.map(({ name, expression }) => (name === expression ? name : `${expression} AS ${name}`));
+        const keys = await this.rows<Record<string, unknown>>(
+          `SELECT DISTINCT toString(intDiv(toUInt32(event_time), ${seconds}) * ${seconds}) AS t, ${columns.join(', ')} FROM ${source} WHERE ${user}`,
         );
         rollupKeys.set(
           table,
-          keys.map((row) => `(toDateTime(${Number(row.t)}), ${dimensions.map((column) => sqlString(row[column]!)).join(', ')})`),
+          keys.map((row) => `(toDateTime(${Number(row.t)}), ${dimensions.map(({ name }) => keyLiteral(row[name])).join(', ')})`),
         );
       }
       const days = await this.rows<{ day: string }>(

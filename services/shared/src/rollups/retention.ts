@@ -71,18 +71,25 @@ const MONTHLY_TABLES = {
   usage_rollup_key_by_minute: 'rollupsDays',
   usage_rollup_by_hour: 'rollupsDays',
   usage_rollup_key_by_hour: 'rollupsDays',
-  usage_latency_by_hour: 'rollupsDays',
-  usage_latency_env_by_hour: 'rollupsDays',
   usage_rollup_by_day: 'rollupsDays',
   usage_rollup_key_by_day: 'rollupsDays',
   usage_rollup_user_by_day: 'rollupsDays',
   usage_errors_by_hour: 'rollupsDays',
-  // Migration 0009: the latency totals, the errors per day.
+  // Migration 0009: the errors per day.
   usage_errors_by_day: 'rollupsDays',
-  usage_latency_total_by_hour: 'rollupsDays',
-  usage_latency_total_by_day: 'rollupsDays',
-  usage_latency_by_day: 'rollupsDays',
-  usage_latency_env_by_day: 'rollupsDays',
+  // Migration 0010: latency and time to first token as histograms.
+  usage_latency_hist_total_by_hour: 'rollupsDays',
+  usage_latency_hist_total_by_day: 'rollupsDays',
+  usage_latency_hist_by_hour: 'rollupsDays',
+  usage_latency_hist_by_day: 'rollupsDays',
+  usage_latency_hist_env_by_hour: 'rollupsDays',
+  usage_latency_hist_env_by_day: 'rollupsDays',
+  usage_ttft_hist_total_by_hour: 'rollupsDays',
+  usage_ttft_hist_total_by_day: 'rollupsDays',
+  usage_ttft_hist_by_hour: 'rollupsDays',
+  usage_ttft_hist_by_day: 'rollupsDays',
+  usage_ttft_hist_env_by_hour: 'rollupsDays',
+  usage_ttft_hist_env_by_day: 'rollupsDays',
 } as const satisfies Record<string, keyof RetentionPolicy>;
 
 export type MonthlyTable = keyof typeof MONTHLY_TABLES;

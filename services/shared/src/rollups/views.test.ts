@@ -22,18 +22,25 @@ describe('rebuildRollupSql', () => {
 describe('aggregateViews', () => {
   it('reads each view on usage_events with its groups, their expressions and its count column', () => {
     const views = aggregateViews();
-    // Every view of migrations 0002, 0007, 0008 and 0009 but the copy ordered by user, usage_rollup_minute_mv once (0007 redefines it).
+    // Every view of migrations 0002 and 0007 to 0010 but the copy ordered by user, usage_rollup_minute_mv once (0007
+    // redefines it), and not the t-digest latency views of 0008 and 0009 (0010 drops them).
     expect(views.map((view) => view.view).sort()).toEqual(
       [
         'usage_errors_by_hour_mv',
         'usage_errors_by_day_mv',
         'usage_errors_minute_mv',
-        'usage_latency_by_hour_mv',
-        'usage_latency_env_by_hour_mv',
-        'usage_latency_total_by_hour_mv',
-        'usage_latency_total_by_day_mv',
-        'usage_latency_by_day_mv',
-        'usage_latency_env_by_day_mv',
+        'usage_latency_hist_total_by_hour_mv',
+        'usage_latency_hist_total_by_day_mv',
+        'usage_latency_hist_by_hour_mv',
+        'usage_latency_hist_by_day_mv',
+        'usage_latency_hist_env_by_hour_mv',
+        'usage_latency_hist_env_by_day_mv',
+        'usage_ttft_hist_total_by_hour_mv',
+        'usage_ttft_hist_total_by_day_mv',
+        'usage_ttft_hist_by_hour_mv',
+        'usage_ttft_hist_by_day_mv',
+        'usage_ttft_hist_env_by_hour_mv',
+        'usage_ttft_hist_env_by_day_mv',
         'usage_rollup_by_day_mv',
         'usage_rollup_by_hour_mv',
         'usage_rollup_by_minute_mv',
@@ -81,12 +88,16 @@ describe('aggregateViews', () => {
     expect(source('usage_rollup_user_by_day_mv')).toBeUndefined();
     expect(source('usage_errors_by_hour_mv')).toBeUndefined();
     expect(source('usage_rollup_by_hour_mv')).toBe('usage_rollup_key_by_hour');
-    expect(source('usage_latency_env_by_hour_mv')).toBe('usage_rollup_by_hour');
-    expect(source('usage_latency_by_hour_mv')).toBe('usage_latency_env_by_hour');
-    expect(source('usage_latency_total_by_hour_mv')).toBe('usage_latency_env_by_hour');
+    expect(source('usage_latency_hist_env_by_hour_mv')).toBeUndefined();
+    expect(source('usage_latency_hist_by_hour_mv')).toBe('usage_latency_hist_env_by_hour');
+    expect(source('usage_latency_hist_total_by_hour_mv')).toBe('usage_latency_hist_env_by_hour');
+    expect(source('usage_latency_hist_env_by_day_mv')).toBe('usage_latency_hist_env_by_hour');
+    // Time to first token's buckets are not latency's.
+    expect(source('usage_ttft_hist_env_by_hour_mv')).toBeUndefined();
+    expect(source('usage_ttft_hist_by_hour_mv')).toBe('usage_ttft_hist_env_by_hour');
     expect(source('usage_rollup_key_by_day_mv')).toBe('usage_rollup_key_by_hour');
     expect(source('usage_rollup_by_day_mv')).toBe('usage_rollup_key_by_day');
-    expect(source('usage_latency_total_by_day_mv')).toBe('usage_latency_env_by_day');
+    expect(source('usage_latency_hist_total_by_day_mv')).toBe('usage_latency_hist_env_by_day');
     expect(source('usage_errors_by_day_mv')).toBe('usage_errors_by_hour');
     // Each source comes before what is merged from it.
     const order: string[] = rollupsFinestFirst().map(({ table }) => table);
@@ -98,12 +109,11 @@ describe('aggregateViews', () => {
     expect(derivedRollupSql('usage_errors_by_day_mv', '(x)')).toMatch(
       /^INSERT INTO usage_errors_by_day SELECT toDateTime\(intDiv\(toUInt32\(hour\), 86400\) \* 86400\) AS day, environment, provider, model_id, error_code, error_message, countMergeState\(errors\) AS errors FROM usage_errors_by_hour WHERE \(toDateTime\(intDiv\(toUInt32\(hour\), 86400\) \* 86400\), environment, provider, model_id, error_code, error_message\) IN \(\(x\)\) GROUP BY day, environment, provider, model_id, error_code, error_message$/,
     );
-    expect(derivedRollupSql('usage_latency_total_by_day_mv', "(toDateTime(86400), 'prod')")).toBe(
-      'INSERT INTO usage_latency_total_by_day SELECT day, environment, ' +
-        'countMergeState(requests) AS requests, quantilesTDigestIfMergeState(0.5, 0.9, 0.99)(latency_ms) AS latency_ms, ' +
-        'quantilesTDigestIfMergeState(0.5, 0.9, 0.99)(ttft_ms) AS ttft_ms, avgIfMergeState(tokens_per_sec) AS tokens_per_sec ' +
-        "FROM usage_latency_env_by_day WHERE (day, environment) IN ((toDateTime(86400), 'prod')) " +
-        'GROUP BY day, environment',
+    expect(derivedRollupSql('usage_latency_hist_total_by_day_mv', "(toDateTime(86400), 'prod', 130)")).toBe(
+      'INSERT INTO usage_latency_hist_total_by_day SELECT day, environment, bucket, ' +
+        'countMergeState(requests) AS requests, avgIfMergeState(tokens_per_sec) AS tokens_per_sec ' +
+        "FROM usage_latency_hist_env_by_day WHERE (day, environment, bucket) IN ((toDateTime(86400), 'prod', 130)) " +
+        'GROUP BY day, environment, bucket',
     );
   });
 });

@@ -13,22 +13,28 @@ export type RollupView =
   | 'usage_rollup_key_by_minute_mv'
   | 'usage_rollup_by_hour_mv'
   | 'usage_rollup_key_by_hour_mv'
-  | 'usage_latency_by_hour_mv'
-  | 'usage_latency_env_by_hour_mv'
   | 'usage_rollup_by_day_mv'
   | 'usage_rollup_key_by_day_mv'
   | 'usage_rollup_user_by_day_mv'
   | 'usage_errors_by_hour_mv'
-  | 'usage_latency_total_by_hour_mv'
-  | 'usage_latency_total_by_day_mv'
-  | 'usage_latency_by_day_mv'
-  | 'usage_latency_env_by_day_mv'
-  | 'usage_errors_by_day_mv';
+  | 'usage_errors_by_day_mv'
+  | 'usage_latency_hist_total_by_hour_mv'
+  | 'usage_latency_hist_total_by_day_mv'
+  | 'usage_latency_hist_by_hour_mv'
+  | 'usage_latency_hist_by_day_mv'
+  | 'usage_latency_hist_env_by_hour_mv'
+  | 'usage_latency_hist_env_by_day_mv'
+  | 'usage_ttft_hist_total_by_hour_mv'
+  | 'usage_ttft_hist_total_by_day_mv'
+  | 'usage_ttft_hist_by_hour_mv'
+  | 'usage_ttft_hist_by_day_mv'
+  | 'usage_ttft_hist_env_by_hour_mv'
+  | 'usage_ttft_hist_env_by_day_mv';
 
 /**
- * The rollups of migrations 0008 and 0009, by view, with their time column, the seconds a
- * row covers, what they measure (usage: counts, tokens, cost, latency; latency only; or
- * errors) and the migration that made them: the backfill copies the records stored
+ * The rollups of migrations 0008 to 0010, by view, with their time column, the seconds a
+ * row covers, what they measure (usage: counts, tokens, cost, latency; latency and time
+ * to first token only, as histograms (0010); or errors) and the migration that made them: the backfill copies the records stored
  * before a migration into its tables (backfill.ts), and the API reads them once it has.
  */
 export const SCALED_ROLLUPS = [
@@ -43,15 +49,6 @@ export const SCALED_ROLLUPS = [
   },
   { view: 'usage_rollup_by_hour_mv', table: 'usage_rollup_by_hour', time: 'hour', seconds: 3600, kind: 'usage', migration: '0008' },
   { view: 'usage_rollup_key_by_hour_mv', table: 'usage_rollup_key_by_hour', time: 'hour', seconds: 3600, kind: 'usage', migration: '0008' },
-  { view: 'usage_latency_by_hour_mv', table: 'usage_latency_by_hour', time: 'hour', seconds: 3600, kind: 'latency', migration: '0008' },
-  {
-    view: 'usage_latency_env_by_hour_mv',
-    table: 'usage_latency_env_by_hour',
-    time: 'hour',
-    seconds: 3600,
-    kind: 'latency',
-    migration: '0008',
-  },
   { view: 'usage_rollup_by_day_mv', table: 'usage_rollup_by_day', time: 'day', seconds: 86_400, kind: 'usage', migration: '0008' },
   { view: 'usage_rollup_key_by_day_mv', table: 'usage_rollup_key_by_day', time: 'day', seconds: 86_400, kind: 'usage', migration: '0008' },
   {
@@ -63,32 +60,89 @@ export const SCALED_ROLLUPS = [
     migration: '0008',
   },
   { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600, kind: 'errors', migration: '0008' },
+  { view: 'usage_errors_by_day_mv', table: 'usage_errors_by_day', time: 'day', seconds: 86_400, kind: 'errors', migration: '0009' },
   {
-    view: 'usage_latency_total_by_hour_mv',
-    table: 'usage_latency_total_by_hour',
+    view: 'usage_latency_hist_total_by_hour_mv',
+    table: 'usage_latency_hist_total_by_hour',
     time: 'hour',
     seconds: 3600,
     kind: 'latency',
-    migration: '0009',
+    migration: '0010',
   },
   {
-    view: 'usage_latency_total_by_day_mv',
-    table: 'usage_latency_total_by_day',
+    view: 'usage_latency_hist_total_by_day_mv',
+    table: 'usage_latency_hist_total_by_day',
     time: 'day',
     seconds: 86_400,
     kind: 'latency',
-    migration: '0009',
+    migration: '0010',
   },
-  { view: 'usage_latency_by_day_mv', table: 'usage_latency_by_day', time: 'day', seconds: 86_400, kind: 'latency', migration: '0009' },
   {
-    view: 'usage_latency_env_by_day_mv',
-    table: 'usage_latency_env_by_day',
+    view: 'usage_latency_hist_by_hour_mv',
+    table: 'usage_latency_hist_by_hour',
+    time: 'hour',
+    seconds: 3600,
+    kind: 'latency',
+    migration: '0010',
+  },
+  {
+    view: 'usage_latency_hist_by_day_mv',
+    table: 'usage_latency_hist_by_day',
     time: 'day',
     seconds: 86_400,
     kind: 'latency',
-    migration: '0009',
+    migration: '0010',
   },
-  { view: 'usage_errors_by_day_mv', table: 'usage_errors_by_day', time: 'day', seconds: 86_400, kind: 'errors', migration: '0009' },
+  {
+    view: 'usage_latency_hist_env_by_hour_mv',
+    table: 'usage_latency_hist_env_by_hour',
+    time: 'hour',
+    seconds: 3600,
+    kind: 'latency',
+    migration: '0010',
+  },
+  {
+    view: 'usage_latency_hist_env_by_day_mv',
+    table: 'usage_latency_hist_env_by_day',
+    time: 'day',
+    seconds: 86_400,
+    kind: 'latency',
+    migration: '0010',
+  },
+  {
+    view: 'usage_ttft_hist_total_by_hour_mv',
+    table: 'usage_ttft_hist_total_by_hour',
+    time: 'hour',
+    seconds: 3600,
+    kind: 'latency',
+    migration: '0010',
+  },
+  {
+    view: 'usage_ttft_hist_total_by_day_mv',
+    table: 'usage_ttft_hist_total_by_day',
+    time: 'day',
+    seconds: 86_400,
+    kind: 'latency',
+    migration: '0010',
+  },
+  { view: 'usage_ttft_hist_by_hour_mv', table: 'usage_ttft_hist_by_hour', time: 'hour', seconds: 3600, kind: 'latency', migration: '0010' },
+  { view: 'usage_ttft_hist_by_day_mv', table: 'usage_ttft_hist_by_day', time: 'day', seconds: 86_400, kind: 'latency', migration: '0010' },
+  {
+    view: 'usage_ttft_hist_env_by_hour_mv',
+    table: 'usage_ttft_hist_env_by_hour',
+    time: 'hour',
+    seconds: 3600,
+    kind: 'latency',
+    migration: '0010',
+  },
+  {
+    view: 'usage_ttft_hist_env_by_day_mv',
+    table: 'usage_ttft_hist_env_by_day',
+    time: 'day',
+    seconds: 86_400,
+    kind: 'latency',
+    migration: '0010',
+  },
 ] as const satisfies readonly {
   view: RollupView;
   table: string;
@@ -99,7 +153,7 @@ export const SCALED_ROLLUPS = [
 }[];
 
 /** The migrations whose rollups the backfill copies stored records into. */
-export type RollupMigration = '0008' | '0009';
+export type RollupMigration = '0008' | '0009' | '0010';
 
 /** The usage rollups (those that count requests, tokens and cost), by table name. */
 export const USAGE_ROLLUP_TABLES = SCALED_ROLLUPS.filter(({ kind }) => kind === 'usage').map(({ table }) => table);
@@ -136,6 +190,8 @@ function load(): Map<string, ViewQuery> {
   const from = 'FROM usage_events';
   for (const file of files) {
     const text = fs.readFileSync(path.join(migrationsDir, file), 'utf8');
+    // A view a later migration drops (`DROP TABLE IF EXISTS <view>;`) is gone.
+    for (const dropped of text.matchAll(/^DROP TABLE IF EXISTS (\w+);/gm)) found.delete(dropped[1]!);
     for (const chunk of text.split(marker).slice(1)) {
       const statement = chunk.slice(0, chunk.indexOf(';'));
       const head = /^(\w+) TO (\w+) AS\s/.exec(statement);
