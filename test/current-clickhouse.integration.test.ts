@@ -101,7 +101,7 @@ async function rollupGroups(client: ClickHouseClient): Promise<Record<string, st
 const store = (clickhouse: ClickHouseClient): AnalyticsStore => ({
   clickhouse,
   limits: { timeoutMs: 30_000, maxRowsToRead: 0 },
-  backfilled: async () => new Set(['0008', '0009'] as const),
+  backfilled: async () => new Set(['0008', '0009', '0010'] as const),
 });
 
 /** The API shapes the dashboard and the documentation use. */

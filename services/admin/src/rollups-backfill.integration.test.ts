@@ -1,4 +1,4 @@
-// The rollups of migrations 0008 and 0009 against the raw rows, for an installation that had
+// The rollups of migrations 0008 to 0010 against the raw rows, for an installation that had
 // records before the migration: records (duplicates delivered, a replay unknown to
 // Redis) loaded by ingesters that know only the migrations up to 0007, spread over 40
 // days; then an ingester of today migrates and loads more records through the new
@@ -6,10 +6,10 @@
 // days (deleting what the views added for them first), a replay follows, and every new
 // table must equal the same figures computed from
 // usage_events, each event key once: per minute, per hour, per hour and key, per day,
-// per user and day, the errors per hour, the latency totals of migration 0009, and
-// usage_events_by_user. Then an installation that had finished 0008's backfill before
-// migration 0009: the backfill copies 0009's tables alone, and every table, old and new,
-// still equals the raw rows.
+// per user and day, the errors per hour and per day, the latency histograms of migration
+// 0010 (per bucket), and usage_events_by_user. Then an installation that had finished
+// 0008's backfill before migrations 0009 and 0010: the backfill copies their tables alone,
+// and every table, old and new, still equals the raw rows.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../test/fixtures/sample-records.js';
 import { produceQueued } from '../../../test/helpers/produce.js';
@@ -29,6 +29,7 @@ import {
   type ServiceProcess,
 } from '../../../test/helpers/stack.js';
 import type { QueuedUsageRecord } from '@otm/schemas';
+import { bucketSql } from '@otm/shared/rollups/histogram';
 
 const n = {
   topic: uniqueName('backfill'),
@@ -70,7 +71,8 @@ const distinct = async (client = clickhouse) =>
 /** usage_events with each event key once. */
 const RAW = `(SELECT event_key, any(event_time) AS event_time, any(environment) AS environment, any(api_key_id) AS api_key_id,
   any(provider) AS provider, any(model_id) AS model_id, any(user_type) AS user_type, any(user_id) AS user_id, any(status) AS status,
-  any(total_tokens) AS total_tokens, any(cost_usd) AS cost_usd, any(error_code) AS error_code, any(error_message) AS error_message
+  any(total_tokens) AS total_tokens, any(cost_usd) AS cost_usd, any(error_code) AS error_code, any(error_message) AS error_message,
+  any(latency_ms) AS latency_ms, any(ttft_ms) AS ttft_ms
   FROM usage_events GROUP BY event_key)`;
 
 interface Figures {
@@ -110,14 +112,108 @@ interface Rollup {
   bucket: string;
   dims: string[];
   latencyOnly?: boolean;
+  /** A histogram of migration 0010: the column its `bucket` (the last of dims) counts. */
+  histogram?: 'latency_ms' | 'ttft_ms';
 }
 
-/** The rollups of migration 0009. */
-const LATENCY_TOTALS: Rollup[] = [
-  { table: 'usage_latency_total_by_hour', time: 'hour', bucket: HOUR, dims: ['environment'], latencyOnly: true },
-  { table: 'usage_latency_total_by_day', time: 'day', bucket: DAY, dims: ['environment'], latencyOnly: true },
-  { table: 'usage_latency_by_day', time: 'day', bucket: DAY, dims: ['provider', 'model_id'], latencyOnly: true },
-  { table: 'usage_latency_env_by_day', time: 'day', bucket: DAY, dims: ['environment', 'provider', 'model_id'], latencyOnly: true },
+/** The histograms of migration 0010, per bucket. */
+const HISTOGRAMS: Rollup[] = [
+  {
+    table: 'usage_latency_hist_total_by_hour',
+    time: 'hour',
+    bucket: HOUR,
+    dims: ['environment', 'bucket'],
+    latencyOnly: true,
+    histogram: 'latency_ms',
+  },
+  {
+    table: 'usage_latency_hist_total_by_day',
+    time: 'day',
+    bucket: DAY,
+    dims: ['environment', 'bucket'],
+    latencyOnly: true,
+    histogram: 'latency_ms',
+  },
+  {
+    table: 'usage_latency_hist_by_hour',
+    time: 'hour',
+    bucket: HOUR,
+    dims: ['provider', 'model_id', 'bucket'],
+    latencyOnly: true,
+    histogram: 'latency_ms',
+  },
+  {
+    table: 'usage_latency_hist_by_day',
+    time: 'day',
+    bucket: DAY,
+    dims: ['provider', 'model_id', 'bucket'],
+    latencyOnly: true,
+    histogram: 'latency_ms',
+  },
+  {
+    table: 'usage_latency_hist_env_by_hour',
+    time: 'hour',
+    bucket: HOUR,
+    dims: ['environment', 'provider', 'model_id', 'bucket'],
+    latencyOnly: true,
+    histogram: 'latency_ms',
+  },
+  {
+    table: 'usage_latency_hist_env_by_day',
+    time: 'day',
+    bucket: DAY,
+    dims: ['environment', 'provider', 'model_id', 'bucket'],
+    latencyOnly: true,
+    histogram: 'latency_ms',
+  },
+  {
+    table: 'usage_ttft_hist_total_by_hour',
+    time: 'hour',
+    bucket: HOUR,
+    dims: ['environment', 'bucket'],
+    latencyOnly: true,
+    histogram: 'ttft_ms',
+  },
+  {
+    table: 'usage_ttft_hist_total_by_day',
+    time: 'day',
+    bucket: DAY,
+    dims: ['environment', 'bucket'],
+    latencyOnly: true,
+    histogram: 'ttft_ms',
+  },
+  {
+    table: 'usage_ttft_hist_by_hour',
+    time: 'hour',
+    bucket: HOUR,
+    dims: ['provider', 'model_id', 'bucket'],
+    latencyOnly: true,
+    histogram: 'ttft_ms',
+  },
+  {
+    table: 'usage_ttft_hist_by_day',
+    time: 'day',
+    bucket: DAY,
+    dims: ['provider', 'model_id', 'bucket'],
+    latencyOnly: true,
+    histogram: 'ttft_ms',
+  },
+  {
+    table: 'usage_ttft_hist_env_by_hour',
+    time: 'hour',
+    bucket: HOUR,
+    dims: ['environment', 'provider', 'model_id', 'bucket'],
+    latencyOnly: true,
+    histogram: 'ttft_ms',
+  },
+  {
+    table: 'usage_ttft_hist_env_by_day',
+    time: 'day',
+    bucket: DAY,
+    dims: ['environment', 'provider', 'model_id', 'bucket'],
+    latencyOnly: true,
+    histogram: 'ttft_ms',
+  },
 ];
 
 const ROLLUPS: Rollup[] = [
@@ -140,12 +236,10 @@ const ROLLUPS: Rollup[] = [
     bucket: HOUR,
     dims: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'],
   },
-  { table: 'usage_latency_by_hour', time: 'hour', bucket: HOUR, dims: ['provider', 'model_id'], latencyOnly: true },
-  { table: 'usage_latency_env_by_hour', time: 'hour', bucket: HOUR, dims: ['environment', 'provider', 'model_id'], latencyOnly: true },
   { table: 'usage_rollup_by_day', time: 'day', bucket: DAY, dims: ['environment', 'provider', 'model_id', 'user_type'] },
   { table: 'usage_rollup_key_by_day', time: 'day', bucket: DAY, dims: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'] },
   { table: 'usage_rollup_user_by_day', time: 'day', bucket: DAY, dims: ['environment', 'user_id', 'user_type'] },
-  ...LATENCY_TOTALS,
+  ...HISTOGRAMS,
 ];
 
 /** The errors rollups per hour and per day (migrations 0008, 0009) equal the raw rows' errors. */
@@ -171,10 +265,12 @@ async function expectErrorRollupsEqualRaw(client = clickhouse): Promise<void> {
 
 /** Each rollup's figures per row key equal those of the raw rows, each event key once. */
 async function expectRollupsEqualRaw(rollups: readonly Rollup[], total: number, client = clickhouse): Promise<void> {
-  for (const { table, time, bucket, dims, latencyOnly } of rollups) {
-    const key = `concat(toString(toUInt32(t)), '|', ${dims.join(", '|', ")})`;
+  for (const { table, time, bucket, dims, latencyOnly, histogram } of rollups) {
+    const key = `concat(toString(toUInt32(t)), '|', ${dims.map((dim) => (dim === 'bucket' ? 'toString(bucket)' : dim)).join(", '|', ")})`;
+    // The raw rows' bucket of a histogram, as its view computes it.
+    const rawDims = dims.map((dim) => (dim === 'bucket' && histogram ? `${bucketSql(histogram)} AS bucket` : dim));
     // The per-user days hold plain sums (SummingMergeTree), the others aggregate states;
-    // the latency rollups count requests only (their percentiles: analytics.integration.test.ts).
+    // the latency histograms count requests per bucket (their percentiles: analytics.integration.test.ts).
     const measures = latencyOnly
       ? 'countMerge(requests) AS requests, 0 AS tokens, 0 AS errors, 0 AS cost'
       : table === 'usage_rollup_user_by_day'
@@ -188,7 +284,7 @@ async function expectRollupsEqualRaw(rollups: readonly Rollup[], total: number, 
       client,
     );
     const raw = await figures(
-      `SELECT ${key} AS key, requests, tokens, errors, cost FROM (SELECT ${bucket} AS t, ${dims.join(', ')}, ${rawMeasures} FROM ${RAW} GROUP BY t, ${dims.join(', ')}) ORDER BY key`,
+      `SELECT ${key} AS key, requests, tokens, errors, cost FROM (SELECT ${bucket} AS t, ${rawDims.join(', ')}, ${rawMeasures} FROM ${RAW} GROUP BY t, ${dims.join(', ')}) ORDER BY key`,
       client,
     );
     expect(raw.reduce((sum, row) => sum + row.requests, 0)).toBe(total);
@@ -263,6 +359,7 @@ describe('an installation from before migration 0008', () => {
     expect(Number(progress[0]!.days)).toBeGreaterThanOrEqual(40);
 
     expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0009_done'))[0]!.n)).toBe(1);
+    expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0010_done'))[0]!.n)).toBe(1);
     await expectRollupsEqualRaw(ROLLUPS, BEFORE + AFTER);
 
     await expectErrorRollupsEqualRaw();
@@ -282,7 +379,7 @@ describe('an installation from before migration 0008', () => {
   });
 });
 
-describe('an installation that finished the backfill of migration 0008 before migration 0009', () => {
+describe('an installation that finished the backfill of migration 0008 before migrations 0009 and 0010', () => {
   const m = {
     topic: uniqueName('backfill9'),
     keyPrefix: `${uniqueName('backfill9')}:`,
@@ -292,7 +389,7 @@ describe('an installation that finished the backfill of migration 0008 before mi
   const client = testClickHouse(m.database);
   afterAll(() => client.close());
 
-  it('copies the records into the tables of 0009 alone, and every rollup equals the raw rows', async () => {
+  it('copies the records into the tables of 0009 and 0010 alone, and every rollup equals the raw rows', async () => {
     // Up to 0008, from an empty database: nothing to backfill, so 0008 is done at once
     // and the records load through 0008's views.
     const old = await startIngester({ ...m, extraEnv: { INGEST_MIGRATIONS_UP_TO: '0008_rollups_at_scale.sql' } });
@@ -309,12 +406,16 @@ describe('an installation that finished the backfill of migration 0008 before mi
     );
     expect(tables).toEqual([]);
 
-    // Today's ingester: migration 0009, then its backfill (0008's is not run again).
+    // Today's ingester: migrations 0009 and 0010, then their backfill (0008's is not run again).
     const ingester = await startIngester(m);
     services.push(ingester);
     const backfilled9 = async () =>
       Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_0009_done'))[0]!.n);
-    await eventually(async () => (await backfilled9()) === 1, 60_000);
+    const backfilled10 = async () =>
+      Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_0010_done'))[0]!.n);
+    await eventually(async () => (await backfilled9()) === 1 && (await backfilled10()) === 1, 60_000);
+    const days10 = await queryRows<{ days: string }>(client, 'SELECT count() AS days FROM rollup_backfill_0010_days FINAL');
+    expect(Number(days10[0]!.days)).toBeGreaterThanOrEqual(40);
     const days9 = await queryRows<{ days: string }>(client, 'SELECT count() AS days FROM rollup_backfill_0009_days FINAL');
     expect(Number(days9[0]!.days)).toBeGreaterThanOrEqual(40);
     expect(await queryRows(client, 'SELECT day FROM rollup_backfill_days')).toEqual([]);

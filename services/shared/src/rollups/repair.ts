@@ -158,12 +158,14 @@ async function recountView(
       .map((part) => `(${part})`)
       .join(' AND ');
   // The group's values as the comparison reads them: the time bucket as epoch seconds, the
-  // strings as hex (an error message cut at 200 bytes may end inside a UTF-8 character).
+  // others as text (a histogram's bucket is a number) in hex (an error message cut at 200
+  // bytes may end inside a UTF-8 character); matched as text too.
   const read = (expressions: readonly string[]) =>
     expressions.map((expression, index) => (index === 0 ? `toUInt32(${expression}) AS g0` : `hex(${expression}) AS g${index}`)).join(', ');
   const aliases = view.groups.map((_, index) => `g${index}`).join(', ');
-  const expressions = view.groups.map((group) => group.expression);
-  const columns = view.groups.map((group) => group.name);
+  const asText = (expression: string, index: number) => (index === 0 ? expression : `toString(${expression})`);
+  const expressions = view.groups.map((group, index) => asText(group.expression, index));
+  const columns = view.groups.map((group, index) => asText(group.name, index));
   const idOf = (row: Record<string, unknown>) => view.groups.map((_, index) => String(row[`g${index}`])).join('\u0000');
   const tuple = (values: readonly string[]) =>
     `(${values.map((value, index) => (index === 0 ? `toDateTime(${Number(value)})` : `unhex(${sqlString(value)})`)).join(', ')})`;
