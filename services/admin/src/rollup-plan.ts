@@ -12,12 +12,11 @@
 //   with environment or userType at most)   whole UTC days (the answer's from/to say so)
 //   grouped by userId otherwise             usage_events_by_user, every record of the range
 //                                           (exact; slow over long ranges: not a dashboard view)
-//   latency by environment at most          usage_latency_total_by_day and
-//                                           usage_latency_total_by_hour (migration 0009)
-//   latency by provider and model at most   usage_latency_by_day (0009) and
-//                                           usage_latency_by_hour; with environment,
-//                                           usage_latency_env_by_day (0009) and
-//                                           usage_latency_env_by_hour
+//   latency in whole hours or days,         the latency histograms (migration 0010) and
+//   by environment at most                  their time to first token twins:
+//                                           usage_latency_hist_total_by_day, …_by_hour
+//   by provider and model at most           usage_latency_hist_by_day, …_by_hour
+//   with environment                        usage_latency_hist_env_by_day, …_by_hour
 //   anything else                           usage_rollup_by_day and usage_rollup_by_hour,
 //                                           or usage_rollup_key_by_day and
 //                                           usage_rollup_key_by_hour (with keyId), then
@@ -33,8 +32,8 @@
 //
 // Until the backfill of migration 0008 has finished, every usage and latency query reads
 // usage_rollup_minute and every errors query usage_errors_minute, as before it; until
-// that of migration 0009 has, latency reads the tables of 0008 (usage_rollup_by_day for
-// its days, and usage_latency_by_hour or usage_rollup_by_hour for the overview's hours).
+// that of migration 0010 has, latency reads the usage rollups' t-digest states (0010
+// dropped the t-digest latency rollups of 0008 and 0009).
 
 import type { RollupMigration } from '@otm/shared/rollups/views';
 

@@ -1,4 +1,4 @@
-// The backfill of the rollups of migrations 0008 and 0009 (the rollups by minute, hour
+// The backfill of the rollups of migrations 0008 to 0010 (the rollups by minute, hour
 // and day, per key and per user, usage_events_by_user, and the latency totals) from the
 // records stored before their views existed. Each migration is a generation of its own
 // with its own record of progress, so that an installation that finished 0008's copies
