@@ -34,8 +34,9 @@ export type RollupView =
 /**
  * The rollups of migrations 0008 to 0010, by view, with their time column, the seconds a
  * row covers, what they measure (usage: counts, tokens, cost, latency; latency and time
- * to first token only, as histograms (0010); or errors) and the migration that made them: the backfill copies the records stored
- * before a migration into its tables (backfill.ts), and the API reads them once it has.
+ * to first token only, as histograms (0010); or errors) and the migration that made
+ * them: the backfill copies the records stored before a migration into its tables
+ * (backfill.ts), and the API reads them once it has.
  */
 export const SCALED_ROLLUPS = [
   { view: 'usage_rollup_by_minute_mv', table: 'usage_rollup_by_minute', time: 'minute', seconds: 60, kind: 'usage', migration: '0008' },
