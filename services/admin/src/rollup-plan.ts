@@ -35,7 +35,7 @@
 // that of migration 0010 has, latency reads the usage rollups' t-digest states (0010
 // dropped the t-digest latency rollups of 0008 and 0009).
 
-import type { RollupMigration } from '@otm/shared/rollups/views';
+import { histogramTable, type RollupMigration } from '@otm/shared/rollups/views';
 
 const MINUTE = 60;
 const HOUR = 3600;
@@ -104,15 +104,17 @@ const USER_DAY_DIMENSIONS = new Set(['environment', 'userType', 'userId']);
  * environment alone; by provider and model; the same per environment. The tables of
  * latency; those of time to first token are named alike (`histogramTables`).
  */
-const LATENCY_HISTOGRAMS: readonly { dimensions: ReadonlySet<string>; hour: string; day: string }[] = [
-  { dimensions: new Set(['environment']), hour: 'usage_latency_hist_total_by_hour', day: 'usage_latency_hist_total_by_day' },
-  { dimensions: new Set(['provider', 'model']), hour: 'usage_latency_hist_by_hour', day: 'usage_latency_hist_by_day' },
-  {
-    dimensions: new Set(['environment', 'provider', 'model']),
-    hour: 'usage_latency_hist_env_by_hour',
-    day: 'usage_latency_hist_env_by_day',
-  },
-];
+const LATENCY_HISTOGRAMS = (
+  [
+    [['environment'], 'total'],
+    [['provider', 'model'], 'model'],
+    [['environment', 'provider', 'model'], 'env'],
+  ] as const
+).map(([dimensions, family]) => ({
+  dimensions: new Set<string>(dimensions),
+  hour: histogramTable('latency', family, 'hour'),
+  day: histogramTable('latency', family, 'day'),
+}));
 
 /** A latency histogram's table and its time to first token's twin. */
 export function histogramTables(latencyTable: string): { latency: string; ttft: string } {

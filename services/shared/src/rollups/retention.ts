@@ -9,6 +9,7 @@ import { formatDateTime } from '../clickhouse-values.js';
 import { localTable, onCluster } from '../cluster-ddl.js';
 import { mutate } from '../mutations.js';
 import { positiveInt, nonNegativeInt } from '../config.js';
+import { SCALED_ROLLUPS } from './views.js';
 
 /** Days each table keeps its rows; 0 keeps them for ever. */
 export interface RetentionPolicy {
@@ -60,39 +61,16 @@ export function retentionPolicyFrom(config: {
 }
 
 /** The tables partitioned by month (toYYYYMM) and the policy field that governs each. */
-const MONTHLY_TABLES = {
+const MONTHLY_TABLES: Readonly<Record<string, keyof RetentionPolicy>> = {
   usage_events: 'eventsDays',
   usage_io: 'ioDays',
   usage_rollup_minute: 'rollupsDays',
   usage_errors_minute: 'rollupsDays',
-  // Migration 0008: a user's records as usage_events holds them, and the rollups.
+  // Migration 0008: a user's records as usage_events holds them.
   usage_events_by_user: 'eventsDays',
-  usage_rollup_by_minute: 'rollupsDays',
-  usage_rollup_key_by_minute: 'rollupsDays',
-  usage_rollup_by_hour: 'rollupsDays',
-  usage_rollup_key_by_hour: 'rollupsDays',
-  usage_rollup_by_day: 'rollupsDays',
-  usage_rollup_key_by_day: 'rollupsDays',
-  usage_rollup_user_by_day: 'rollupsDays',
-  usage_errors_by_hour: 'rollupsDays',
-  // Migration 0009: the errors per day.
-  usage_errors_by_day: 'rollupsDays',
-  // Migration 0010: latency and time to first token as histograms.
-  usage_latency_hist_total_by_hour: 'rollupsDays',
-  usage_latency_hist_total_by_day: 'rollupsDays',
-  usage_latency_hist_by_hour: 'rollupsDays',
-  usage_latency_hist_by_day: 'rollupsDays',
-  usage_latency_hist_env_by_hour: 'rollupsDays',
-  usage_latency_hist_env_by_day: 'rollupsDays',
-  usage_ttft_hist_total_by_hour: 'rollupsDays',
-  usage_ttft_hist_total_by_day: 'rollupsDays',
-  usage_ttft_hist_by_hour: 'rollupsDays',
-  usage_ttft_hist_by_day: 'rollupsDays',
-  usage_ttft_hist_env_by_hour: 'rollupsDays',
-  usage_ttft_hist_env_by_day: 'rollupsDays',
-} as const satisfies Record<string, keyof RetentionPolicy>;
-
-export type MonthlyTable = keyof typeof MONTHLY_TABLES;
+  // The rollups of migrations 0008 to 0010.
+  ...Object.fromEntries(SCALED_ROLLUPS.map(({ table }) => [table, 'rollupsDays' as const])),
+};
 
 export interface Partition {
   table: string;
@@ -105,7 +83,7 @@ const DAY_MS = 86_400_000;
 /** The partitions whose every row is older than its table's retention at `now`. Pure. */
 export function expiredPartitions(partitions: readonly Partition[], policy: RetentionPolicy, now: number): Partition[] {
   return partitions.filter(({ table, partition }) => {
-    const field = MONTHLY_TABLES[table as MonthlyTable];
+    const field = MONTHLY_TABLES[table];
     if (!field || policy[field] === 0 || !/^\d{6}$/.test(partition)) return false;
     const year = Number(partition.slice(0, 4));
     const month = Number(partition.slice(4, 6));

@@ -18,18 +18,44 @@ export type RollupView =
   | 'usage_rollup_user_by_day_mv'
   | 'usage_errors_by_hour_mv'
   | 'usage_errors_by_day_mv'
-  | 'usage_latency_hist_total_by_hour_mv'
-  | 'usage_latency_hist_total_by_day_mv'
-  | 'usage_latency_hist_by_hour_mv'
-  | 'usage_latency_hist_by_day_mv'
-  | 'usage_latency_hist_env_by_hour_mv'
-  | 'usage_latency_hist_env_by_day_mv'
-  | 'usage_ttft_hist_total_by_hour_mv'
-  | 'usage_ttft_hist_total_by_day_mv'
-  | 'usage_ttft_hist_by_hour_mv'
-  | 'usage_ttft_hist_by_day_mv'
-  | 'usage_ttft_hist_env_by_hour_mv'
-  | 'usage_ttft_hist_env_by_day_mv';
+  | `${HistogramTable}_mv`;
+
+/** What the histograms of migration 0010 count: latency, and time to first token. */
+export type HistogramMetric = 'latency' | 'ttft';
+
+/**
+ * The histograms' families by the groups they hold, narrowest first: by environment alone
+ * (`total`), by provider and model (`model`), and by all three (`env`).
+ */
+export const HISTOGRAM_FAMILIES = {
+  total: { infix: 'total_' },
+  model: { infix: '' },
+  env: { infix: 'env_' },
+} as const;
+export type HistogramFamily = keyof typeof HISTOGRAM_FAMILIES;
+
+const HISTOGRAM_LEVELS = [
+  { time: 'hour', seconds: 3600 },
+  { time: 'day', seconds: 86_400 },
+] as const;
+type HistogramLevel = (typeof HISTOGRAM_LEVELS)[number]['time'];
+
+export type HistogramTable = `usage_${HistogramMetric}_hist_${(typeof HISTOGRAM_FAMILIES)[HistogramFamily]['infix']}by_${HistogramLevel}`;
+
+/** A histogram's table: `usage_latency_hist_env_by_hour`. */
+export function histogramTable(metric: HistogramMetric, family: HistogramFamily, time: HistogramLevel): HistogramTable {
+  return `usage_${metric}_hist_${HISTOGRAM_FAMILIES[family].infix}by_${time}`;
+}
+
+/** The twelve histograms (two metrics, three families, per hour and per day), as SCALED_ROLLUPS lists them. */
+const HISTOGRAM_ROLLUPS = (['latency', 'ttft'] as const).flatMap((metric) =>
+  (Object.keys(HISTOGRAM_FAMILIES) as HistogramFamily[]).flatMap((family) =>
+    HISTOGRAM_LEVELS.map(({ time, seconds }) => {
+      const table = histogramTable(metric, family, time);
+      return { view: `${table}_mv` as const, table, time, seconds, kind: 'latency' as const, migration: '0010' as const };
+    }),
+  ),
+);
 
 /**
  * The rollups of migrations 0008 to 0010, by view, with their time column, the seconds a
@@ -62,96 +88,17 @@ export const SCALED_ROLLUPS = [
   },
   { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600, kind: 'errors', migration: '0008' },
   { view: 'usage_errors_by_day_mv', table: 'usage_errors_by_day', time: 'day', seconds: 86_400, kind: 'errors', migration: '0009' },
-  {
-    view: 'usage_latency_hist_total_by_hour_mv',
-    table: 'usage_latency_hist_total_by_hour',
-    time: 'hour',
-    seconds: 3600,
-    kind: 'latency',
-    migration: '0010',
-  },
-  {
-    view: 'usage_latency_hist_total_by_day_mv',
-    table: 'usage_latency_hist_total_by_day',
-    time: 'day',
-    seconds: 86_400,
-    kind: 'latency',
-    migration: '0010',
-  },
-  {
-    view: 'usage_latency_hist_by_hour_mv',
-    table: 'usage_latency_hist_by_hour',
-    time: 'hour',
-    seconds: 3600,
-    kind: 'latency',
-    migration: '0010',
-  },
-  {
-    view: 'usage_latency_hist_by_day_mv',
-    table: 'usage_latency_hist_by_day',
-    time: 'day',
-    seconds: 86_400,
-    kind: 'latency',
-    migration: '0010',
-  },
-  {
-    view: 'usage_latency_hist_env_by_hour_mv',
-    table: 'usage_latency_hist_env_by_hour',
-    time: 'hour',
-    seconds: 3600,
-    kind: 'latency',
-    migration: '0010',
-  },
-  {
-    view: 'usage_latency_hist_env_by_day_mv',
-    table: 'usage_latency_hist_env_by_day',
-    time: 'day',
-    seconds: 86_400,
-    kind: 'latency',
-    migration: '0010',
-  },
-  {
-    view: 'usage_ttft_hist_total_by_hour_mv',
-    table: 'usage_ttft_hist_total_by_hour',
-    time: 'hour',
-    seconds: 3600,
-    kind: 'latency',
-    migration: '0010',
-  },
-  {
-    view: 'usage_ttft_hist_total_by_day_mv',
-    table: 'usage_ttft_hist_total_by_day',
-    time: 'day',
-    seconds: 86_400,
-    kind: 'latency',
-    migration: '0010',
-  },
-  { view: 'usage_ttft_hist_by_hour_mv', table: 'usage_ttft_hist_by_hour', time: 'hour', seconds: 3600, kind: 'latency', migration: '0010' },
-  { view: 'usage_ttft_hist_by_day_mv', table: 'usage_ttft_hist_by_day', time: 'day', seconds: 86_400, kind: 'latency', migration: '0010' },
-  {
-    view: 'usage_ttft_hist_env_by_hour_mv',
-    table: 'usage_ttft_hist_env_by_hour',
-    time: 'hour',
-    seconds: 3600,
-    kind: 'latency',
-    migration: '0010',
-  },
-  {
-    view: 'usage_ttft_hist_env_by_day_mv',
-    table: 'usage_ttft_hist_env_by_day',
-    time: 'day',
-    seconds: 86_400,
-    kind: 'latency',
-    migration: '0010',
-  },
-] as const satisfies readonly {
+  ...HISTOGRAM_ROLLUPS,
+] as const satisfies readonly ScaledRollup[];
+
+interface ScaledRollup {
   view: RollupView;
   table: string;
   time: string;
   seconds: number;
   kind: 'usage' | 'latency' | 'errors';
   migration: RollupMigration;
-}[];
+}
 
 /** The migrations whose rollups the backfill copies stored records into. */
 export type RollupMigration = '0008' | '0009' | '0010';
