@@ -162,29 +162,25 @@ export async function benchAnalytics(): Promise<void> {
       });
       (timed[timed.length - 1] as Timed & { ids?: string[] }).ids = ids;
     }
-    // What ClickHouse read for each (its last answer), from its query log.
+    // From ClickHouse's query log, per answer: what it read and its own time (a request
+    // may run two queries: top users, the groups first, under the id with `-groups`).
+    // What it read is the last answer's; its time, p50 and p95 of the timed answers (what
+    // grows in ClickHouse and what around it).
     await clickhouse.command({ query: 'SYSTEM FLUSH LOGS' });
     for (const entry of timed as (Timed & { ids?: string[] })[]) {
-      const id = entry.ids!.at(-1)!;
-      const [row] = await (
+      const ids = entry.ids!;
+      const answers = await (
         await clickhouse.query({
-          // A request may run two queries (top users: the groups first, under the id with `-groups`).
-          query: `SELECT sum(read_rows) AS read_rows, sum(read_bytes) AS read_bytes FROM system.query_log WHERE query_id IN ('${id}', '${id}-groups') AND type = 2`,
+          query: `SELECT replaceRegexpOne(query_id, '-groups$', '') AS id, sum(read_rows) AS read_rows, sum(read_bytes) AS read_bytes,
+              sum(query_duration_ms) AS ms FROM system.query_log
+            WHERE query_id IN (${ids.flatMap((one) => [`'${one}'`, `'${one}-groups'`]).join(', ')}) AND type = 2 GROUP BY id`,
           format: 'JSONEachRow',
         })
-      ).json<{ read_rows: string; read_bytes: string }>();
-      entry.rowsRead = Number(row?.read_rows ?? NaN);
-      entry.bytesRead = Number(row?.read_bytes ?? NaN);
-      // ClickHouse's share of each timed answer: what grows in ClickHouse and what around it.
-      const timedIds = entry.ids!.slice(1);
-      const durations = await (
-        await clickhouse.query({
-          query: `SELECT replaceRegexpOne(query_id, '-groups$', '') AS id, sum(query_duration_ms) AS ms FROM system.query_log
-            WHERE query_id IN (${timedIds.flatMap((one) => [`'${one}'`, `'${one}-groups'`]).join(', ')}) AND type = 2 GROUP BY id`,
-          format: 'JSONEachRow',
-        })
-      ).json<{ id: string; ms: string }>();
-      const ms = durations.map((one) => Number(one.ms));
+      ).json<{ id: string; read_rows: string; read_bytes: string; ms: string }>();
+      const last = answers.find((answer) => answer.id === ids.at(-1));
+      entry.rowsRead = Number(last?.read_rows ?? NaN);
+      entry.bytesRead = Number(last?.read_bytes ?? NaN);
+      const ms = answers.filter((answer) => answer.id !== ids[0]).map((answer) => Number(answer.ms));
       entry.clickhouseP50Ms = ms.length ? percentile(ms, 50) : NaN;
       entry.clickhouseP95Ms = ms.length ? percentile(ms, 95) : NaN;
       delete entry.ids;
@@ -220,7 +216,7 @@ export async function benchAnalytics(): Promise<void> {
     const mergesBeforeSeconds = await waitForMerges(clickhouse as never, database, { quietMs: 5000, pollMs: 1000, timeoutMs: 900_000 });
     const before = await parts();
     const started = Date.now();
-    const work = before.map(({ table, partition }) => ({ table, partition }));
+    const work = [...before];
     const optimize = async ({ table, partition }: { table: string; partition: string }) => {
       for (let attempt = 1; ; attempt++) {
         try {

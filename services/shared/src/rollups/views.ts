@@ -21,17 +21,14 @@ export type RollupView =
   | `${HistogramTable}_mv`;
 
 /** What the histograms of migration 0010 count: latency, and time to first token. */
-export type HistogramMetric = 'latency' | 'ttft';
+const HISTOGRAM_METRICS = ['latency', 'ttft'] as const;
+export type HistogramMetric = (typeof HISTOGRAM_METRICS)[number];
 
 /**
  * The histograms' families by the groups they hold, narrowest first: by environment alone
  * (`total`), by provider and model (`model`), and by all three (`env`).
  */
-export const HISTOGRAM_FAMILIES = {
-  total: { infix: 'total_' },
-  model: { infix: '' },
-  env: { infix: 'env_' },
-} as const;
+const HISTOGRAM_FAMILIES = { total: 'total_', model: '', env: 'env_' } as const;
 export type HistogramFamily = keyof typeof HISTOGRAM_FAMILIES;
 
 const HISTOGRAM_LEVELS = [
@@ -40,15 +37,15 @@ const HISTOGRAM_LEVELS = [
 ] as const;
 type HistogramLevel = (typeof HISTOGRAM_LEVELS)[number]['time'];
 
-export type HistogramTable = `usage_${HistogramMetric}_hist_${(typeof HISTOGRAM_FAMILIES)[HistogramFamily]['infix']}by_${HistogramLevel}`;
+export type HistogramTable = `usage_${HistogramMetric}_hist_${(typeof HISTOGRAM_FAMILIES)[HistogramFamily]}by_${HistogramLevel}`;
 
 /** A histogram's table: `usage_latency_hist_env_by_hour`. */
 export function histogramTable(metric: HistogramMetric, family: HistogramFamily, time: HistogramLevel): HistogramTable {
-  return `usage_${metric}_hist_${HISTOGRAM_FAMILIES[family].infix}by_${time}`;
+  return `usage_${metric}_hist_${HISTOGRAM_FAMILIES[family]}by_${time}`;
 }
 
 /** The twelve histograms (two metrics, three families, per hour and per day), as SCALED_ROLLUPS lists them. */
-const HISTOGRAM_ROLLUPS = (['latency', 'ttft'] as const).flatMap((metric) =>
+const HISTOGRAM_ROLLUPS = HISTOGRAM_METRICS.flatMap((metric) =>
   (Object.keys(HISTOGRAM_FAMILIES) as HistogramFamily[]).flatMap((family) =>
     HISTOGRAM_LEVELS.map(({ time, seconds }) => {
       const table = histogramTable(metric, family, time);
