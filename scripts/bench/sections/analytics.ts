@@ -10,6 +10,12 @@
 // full size: one user's erasure, one day's re-costing, and each dashboard page's time
 // until its charts are drawn in Chromium.
 //
+// The two sizes are timed side by side, not twenty minutes apart: the tenth, once merged,
+// is kept in a database of its own (its parts linked, not copied) with an admin of its
+// own, and each request is asked of both in turn, so that what the machine does meanwhile
+// (ClickHouse's background work, the page cache, the other processes on its two cores)
+// weighs on both alike and the ratio is of the queries' own cost.
+//
 // The events of a month arrive over a month, and ClickHouse merges each rollup's parts
 // in the background meanwhile; generated in minutes, they leave many parts unmerged.
 // Before the queries are timed, every rollup the queries read and the copy ordered by
@@ -116,59 +122,77 @@ export async function benchAnalytics(): Promise<void> {
   const endMs = Date.now();
   const spec = { days: 30, endMs, users: 100_000, models: 50, keys: 50 };
   const adminToken = `bench-analytics-${runId}-0123456789abcdef`;
-  const admin = await startService(
-    'admin',
-    {
-      ...process.env,
-      ...addresses,
-      CLICKHOUSE_DATABASE: database,
-      REDIS_KEY_PREFIX: `bench-analytics-${runId}:`,
-      ADMIN_TOKEN: adminToken,
-      ADMIN_PORT: '0',
-      METRICS_PORT: '0',
-      LOG_LEVEL: 'info',
-    },
-    /admin listening/,
-    90_000,
-  );
+  const startAdmin = (inDatabase: string) =>
+    startService(
+      'admin',
+      {
+        ...process.env,
+        ...addresses,
+        CLICKHOUSE_DATABASE: inDatabase,
+        REDIS_KEY_PREFIX: `bench-analytics-${runId}:${inDatabase}:`,
+        ADMIN_TOKEN: adminToken,
+        ADMIN_PORT: '0',
+        METRICS_PORT: '0',
+        LOG_LEVEL: 'info',
+      },
+      /admin listening/,
+      90_000,
+    );
+  const admin = await startAdmin(database);
+  // The tenth, kept as it was when timed: its parts linked into a database of its own
+  // (ATTACH PARTITION … FROM: hard links, no copy), answered by an admin of its own.
+  const tenth = `${database}_tenth`;
+  const tenthClient = createClient({ url: addresses.CLICKHOUSE_URL, database: tenth, request_timeout: 1_800_000 });
+  let tenthAdmin: Awaited<ReturnType<typeof startAdmin>> | undefined;
   const auth = { authorization: `Bearer ${adminToken}` };
   const out: Record<string, unknown> = { events, first, timedAnswers: TIMED_ANSWERS };
 
-  const measure = async (list: Shape[]): Promise<Timed[]> => {
-    const timed: Timed[] = [];
+  /**
+   * Times every request of `list` on each admin (one per size) in turn: each asked once
+   * (the first answer), then TIMED_ANSWERS rounds, the two sizes alternating which goes
+   * first, so that both sizes are timed under the same background work of the machine.
+   */
+  const measure = async (list: Shape[], admins: readonly { url: string }[]): Promise<Timed[][]> => {
+    const timed: (Timed & { ids: string[] })[][] = admins.map(() => []);
     for (const shape of list) {
-      const times: number[] = [];
-      const ids: string[] = [];
-      let status = 0;
+      const times: number[][] = admins.map(() => []);
+      const ids: string[][] = admins.map(() => []);
+      const status: number[] = admins.map(() => 0);
       for (let i = 0; i <= TIMED_ANSWERS; i++) {
-        const started = performance.now();
-        const response = await fetch(`${admin.url}${shape.path}`, { headers: auth });
-        await response.text();
-        times.push(performance.now() - started);
-        ids.push(response.headers.get('x-request-id') ?? '');
-        status = response.status;
+        const order = admins.map((_, at) => at);
+        if (i % 2 === 1) order.reverse();
+        for (const at of order) {
+          const started = performance.now();
+          const response = await fetch(`${admins[at]!.url}${shape.path}`, { headers: auth });
+          await response.text();
+          times[at]!.push(performance.now() - started);
+          ids[at]!.push(response.headers.get('x-request-id') ?? '');
+          status[at] = response.status;
+        }
       }
-      const [firstMs, ...rest] = times as [number, ...number[]];
-      timed.push({
-        name: shape.name,
-        firstMs,
-        p50Ms: percentile(rest, 50),
-        p95Ms: percentile(rest, 95),
-        rowsRead: 0,
-        bytesRead: 0,
-        clickhouseP50Ms: NaN,
-        clickhouseP95Ms: NaN,
-        status,
+      admins.forEach((_, at) => {
+        const [firstMs, ...rest] = times[at] as [number, ...number[]];
+        timed[at]!.push({
+          name: shape.name,
+          firstMs,
+          p50Ms: percentile(rest, 50),
+          p95Ms: percentile(rest, 95),
+          rowsRead: 0,
+          bytesRead: 0,
+          clickhouseP50Ms: NaN,
+          clickhouseP95Ms: NaN,
+          status: status[at]!,
+          ids: ids[at]!,
+        });
       });
-      (timed[timed.length - 1] as Timed & { ids?: string[] }).ids = ids;
     }
     // From ClickHouse's query log, per answer: what it read and its own time (a request
     // may run two queries: top users, the groups first, under the id with `-groups`).
     // What it read is the last answer's; its time, p50 and p95 of the timed answers (what
     // grows in ClickHouse and what around it).
     await clickhouse.command({ query: 'SYSTEM FLUSH LOGS' });
-    for (const entry of timed as (Timed & { ids?: string[] })[]) {
-      const ids = entry.ids!;
+    for (const entry of timed.flat()) {
+      const { ids } = entry;
       const answers = await (
         await clickhouse.query({
           query: `SELECT replaceRegexpOne(query_id, '-groups$', '') AS id, sum(read_rows) AS read_rows, sum(read_bytes) AS read_bytes,
@@ -183,9 +207,29 @@ export async function benchAnalytics(): Promise<void> {
       const ms = answers.filter((answer) => answer.id !== ids[0]).map((answer) => Number(answer.ms));
       entry.clickhouseP50Ms = ms.length ? percentile(ms, 50) : NaN;
       entry.clickhouseP95Ms = ms.length ? percentile(ms, 95) : NaN;
-      delete entry.ids;
     }
-    return timed;
+    return timed.map((list) => list.map(({ ids: _ids, ...entry }) => entry));
+  };
+  /** Links every generated part into the tenth's database; the seconds it took. */
+  const keepTenth = async () => {
+    const started = Date.now();
+    await migrate(server as never, tenthClient as never, tenth);
+    await markBackfilledIfEmpty(tenthClient as never);
+    const stored = (db: string) => `SELECT table, partition, sum(rows) AS rows FROM system.parts WHERE database = '${db}' AND active
+      AND table != 'schema_migrations' AND NOT startsWith(table, 'rollup_backfill') GROUP BY table, partition ORDER BY table, partition`;
+    const list = async (db: string) =>
+      (
+        await (await server.query({ query: stored(db), format: 'JSONEachRow' })).json<{ table: string; partition: string; rows: string }>()
+      ).map((row) => `${row.table} ${row.partition} ${row.rows}`);
+    const partitions = await list(database);
+    for (const line of partitions) {
+      const [table, partition] = line.split(' ') as [string, string];
+      await server.command({ query: `ALTER TABLE ${tenth}.${table} ATTACH PARTITION ${partition} FROM ${database}.${table}` });
+    }
+    const linked = await list(tenth);
+    if (linked.join('\n') !== partitions.join('\n'))
+      throw new Error(`the tenth's database holds other rows than the tenth: ${linked.length} of ${partitions.length} partitions alike`);
+    return (Date.now() - started) / 1000;
   };
   const all = () => [...RANGES.flatMap(shapes), ...RANGES.flatMap(pageRequests)];
   /**
@@ -262,9 +306,10 @@ export async function benchAnalytics(): Promise<void> {
     out.firstGenerateSeconds = (Date.now() - started) / 1000;
     out.firstSettle = await settle();
     log(
-      `  ${first.toLocaleString('en-US')} events in ${out.firstGenerateSeconds} s, merged in ${(out.firstSettle as { seconds: number }).seconds} s, merges left waited for ${(out.firstSettle as { mergesWaitSeconds: number }).mergesWaitSeconds} s; timing the queries`,
+      `  ${first.toLocaleString('en-US')} events in ${out.firstGenerateSeconds} s, merged in ${(out.firstSettle as { seconds: number }).seconds} s, merges left waited for ${(out.firstSettle as { mergesWaitSeconds: number }).mergesWaitSeconds} s; kept in ${tenth}`,
     );
-    out.atFirst = await measure(all());
+    out.tenthLinkSeconds = await keepTenth();
+    tenthAdmin = await startAdmin(tenth);
 
     started = Date.now();
     await generateEvents(clickhouse as never, { ...spec, count: events - first, offset: first }, (done) =>
@@ -273,9 +318,10 @@ export async function benchAnalytics(): Promise<void> {
     out.restGenerateSeconds = (Date.now() - started) / 1000;
     out.fullSettle = await settle();
     log(
-      `  ${events.toLocaleString('en-US')} events (${out.restGenerateSeconds} s more), merged in ${(out.fullSettle as { seconds: number }).seconds} s, merges left waited for ${(out.fullSettle as { mergesWaitSeconds: number }).mergesWaitSeconds} s; timing the queries`,
+      `  ${events.toLocaleString('en-US')} events (${out.restGenerateSeconds} s more), merged in ${(out.fullSettle as { seconds: number }).seconds} s, merges left waited for ${(out.fullSettle as { mergesWaitSeconds: number }).mergesWaitSeconds} s; timing the queries at both sizes`,
     );
-    out.atFull = await measure(all());
+    out.timing = 'interleaved';
+    [out.atFirst, out.atFull] = await measure(all(), [tenthAdmin, admin]);
 
     const sizes = await (
       await clickhouse.query({
@@ -343,6 +389,9 @@ export async function benchAnalytics(): Promise<void> {
     }
   } finally {
     await admin.stop();
+    await tenthAdmin?.stop();
+    await server.command({ query: `DROP DATABASE IF EXISTS ${tenth}` }).catch(() => undefined);
+    await tenthClient.close();
     // 18.16 keeps a detached view's metadata in the database's folder: attached again before the drop.
     await clickhouse.command({ query: 'ATTACH TABLE usage_rollup_minute_mv' }).catch(() => undefined);
     await server.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);

@@ -271,6 +271,60 @@ describe('rollups', () => {
     }
   });
 
+  it('usage by key (the key totals of migration 0011; with the provider, the keyed rollups of 0008) equals the raw rows, minutes at the edges included', async () => {
+    // From 17 minutes past an hour to now: hours in the middle, minutes at both ends.
+    const edgeFromMs = startMs - 3600_000 + 17 * 60_000;
+    const edgeFrom = new Date(edgeFromMs).toISOString();
+    const raw = (dimensions: string) =>
+      queryRows<Record<string, string>>(
+        clickhouse,
+        `SELECT ${dimensions}, count() AS requests, sum(t) AS tokens, countIf(s = 'error') AS errors, sum(c) AS cost
+         FROM (SELECT event_key, any(api_key_id) AS keyId, any(environment) AS environment, any(user_type) AS userType, any(provider) AS provider,
+                      any(total_tokens) AS t, any(status) AS s, any(ifNull(cost_usd, 0)) AS c, any(event_time) AS at
+               FROM usage_events GROUP BY event_key)
+         WHERE toUInt32(at) >= ${edgeFromMs / 1000} GROUP BY ${dimensions} ORDER BY ${dimensions}`,
+      );
+    for (const [groupBy, columns] of [
+      ['keyId', 'keyId'],
+      ['keyId,environment,userType', 'keyId, environment, userType'],
+      ['keyId,provider', 'keyId, provider'],
+    ] as const) {
+      const names = groupBy.split(',');
+      const expected = (await raw(columns)).map((row) => [
+        ...names.map((name) => row[name]),
+        Number(row.requests),
+        Number(row.tokens),
+        Number(row.errors),
+      ]);
+      expect(expected.length, groupBy).toBeGreaterThan(1);
+      for (const bucket of ['none', 'hour']) {
+        const answer = await httpRequest(
+          `${admin.url}/v1/analytics/usage?from=${edgeFrom}&to=${to}&bucket=${bucket}&groupBy=${groupBy}&limit=10000`,
+          {
+            headers: auth,
+          },
+        );
+        expect(answer.status, `${groupBy} ${bucket}`).toBe(200);
+        // Hourly rows added up per group.
+        const sums = new Map<string, { values: string[]; requests: number; tokens: number; errors: number; cost: number }>();
+        for (const row of answer.body.rows as Record<string, any>[]) {
+          const values = names.map((name) => String(row[name]));
+          const sum = sums.get(values.join('|')) ?? { values, requests: 0, tokens: 0, errors: 0, cost: 0 };
+          sum.requests += row.requests;
+          sum.tokens += row.totalTokens;
+          sum.errors += row.errors;
+          sum.cost += row.costUsd;
+          sums.set(values.join('|'), sum);
+        }
+        const got = [...sums.values()].sort((a, b) => (a.values.join('|') < b.values.join('|') ? -1 : 1));
+        expect(
+          got.map((sum) => [...sum.values, sum.requests, sum.tokens, sum.errors]),
+          `${groupBy} ${bucket}`,
+        ).toEqual(expected);
+      }
+    }
+  });
+
   it('errors by code, top users and the internal/external split equal the raw rows', async () => {
     const rawErrors = await queryRows<{ code: string; n: string }>(
       clickhouse,

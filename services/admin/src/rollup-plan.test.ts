@@ -3,6 +3,7 @@
 // to the table the plan promises.
 import { describe, expect, it } from 'vitest';
 import { cover, planQuery, type Piece } from './rollup-plan.js';
+import type { RollupMigration } from '@otm/shared/rollups/views';
 
 const LEVELS = [
   { seconds: 86_400, table: 'day', time: 'day' },
@@ -55,9 +56,9 @@ describe('cover', () => {
 });
 
 describe('planQuery', () => {
-  const BOTH: ReadonlySet<'0008' | '0009' | '0010'> = new Set(['0008', '0009', '0010']);
-  const ONLY_0008: ReadonlySet<'0008' | '0009' | '0010'> = new Set(['0008']);
-  const NONE: ReadonlySet<'0008' | '0009' | '0010'> = new Set();
+  const BOTH: ReadonlySet<RollupMigration> = new Set(['0008', '0009', '0010', '0011']);
+  const ONLY_0008: ReadonlySet<RollupMigration> = new Set(['0008']);
+  const NONE: ReadonlySet<RollupMigration> = new Set();
   const base = { route: 'usage' as const, bucketSeconds: 0, dimensions: [], oneUser: false, fromS: 0, toS: 30 * 86_400, backfilled: BOTH };
   const tables = (input: Parameters<typeof planQuery>[0]) => {
     const { plan } = planQuery(input);
@@ -80,12 +81,25 @@ describe('planQuery', () => {
       'usage_rollup_by_minute',
     ]);
     expect(tables({ ...base, bucketSeconds: 60, toS: 86_400 })).toEqual(['usage_rollup_by_minute']);
-    expect(tables({ ...base, dimensions: ['keyId'], fromS: 1800, toS: 30 * 86_400 + 1800 })).toEqual([
+    expect(tables({ ...base, dimensions: ['keyId', 'model'], fromS: 1800, toS: 30 * 86_400 + 1800 })).toEqual([
       'usage_rollup_key_by_day',
       'usage_rollup_key_by_hour',
       'usage_rollup_key_by_minute',
     ]);
     expect(tables({ ...base, route: 'latency', dimensions: ['model'], toS: 86_400 * 7 })).toEqual(['usage_latency_hist_by_day']);
+  });
+
+  it('usage by key alone (with the environment or the user type) reads the key totals once their backfill is done', () => {
+    const keyed = { ...base, dimensions: ['keyId'], fromS: 1800, toS: 30 * 86_400 + 1800 };
+    const totals = ['usage_rollup_key_totals_by_day', 'usage_rollup_key_totals_by_hour', 'usage_rollup_key_totals_by_minute'];
+    expect(tables(keyed)).toEqual(totals);
+    expect(tables({ ...keyed, dimensions: ['keyId', 'environment', 'userType'] })).toEqual(totals);
+    expect(tables({ ...keyed, bucketSeconds: 3600 })).toEqual(totals.slice(1));
+    // With the provider or the model, before 0011's backfill, or latency: the keyed rollups of 0008.
+    const full = ['usage_rollup_key_by_day', 'usage_rollup_key_by_hour', 'usage_rollup_key_by_minute'];
+    expect(tables({ ...keyed, dimensions: ['keyId', 'provider'] })).toEqual(full);
+    expect(tables({ ...keyed, backfilled: new Set<RollupMigration>(['0008', '0009', '0010']) })).toEqual(full);
+    expect(tables({ ...keyed, route: 'latency', bucketSeconds: 3600, fromS: 0, toS: 86_400 })).toEqual(['usage_rollup_key_by_hour']);
   });
 
   it('hourly latency reads the latency histograms when they hold every dimension asked for', () => {

@@ -17,6 +17,8 @@
 //                                           usage_latency_hist_total_by_day, …_by_hour
 //   by provider and model at most           usage_latency_hist_by_day, …_by_hour
 //   with environment                        usage_latency_hist_env_by_day, …_by_hour
+//   usage by keyId, with environment or     usage_rollup_key_totals_by_day, …_by_hour,
+//   userType at most                        …_by_minute (migration 0011)
 //   anything else                           usage_rollup_by_day and usage_rollup_by_hour,
 //                                           or usage_rollup_key_by_day and
 //                                           usage_rollup_key_by_hour (with keyId), then
@@ -33,7 +35,8 @@
 // Until the backfill of migration 0008 has finished, every usage and latency query reads
 // usage_rollup_minute and every errors query usage_errors_minute, as before it; until
 // that of migration 0010 has, latency reads the usage rollups' t-digest states (0010
-// dropped the t-digest latency rollups of 0008 and 0009).
+// dropped the t-digest latency rollups of 0008 and 0009); until that of migration 0011
+// has, usage by key reads the keyed rollups of 0008.
 
 import { histogramTable, type RollupMigration } from '@otm/shared/rollups/views';
 
@@ -91,7 +94,7 @@ export interface PlanInput {
   oneUser: boolean;
   fromS: number;
   toS: number;
-  /** The migrations whose rollups' backfill has finished (0008, 0009, 0010). */
+  /** The migrations whose rollups' backfill has finished (0008 to 0011). */
   backfilled: ReadonlySet<RollupMigration>;
 }
 
@@ -99,6 +102,8 @@ export interface PlanInput {
 const fits = (bucketSeconds: number) => (level: Level) => bucketSeconds === 0 || bucketSeconds % level.seconds === 0;
 
 const USER_DAY_DIMENSIONS = new Set(['environment', 'userType', 'userId']);
+/** What the key totals (migration 0011) hold besides the time. */
+const KEY_TOTALS_DIMENSIONS = new Set(['keyId', 'environment', 'userType']);
 /**
  * The latency histograms (migration 0010) by what they hold, narrowest first: by
  * environment alone; by provider and model; the same per environment. The tables of
@@ -181,14 +186,18 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
     ].filter(fits(bucketSeconds));
     return same({ kind: 'histograms', pieces: cover(fromS, toS, levels) });
   }
-  const hourTable = keyed ? 'usage_rollup_key_by_hour' : 'usage_rollup_by_hour';
-  const dayTable = keyed ? 'usage_rollup_key_by_day' : 'usage_rollup_by_day';
+  // Usage by key alone (with the environment or the user type at most): the key totals
+  // (migration 0011), once their backfill is done; with the provider or the model, or
+  // latency, the keyed rollups of 0008.
+  const family = !keyed
+    ? 'usage_rollup'
+    : route === 'usage' && input.backfilled.has('0011') && dimensions.every((name) => KEY_TOTALS_DIMENSIONS.has(name))
+      ? 'usage_rollup_key_totals'
+      : 'usage_rollup_key';
   const levels = [
-    { seconds: DAY, table: dayTable, time: 'day' },
-    { seconds: HOUR, table: hourTable, time: 'hour' },
-    keyed
-      ? { seconds: MINUTE, table: 'usage_rollup_key_by_minute', time: 'minute' }
-      : { seconds: MINUTE, table: 'usage_rollup_by_minute', time: 'minute' },
+    { seconds: DAY, table: `${family}_by_day`, time: 'day' },
+    { seconds: HOUR, table: `${family}_by_hour`, time: 'hour' },
+    { seconds: MINUTE, table: `${family}_by_minute`, time: 'minute' },
   ].filter(fits(bucketSeconds));
   return same({ kind: 'rollups', pieces: cover(fromS, toS, levels) });
 }

@@ -1,4 +1,4 @@
-// The rollups of migrations 0008 to 0010 against the raw rows, for an installation that had
+// The rollups of migrations 0008 to 0011 against the raw rows, for an installation that had
 // records before the migration: records (duplicates delivered, a replay unknown to
 // Redis) loaded by ingesters that know only the migrations up to 0007, spread over 40
 // days; then an ingester of today migrates and loads more records through the new
@@ -7,8 +7,9 @@
 // table must equal the same figures computed from
 // usage_events, each event key once: per minute, per hour, per hour and key, per day,
 // per user and day, the errors per hour and per day, the latency histograms of migration
-// 0010 (per bucket), and usage_events_by_user. Then an installation that had finished
-// 0008's backfill before migrations 0009 and 0010: the backfill copies their tables alone,
+// 0010 (per bucket), the key totals of 0011, and usage_events_by_user. Then an installation
+// that had finished 0008's backfill before migrations 0009 to 0011: the backfill copies their
+// tables alone,
 // and every table, old and new, still equals the raw rows.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queuedRecords, sampleUsageRecords, seededRandom } from '../../../test/fixtures/sample-records.js';
@@ -239,6 +240,18 @@ const ROLLUPS: Rollup[] = [
   { table: 'usage_rollup_by_day', time: 'day', bucket: DAY, dims: ['environment', 'provider', 'model_id', 'user_type'] },
   { table: 'usage_rollup_key_by_day', time: 'day', bucket: DAY, dims: ['environment', 'api_key_id', 'provider', 'model_id', 'user_type'] },
   { table: 'usage_rollup_user_by_day', time: 'day', bucket: DAY, dims: ['environment', 'user_id', 'user_type'] },
+  ...(
+    [
+      ['minute', 'toStartOfMinute(event_time)'],
+      ['hour', HOUR],
+      ['day', DAY],
+    ] as const
+  ).map(([time, bucket]) => ({
+    table: `usage_rollup_key_totals_by_${time}`,
+    time,
+    bucket,
+    dims: ['environment', 'api_key_id', 'user_type'],
+  })),
   ...HISTOGRAMS,
 ];
 
@@ -360,6 +373,7 @@ describe('an installation from before migration 0008', () => {
 
     expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0009_done'))[0]!.n)).toBe(1);
     expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0010_done'))[0]!.n)).toBe(1);
+    expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0011_done'))[0]!.n)).toBe(1);
     await expectRollupsEqualRaw(ROLLUPS, BEFORE + AFTER);
 
     await expectErrorRollupsEqualRaw();
@@ -379,7 +393,7 @@ describe('an installation from before migration 0008', () => {
   });
 });
 
-describe('an installation that finished the backfill of migration 0008 before migrations 0009 and 0010', () => {
+describe('an installation that finished the backfill of migration 0008 before migrations 0009 to 0011', () => {
   const m = {
     topic: uniqueName('backfill9'),
     keyPrefix: `${uniqueName('backfill9')}:`,
@@ -389,7 +403,7 @@ describe('an installation that finished the backfill of migration 0008 before mi
   const client = testClickHouse(m.database);
   afterAll(() => client.close());
 
-  it('copies the records into the tables of 0009 and 0010 alone, and every rollup equals the raw rows', async () => {
+  it('copies the records into the tables of 0009 to 0011 alone, and every rollup equals the raw rows', async () => {
     // Up to 0008, from an empty database: nothing to backfill, so 0008 is done at once
     // and the records load through 0008's views.
     const old = await startIngester({ ...m, extraEnv: { INGEST_MIGRATIONS_UP_TO: '0008_rollups_at_scale.sql' } });
@@ -406,14 +420,18 @@ describe('an installation that finished the backfill of migration 0008 before mi
     );
     expect(tables).toEqual([]);
 
-    // Today's ingester: migrations 0009 and 0010, then their backfill (0008's is not run again).
+    // Today's ingester: migrations 0009 to 0011, then their backfill (0008's is not run again).
     const ingester = await startIngester(m);
     services.push(ingester);
     const backfilled9 = async () =>
       Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_0009_done'))[0]!.n);
     const backfilled10 = async () =>
       Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_0010_done'))[0]!.n);
-    await eventually(async () => (await backfilled9()) === 1 && (await backfilled10()) === 1, 60_000);
+    const backfilled11 = async () =>
+      Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_0011_done'))[0]!.n);
+    await eventually(async () => (await backfilled9()) === 1 && (await backfilled10()) === 1 && (await backfilled11()) === 1, 60_000);
+    const days11 = await queryRows<{ days: string }>(client, 'SELECT count() AS days FROM rollup_backfill_0011_days FINAL');
+    expect(Number(days11[0]!.days)).toBeGreaterThanOrEqual(40);
     const days10 = await queryRows<{ days: string }>(client, 'SELECT count() AS days FROM rollup_backfill_0010_days FINAL');
     expect(Number(days10[0]!.days)).toBeGreaterThanOrEqual(40);
     const days9 = await queryRows<{ days: string }>(client, 'SELECT count() AS days FROM rollup_backfill_0009_days FINAL');

@@ -234,7 +234,7 @@ const retentionTimers = [
 ];
 for (const timer of retentionTimers) timer.unref();
 
-// The backfill of the rollups of migrations 0008 to 0010
+// The backfill of the rollups of migrations 0008 to 0011
 // (services/shared/src/rollups/backfill.ts): by one ingester at a time (a lock in
 // Redis), beside consuming, at start and every 10 minutes until done.
 const backfillRun = async () => {

@@ -1,4 +1,4 @@
-// The backfill of the rollups of migrations 0008 to 0010 (the rollups by minute, hour
+// The backfill of the rollups of migrations 0008 to 0011 (the rollups by minute, hour
 // and day, per key and per user, usage_events_by_user, and the latency totals) from the
 // records stored before their views existed. Each migration is a generation of its own
 // with its own record of progress, so that an installation that finished 0008's copies
@@ -46,6 +46,7 @@ export const BACKFILL_GENERATIONS: readonly { migration: RollupMigration; days: 
   { migration: '0008', days: 'rollup_backfill_days', done: 'rollup_backfill_done' },
   { migration: '0009', days: 'rollup_backfill_0009_days', done: 'rollup_backfill_0009_done' },
   { migration: '0010', days: 'rollup_backfill_0010_days', done: 'rollup_backfill_0010_done' },
+  { migration: '0011', days: 'rollup_backfill_0011_days', done: 'rollup_backfill_0011_done' },
 ];
 
 /** The tables a generation fills: its rollups, and for 0008 the copy ordered by user. */

@@ -68,7 +68,7 @@ const MONTHLY_TABLES: Readonly<Record<string, keyof RetentionPolicy>> = {
   usage_errors_minute: 'rollupsDays',
   // Migration 0008: a user's records as usage_events holds them.
   usage_events_by_user: 'eventsDays',
-  // The rollups of migrations 0008 to 0010.
+  // The rollups of migrations 0008 to 0011.
   ...Object.fromEntries(SCALED_ROLLUPS.map(({ table }) => [table, 'rollupsDays' as const])),
 };
 

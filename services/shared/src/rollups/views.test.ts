@@ -22,7 +22,7 @@ describe('rebuildRollupSql', () => {
 describe('aggregateViews', () => {
   it('reads each view on usage_events with its groups, their expressions and its count column', () => {
     const views = aggregateViews();
-    // Every view of migrations 0002 and 0007 to 0010 but the copy ordered by user, usage_rollup_minute_mv once (0007
+    // Every view of migrations 0002 and 0007 to 0011 but the copy ordered by user, usage_rollup_minute_mv once (0007
     // redefines it), and not the t-digest latency views of 0008 and 0009 (0010 drops them).
     expect(views.map((view) => view.view).sort()).toEqual(
       [
@@ -47,6 +47,9 @@ describe('aggregateViews', () => {
         'usage_rollup_key_by_day_mv',
         'usage_rollup_key_by_hour_mv',
         'usage_rollup_key_by_minute_mv',
+        'usage_rollup_key_totals_by_minute_mv',
+        'usage_rollup_key_totals_by_hour_mv',
+        'usage_rollup_key_totals_by_day_mv',
         'usage_rollup_minute_mv',
         'usage_rollup_user_by_day_mv',
       ].sort(),
@@ -99,6 +102,10 @@ describe('aggregateViews', () => {
     expect(source('usage_rollup_by_day_mv')).toBe('usage_rollup_key_by_day');
     expect(source('usage_latency_hist_total_by_day_mv')).toBe('usage_latency_hist_env_by_day');
     expect(source('usage_errors_by_day_mv')).toBe('usage_errors_by_hour');
+    // The key totals (0011) from the keyed rollups of the same time (more groups); their minutes from the records.
+    expect(source('usage_rollup_key_totals_by_hour_mv')).toBe('usage_rollup_key_by_hour');
+    expect(source('usage_rollup_key_totals_by_day_mv')).toBe('usage_rollup_key_by_day');
+    expect(source('usage_rollup_key_totals_by_minute_mv')).toBeUndefined();
     // Each source comes before what is merged from it.
     const order: string[] = rollupsFinestFirst().map(({ table }) => table);
     for (const { view, table } of rollupsFinestFirst()) {

@@ -18,6 +18,9 @@ export type RollupView =
   | 'usage_rollup_user_by_day_mv'
   | 'usage_errors_by_hour_mv'
   | 'usage_errors_by_day_mv'
+  | 'usage_rollup_key_totals_by_minute_mv'
+  | 'usage_rollup_key_totals_by_hour_mv'
+  | 'usage_rollup_key_totals_by_day_mv'
   | `${HistogramTable}_mv`;
 
 /** What the histograms of migration 0010 count: latency, and time to first token. */
@@ -55,7 +58,7 @@ const HISTOGRAM_ROLLUPS = HISTOGRAM_METRICS.flatMap((metric) =>
 );
 
 /**
- * The rollups of migrations 0008 to 0010, by view, with their time column, the seconds a
+ * The rollups of migrations 0008 to 0011, by view, with their time column, the seconds a
  * row covers, what they measure (usage: counts, tokens, cost, latency; latency and time
  * to first token only, as histograms (0010); or errors) and the migration that made
  * them: the backfill copies the records stored before a migration into its tables
@@ -86,6 +89,14 @@ export const SCALED_ROLLUPS = [
   { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600, kind: 'errors', migration: '0008' },
   { view: 'usage_errors_by_day_mv', table: 'usage_errors_by_day', time: 'day', seconds: 86_400, kind: 'errors', migration: '0009' },
   ...HISTOGRAM_ROLLUPS,
+  ...(['minute', 'hour', 'day'] as const).map((time) => ({
+    view: `usage_rollup_key_totals_by_${time}_mv` as const,
+    table: `usage_rollup_key_totals_by_${time}` as const,
+    time,
+    seconds: { minute: 60, hour: 3600, day: 86_400 }[time],
+    kind: 'usage' as const,
+    migration: '0011' as const,
+  })),
 ] as const satisfies readonly ScaledRollup[];
 
 interface ScaledRollup {
@@ -98,7 +109,7 @@ interface ScaledRollup {
 }
 
 /** The migrations whose rollups the backfill copies stored records into. */
-export type RollupMigration = '0008' | '0009' | '0010';
+export type RollupMigration = '0008' | '0009' | '0010' | '0011';
 
 /** The usage rollups (those that count requests, tokens and cost), by table name. */
 export const USAGE_ROLLUP_TABLES = SCALED_ROLLUPS.filter(({ kind }) => kind === 'usage').map(({ table }) => table);
