@@ -38,7 +38,11 @@ import { ensureChromium } from '../../stack/services.js';
 import { startService } from '../../lib/service-process.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';
 import { recost } from '@otm/shared/rollups/recost';
+import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
 import { addresses, log, percentile, quick, redis, results, runId, waitForMerges } from '../context.js';
+
+/** ClickHouse's refusal of an OPTIMIZE with optimize_throw_if_noop (a background merge holds a part). */
+const CANNOT_ASSIGN_OPTIMIZE = 388;
 
 interface Shape {
   name: string;
@@ -270,7 +274,8 @@ export async function benchAnalytics(): Promise<void> {
           });
           return;
         } catch (error) {
-          if (attempt >= 10) throw error;
+          // Only ClickHouse's refusal (a merge holds a part) is asked again.
+          if (attempt >= 10 || clickhouseErrorCode(error) !== CANNOT_ASSIGN_OPTIMIZE) throw error;
           await new Promise((resolve) => setTimeout(resolve, 3000));
         }
       }
