@@ -287,14 +287,12 @@ export function byUserSql(spec: {
   fromS: number;
   toS: number;
   order: (group: readonly string[]) => string;
-  /** More conditions on the records. */
-  where?: readonly string[];
 }): string {
   const { query } = spec;
   const seconds = BUCKETS[query.bucket];
   const bucketSelect = seconds === 0 ? '' : `intDiv(toUInt32(event_time), ${seconds}) * ${seconds} AS bucket, `;
   const group = [...(seconds === 0 ? [] : ['bucket']), ...query.groupBy];
-  const conditions = [`event_time >= toDateTime(${spec.fromS})`, `event_time < toDateTime(${spec.toS})`, ...(spec.where ?? [])];
+  const conditions = [`event_time >= toDateTime(${spec.fromS})`, `event_time < toDateTime(${spec.toS})`];
   for (const [name, value] of Object.entries(query.filters)) {
     if (value !== undefined) conditions.push(`${DIMENSIONS[name as Dimension]} = ${sqlString(value)}`);
   }
@@ -512,65 +510,46 @@ const USER_DAY_ORDER_COLUMNS: Record<string, string> = {
 };
 
 /**
- * Users over a range (grouped by user, no time buckets), in two steps: the first reads
- * only the groups and the metric they are ordered by from the per-user days and keeps
- * the candidates; the second sums every measure of those users' records in the same
- * whole days from usage_events_by_user, ordered by user, so that it reads their records
- * alone (a few granules per user) instead of every user's days again (past
- * MAX_RECORD_READ_USERS candidates, and when the groups are asked again, it reads the
- * per-user days). Both steps run under the request's limits; the second carries the
- * request's id (system.query_log), the first the id with `-groups`.
+ * Users over a range (grouped by user, no time buckets), in two steps over the per-user
+ * days: the first reads only the groups and the metric they are ordered by and keeps
+ * the candidates; the second sums every measure for those users only. Both steps run
+ * under the request's limits; the second carries the request's id (system.query_log),
+ * the first the id with `-groups`.
  *
  * Ordered by a metric, the first step groups by a 64-bit hash of the group's columns
  * (cityHash64: hashing 100,000 strings is cheaper than keeping them as hash-table keys)
- * and keeps `candidateCount(limit)` hashes, more than asked, each with the least and the
- * greatest user of its rows; the second step re-orders the exact sums of the groups of
- * those hashes and keeps `limit`. Exact: a group left out is ordered after every group
- * kept, and when the last candidate ties with the limit-th (the tie may go on past the
- * candidates) the first step is asked again by the groups themselves. Two groups sharing
- * a hash only make their hash rank higher; the second step still separates them (the
- * odds of any shared hash among 100,000 users are about 3 in 10 billion; three users
- * sharing one, of which the second step would miss the middle one, far less).
+ * and keeps `candidateCount(limit)` hashes, more than asked; the second step re-orders the
+ * exact sums of the groups of those hashes and keeps `limit`. Exact: a group left out is
+ * ordered after every group kept, and when the last candidate ties with the limit-th
+ * (the tie may go on past the candidates) the first step is asked again by the groups
+ * themselves. Two groups sharing a hash only make their hash rank higher; the second
+ * step still separates them (the odds of any shared hash among 100,000 users are about
+ * 3 in 10 billion).
  */
 async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: readonly Piece[], sql: RouteSql): Promise<Row[]> {
   const orderColumn = query.orderBy ? USER_DAY_ORDER_COLUMNS[query.orderBy] : undefined;
   const groupColumns = query.groupBy.map((name) => sql.columns[name]!);
   const groupsId = query.queryId ? `${query.queryId}-groups` : undefined;
-  const user = sql.columns.userId!;
-  // The per-user days' pieces are whole days: the records of the same range.
-  const fromS = Math.min(...pieces.map((piece) => piece.fromS));
-  const toS = Math.max(...pieces.map((piece) => piece.toS));
-  const second = (where: string, candidates: readonly unknown[] = []) => {
-    const users = [...new Set(candidates.map(String))];
-    return run(
+  const second = (where: string) =>
+    run(
       store,
-      users.length > 0 && users.length <= MAX_RECORD_READ_USERS
-        ? byUserSql({
-            measures: sql.byUser!,
-            query,
-            fromS,
-            toS,
-            order: sql.order,
-            where: [`${user} IN (${users.map(sqlString).join(', ')})`, where],
-          })
-        : piecesSql({
-            pieces,
-            columns: sql.columns,
-            states: sql.rollups.states,
-            measures: USER_DAY_SQL,
-            query,
-            order: sql.order,
-            where: [where],
-          }),
+      piecesSql({
+        pieces,
+        columns: sql.columns,
+        states: sql.rollups.states,
+        measures: USER_DAY_SQL,
+        query,
+        order: sql.order,
+        where: [where],
+      }),
       query.queryId,
     );
-  };
   if (orderColumn && query.limit <= MAX_HASHED_LIMIT) {
     const hash = `cityHash64(${groupColumns.join(', ')})`;
     const candidates = candidateCount(query.limit);
     const hashed = await run(
       store,
-      `SELECT toString(h) AS h, m, u1, u2 FROM (SELECT ${hash} AS h, sum(${orderColumn}) AS m, min(${user}) AS u1, max(${user}) AS u2 FROM (${unionSql(pieces, [...new Set([...groupColumns, orderColumn])], query, sql.columns)}) GROUP BY h ORDER BY m DESC LIMIT ${candidates})`,
+      `SELECT toString(h) AS h, m FROM (SELECT ${hash} AS h, sum(${orderColumn}) AS m FROM (${unionSql(pieces, [...groupColumns, orderColumn], query, sql.columns)}) GROUP BY h ORDER BY m DESC LIMIT ${candidates})`,
       groupsId,
     );
     if (hashed.length === 0) return [];
@@ -581,10 +560,7 @@ async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: re
         candidates,
       )
     ) {
-      return second(
-        `${hash} IN (${hashed.map((row) => String(row.h)).join(', ')})`,
-        hashed.flatMap((row) => [row.u1, row.u2]),
-      );
+      return second(`${hash} IN (${hashed.map((row) => String(row.h)).join(', ')})`);
     }
   }
   const groups = await run(
@@ -606,13 +582,6 @@ async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: re
 
 /** Above this limit the first step of top users keeps the groups themselves. */
 const MAX_HASHED_LIMIT = 1_000;
-
-/**
- * Up to this many candidate users the second step of top users reads their records
- * (a granule or two each); more, and it reads every user's days again, which costs less
- * than that many users' granules.
- */
-const MAX_RECORD_READ_USERS = 200;
 
 /** Hashes the first step of top users keeps for `limit` groups: room for ties and shared hashes. */
 export function candidateCount(limit: number): number {
