@@ -222,16 +222,13 @@ export async function benchAnalytics(): Promise<void> {
     const stored = (db: string) => `SELECT table, partition, sum(rows) AS rows FROM system.parts WHERE database = '${db}' AND active
       AND table != 'schema_migrations' AND NOT startsWith(table, 'rollup_backfill') GROUP BY table, partition ORDER BY table, partition`;
     const list = async (db: string) =>
-      (
-        await (await server.query({ query: stored(db), format: 'JSONEachRow' })).json<{ table: string; partition: string; rows: string }>()
-      ).map((row) => `${row.table} ${row.partition} ${row.rows}`);
+      (await server.query({ query: stored(db), format: 'JSONEachRow' })).json<{ table: string; partition: string; rows: string }>();
     const partitions = await list(database);
-    for (const line of partitions) {
-      const [table, partition] = line.split(' ') as [string, string];
+    for (const { table, partition } of partitions) {
       await server.command({ query: `ALTER TABLE ${tenth}.${table} ATTACH PARTITION ${partition} FROM ${database}.${table}` });
     }
     const linked = await list(tenth);
-    if (linked.join('\n') !== partitions.join('\n'))
+    if (JSON.stringify(linked) !== JSON.stringify(partitions))
       throw new Error(`the tenth's database holds other rows than the tenth: ${linked.length} of ${partitions.length} partitions alike`);
     return (Date.now() - started) / 1000;
   };

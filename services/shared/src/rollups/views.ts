@@ -18,10 +18,11 @@ export type RollupView =
   | 'usage_rollup_user_by_day_mv'
   | 'usage_errors_by_hour_mv'
   | 'usage_errors_by_day_mv'
-  | 'usage_rollup_key_totals_by_minute_mv'
-  | 'usage_rollup_key_totals_by_hour_mv'
-  | 'usage_rollup_key_totals_by_day_mv'
+  | `usage_rollup_key_totals_by_${keyof typeof LEVEL_SECONDS}_mv`
   | `${HistogramTable}_mv`;
+
+/** Seconds a rollup row covers, by its time column. */
+const LEVEL_SECONDS = { minute: 60, hour: 3600, day: 86_400 } as const;
 
 /** What the histograms of migration 0010 count: latency, and time to first token. */
 const HISTOGRAM_METRICS = ['latency', 'ttft'] as const;
@@ -34,11 +35,8 @@ export type HistogramMetric = (typeof HISTOGRAM_METRICS)[number];
 const HISTOGRAM_FAMILIES = { total: 'total_', model: '', env: 'env_' } as const;
 export type HistogramFamily = keyof typeof HISTOGRAM_FAMILIES;
 
-const HISTOGRAM_LEVELS = [
-  { time: 'hour', seconds: 3600 },
-  { time: 'day', seconds: 86_400 },
-] as const;
-type HistogramLevel = (typeof HISTOGRAM_LEVELS)[number]['time'];
+const HISTOGRAM_LEVELS = ['hour', 'day'] as const;
+type HistogramLevel = (typeof HISTOGRAM_LEVELS)[number];
 
 export type HistogramTable = `usage_${HistogramMetric}_hist_${(typeof HISTOGRAM_FAMILIES)[HistogramFamily]}by_${HistogramLevel}`;
 
@@ -50,8 +48,9 @@ export function histogramTable(metric: HistogramMetric, family: HistogramFamily,
 /** The twelve histograms (two metrics, three families, per hour and per day), as SCALED_ROLLUPS lists them. */
 const HISTOGRAM_ROLLUPS = HISTOGRAM_METRICS.flatMap((metric) =>
   (Object.keys(HISTOGRAM_FAMILIES) as HistogramFamily[]).flatMap((family) =>
-    HISTOGRAM_LEVELS.map(({ time, seconds }) => {
+    HISTOGRAM_LEVELS.map((time) => {
       const table = histogramTable(metric, family, time);
+      const seconds = LEVEL_SECONDS[time];
       return { view: `${table}_mv` as const, table, time, seconds, kind: 'latency' as const, migration: '0010' as const };
     }),
   ),
@@ -89,11 +88,11 @@ export const SCALED_ROLLUPS = [
   { view: 'usage_errors_by_hour_mv', table: 'usage_errors_by_hour', time: 'hour', seconds: 3600, kind: 'errors', migration: '0008' },
   { view: 'usage_errors_by_day_mv', table: 'usage_errors_by_day', time: 'day', seconds: 86_400, kind: 'errors', migration: '0009' },
   ...HISTOGRAM_ROLLUPS,
-  ...(['minute', 'hour', 'day'] as const).map((time) => ({
+  ...(Object.keys(LEVEL_SECONDS) as (keyof typeof LEVEL_SECONDS)[]).map((time) => ({
     view: `usage_rollup_key_totals_by_${time}_mv` as const,
     table: `usage_rollup_key_totals_by_${time}` as const,
     time,
-    seconds: { minute: 60, hour: 3600, day: 86_400 }[time],
+    seconds: LEVEL_SECONDS[time],
     kind: 'usage' as const,
     migration: '0011' as const,
   })),
