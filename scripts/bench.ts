@@ -8,6 +8,7 @@ import { benchGateway } from './bench/sections/gateway.js';
 import { benchBatch } from './bench/sections/batch.js';
 import { benchProduce } from './bench/sections/produce.js';
 import { benchIngester } from './bench/sections/ingester.js';
+import { benchLookup } from './bench/sections/lookup.js';
 import { benchScaleOut } from './bench/sections/scale-out.js';
 import { benchFreshness } from './bench/sections/freshness.js';
 import { benchEndToEnd } from './bench/sections/end-to-end.js';
@@ -25,6 +26,7 @@ const sections: [string, () => Promise<void>][] = [
   ['batch', benchBatch],
   ['produce', benchProduce],
   ['ingester', benchIngester],
+  ['lookup', benchLookup],
   ['scaleOut', benchScaleOut],
   ['freshness', benchFreshness],
   ['endToEnd', benchEndToEnd],

@@ -418,6 +418,7 @@ export const results: Record<string, Record<string, number | string | Figure | R
     'clickhouseCeiling',
     'clickhouseCeilingJson',
     'ingester',
+    'lookup',
     'scaleOut',
     'freshness',
     'endToEnd',

@@ -78,6 +78,7 @@ export function renderMarkdown(data: Output): string {
   const i = data.ingester as Record<string, any>;
   const c = (data.clickhouseCeiling ?? {}) as Record<string, any>;
   const cj = (data.clickhouseCeilingJson ?? {}) as Record<string, any>;
+  const lk = (data.lookup ?? {}) as Record<string, any>;
   const fr = data.freshness as Record<string, any>;
   const r = data.revocation as Record<string, any>;
   const m = data.memory as Record<string, any>;
@@ -207,6 +208,7 @@ ClickHouse and the load generator all share the machine with the service under t
 | ingester rows/s into ClickHouse (${f(i.records)} records) | ${range(i.ingester)} | bare consumer + JSON.parse ${range(i.baseline)} | ${f(i.ratio, 2)} | |
 | ingester rows/s against ClickHouse's own insert rate (same rows, ${c.format ?? 'JSONEachRow'}, ${f(c.batchRows)}-row batches, both tables) | ${range(i.ingester)}; CPU per record: ingester ${f(i.cpuUsPerRecord)} µs, ClickHouse ${f(i.clickhouseCpuUsPerRecord, 1)} µs (its merges included) | ClickHouse ceiling ${range(c.ceiling)}; ClickHouse CPU ${f(c.cpuUsPerRow, 1)} µs per row (merges included) | ${f(i.ratioToClickhouse, 2)} | ≥ 0.5 |
 | … ClickHouse's ceiling with the same rows as JSONEachRow (what the ingester sent before) | ${range(cj.ceiling)}; ClickHouse CPU ${f(cj.cpuUsPerRow, 1)} µs per row | | ${f(c.rowsPerS / cj.rowsPerS, 2)} RowBinary / JSONEachRow | |
+| the look-up before each insert: ${f(lk.keysPerUnit)} keys (half stored in the last day), ${f(lk.events)} records stored over 30 days; rows read, ms | usage_event_keys: ${range(lk.keyTable?.rowsRead)} rows, ${range(lk.keyTable?.ms)} ms | usage_events itself (before): ${range(lk.table?.rowsRead)} rows, ${range(lk.table?.ms)} ms | ${f(lk.keyTable?.ms?.median / lk.table?.ms?.median, 2)} | |
 | ingester rows/s / gateway maximum records/s (keeps up when ≥ 1) | ${f(i.rowsPerSec / g.recordsPerSec, 2)} | | | ≥ 1 |
 | freshness at 2,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt2000)}/s) | ${f(fr.p50MsAt2000)} / ${range(fr.p99At2000)} ms | | | |
 | freshness at 5,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt5000)}/s) | ${f(fr.p50MsAt5000)} / ${range(fr.p99At5000)} ms | | | p99 < 1 s |

@@ -3,8 +3,11 @@
 // the keys it knows; this look-up catches the rest (a replay after a crash between the
 // insert and marking the keys in Redis, or a Redis that lost its data), so usage_events
 // gets each event key once and the materialized rollups, which count every inserted
-// row, count it once. The look-up runs inside the retried unit: a retry after an
-// insert whose outcome was unknown checks again. usage_io is looked up on its own, so
+// row, count it once. It reads usage_event_keys (migration 0012: each key under the day
+// it was stored), only the days an earlier copy can have been stored in, so its cost
+// follows a day's traffic and not every record ever stored. The look-up runs inside the
+// retried unit: a retry after an insert whose outcome was unknown checks again, in the
+// table itself for the keys of that insert. usage_io is looked up on its own, so
 // the two inserts can run at once. An insert into usage_events that ends without an
 // answer is noted (its query id, its event keys): its rows may be stored but not
 // counted by every rollup, and the caller has them recounted (rollups/repair.ts in the
@@ -19,10 +22,45 @@ import { INSERT_EVENTS, INSERT_IO, type EncodedRow } from './encode-step.js';
 /** Look-up queries stay well under ClickHouse's max_query_size (256 KiB by default). */
 const LOOKUP_QUERY_BYTES = 128 * 1024;
 
+/** usage_event_keys.source (migration 0012): the table a key was stored in. */
+const KEY_SOURCE = { usage_events: 1, usage_io: 2 } as const;
+
+const DAY_MS = 86_400_000;
+
+/** How far back the look-up before an insert reaches (docs/ingester.md, "Stored once"). */
+export interface KeyLookup {
+  /** The dedupe window (DEDUPE_TTL_SECONDS): a record received this long after an earlier one with its key is still the same record. */
+  windowS: number;
+  /** False where migration 0012 is not applied (an ingester held to earlier migrations): every look-up reads the table itself. */
+  keyTable: boolean;
+}
+
+export const DEFAULT_KEY_LOOKUP: KeyLookup = { windowS: 86_400, keyTable: true };
+
+/**
+ * The first UTC day ('YYYY-MM-DD') on which an earlier copy of these records can have
+ * been stored: a copy is stored after its receipt, and an earlier request with the same
+ * key was received at most the window before; one day more for the clocks of the
+ * gateway (receipt) and the ingester (storage) disagreeing. Pure.
+ */
+export function storedSince(receivedAtMs: readonly number[], windowS: number): string {
+  let oldest = Number.POSITIVE_INFINITY;
+  for (const ms of receivedAtMs) if (ms < oldest) oldest = ms;
+  const from = Math.max(0, (Number.isFinite(oldest) ? oldest : Date.now()) - windowS * 1000 - DAY_MS);
+  return new Date(Math.floor(from / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
+}
+
+/**
+ * The keys of `keys` that `table` holds. With `since`, from usage_event_keys (the days
+ * from `since` on: a day's keys, not the whole table); without it, from the table itself,
+ * every row it ever stored: the answer after an insert that ended without one, whose
+ * rows may be in the table without their keys having reached usage_event_keys.
+ */
 export async function existingEventKeys(
   clickhouse: ClickHouseClient,
   table: 'usage_events' | 'usage_io',
   keys: readonly string[],
+  since: string | null,
 ): Promise<Set<string>> {
   const lists: string[][] = [];
   let list: string[] = [];
@@ -38,16 +76,63 @@ export async function existingEventKeys(
     bytes += literal.length + 1;
   }
   if (list.length > 0) lists.push(list);
+  const from =
+    since === null
+      ? `${table} WHERE`
+      : `usage_event_keys WHERE source = ${KEY_SOURCE[table]} AND stored_date >= toDate(${sqlString(since)}) AND`;
   const found = await Promise.all(
     lists.map(async (literals) => {
       const result = await clickhouse.query({
-        query: `SELECT DISTINCT event_key FROM ${table} WHERE event_key IN (${literals.join(',')})`,
+        query: `SELECT DISTINCT event_key FROM ${from} event_key IN (${literals.join(',')})`,
         format: 'JSONEachRow',
       });
       return (await result.json<{ event_key: string }>()).map((row) => row.event_key);
     }),
   );
   return new Set(found.flat());
+}
+
+/**
+ * The keys of `rows` that `table` holds: those of an insert that ended without an answer
+ * from the table itself, the others from usage_event_keys.
+ */
+async function storedKeys(
+  clickhouse: ClickHouseClient,
+  table: 'usage_events' | 'usage_io',
+  rows: readonly EncodedRow[],
+  unansweredKeys: ReadonlySet<string>,
+  lookup: KeyLookup,
+): Promise<Set<string>> {
+  if (!lookup.keyTable) return existingEventKeys(clickhouse, table, rows.map((row) => row.eventKey), null);
+  const unsure = rows.filter((row) => unansweredKeys.has(row.eventKey)).map((row) => row.eventKey);
+  const rest = unsure.length === 0 ? rows : rows.filter((row) => !unansweredKeys.has(row.eventKey));
+  const [direct, indexed] = await Promise.all([
+    unsure.length === 0 ? new Set<string>() : existingEventKeys(clickhouse, table, unsure, null),
+    rest.length === 0
+      ? new Set<string>()
+      : existingEventKeys(
+          clickhouse,
+          table,
+          rest.map((row) => row.eventKey),
+          storedSince(
+            rest.map((row) => row.receivedAtMs),
+            lookup.windowS,
+          ),
+        ),
+  ]);
+  if (direct.size > 0) {
+    // Stored by an insert that ended without an answer, perhaps without their keys
+    // reaching usage_event_keys: recorded there now, so that a later replay finds them
+    // (a key recorded twice is harmless).
+    await clickhouse.command({
+      query: `INSERT INTO usage_event_keys (stored_date, source, event_key)
+              SELECT toDate(ingested_at), toUInt8(${KEY_SOURCE[table]}), event_key FROM ${table}
+              WHERE event_key IN (${[...direct].map(sqlString).join(',')}) LIMIT 1 BY event_key`,
+      clickhouse_settings: { max_query_size: String(8 * 1024 * 1024) },
+    });
+    for (const key of direct) indexed.add(key);
+  }
+  return indexed;
 }
 
 /**
@@ -86,13 +171,16 @@ async function insertBody(clickhouse: ClickHouseClient, statement: string, body:
   });
 }
 
-/** Inserts into usage_events that ended without an answer, noted across the attempts of one load unit. */
+/** Inserts that ended without an answer, noted across the attempts of one load unit. */
 export interface Unanswered {
+  /** Those into usage_events: their rollups are recounted (rollups/repair.ts). */
   queryIds: Set<string>;
   eventKeys: Set<string>;
+  /** The event keys of those into usage_io. */
+  ioEventKeys: Set<string>;
 }
 
-export const noneUnanswered = (): Unanswered => ({ queryIds: new Set(), eventKeys: new Set() });
+export const noneUnanswered = (): Unanswered => ({ queryIds: new Set(), eventKeys: new Set(), ioEventKeys: new Set() });
 
 /** Inserts the rows ClickHouse does not hold yet; returns the event keys that were already there. */
 export async function loadStep(
@@ -100,27 +188,28 @@ export async function loadStep(
   rows: readonly EncodedRow[],
   order: 'together' | 'io first' = 'together',
   unanswered: Unanswered = noneUnanswered(),
+  lookup: KeyLookup = DEFAULT_KEY_LOOKUP,
 ): Promise<string[]> {
   if (rows.length === 0) return [];
   const withIo = rows.filter((row) => row.io !== null);
   const [eventsThere, ioThere] = await Promise.all([
-    existingEventKeys(
-      clickhouse,
-      'usage_events',
-      rows.map((row) => row.eventKey),
-    ),
-    existingEventKeys(
-      clickhouse,
-      'usage_io',
-      withIo.map((row) => row.eventKey),
-    ),
+    storedKeys(clickhouse, 'usage_events', rows, unanswered.eventKeys, lookup),
+    storedKeys(clickhouse, 'usage_io', withIo, unanswered.ioEventKeys, lookup),
   ]);
   const missing = rows.filter((row) => !eventsThere.has(row.eventKey));
   const events = missing.map((row) => row.event);
-  const io = withIo.filter((row) => !ioThere.has(row.eventKey)).map((row) => row.io!);
+  const ioMissing = withIo.filter((row) => !ioThere.has(row.eventKey));
+  const io = ioMissing.map((row) => row.io!);
   // Both tables at once: each is looked up on its own, so a unit that failed halfway
   // (one insert in, the other not) completes on its retry or redelivery.
-  const insertIo = () => insertEncoded(clickhouse, INSERT_IO, io);
+  const insertIo = async () => {
+    try {
+      await insertEncoded(clickhouse, INSERT_IO, io);
+    } catch (error) {
+      if (!isDataError(error)) for (const row of ioMissing) unanswered.ioEventKeys.add(row.eventKey);
+      throw error;
+    }
+  };
   const insertEvents = async () => {
     const queryId = randomUUID();
     try {
@@ -171,11 +260,12 @@ export async function loadIsolatingBadRows<T>(
   items: readonly T[],
   rowOf: (item: T) => EncodedRow,
   unanswered: Unanswered = noneUnanswered(),
+  lookup: KeyLookup = DEFAULT_KEY_LOOKUP,
 ): Promise<IsolatedLoad<T>> {
   const result: IsolatedLoad<T> = { loaded: [], refused: [], alreadyLoaded: [] };
   const attempt = async (part: readonly T[], order: 'together' | 'io first'): Promise<void> => {
     try {
-      result.alreadyLoaded.push(...(await loadStep(clickhouse, part.map(rowOf), order, unanswered)));
+      result.alreadyLoaded.push(...(await loadStep(clickhouse, part.map(rowOf), order, unanswered, lookup)));
       result.loaded.push(...part);
     } catch (error) {
       if (!isDataError(error)) throw error;

@@ -1,5 +1,5 @@
 // Retention on the real ClickHouse with a fake clock: exactly the expired monthly
-// partitions are dropped from each table, the rollups follow their own retention,
+// partitions are dropped from each table (the event keys' daily ones), the rollups follow their own retention,
 // and the canary's old probes are deleted.
 import { LATENCY_ROLLUP_TABLES, USAGE_ROLLUP_TABLES } from '@otm/shared/rollups/views';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -69,7 +69,7 @@ describe('applyRetention', () => {
     expect(await partitionsOf('usage_rollup_minute')).toEqual(all);
 
     const now = Date.UTC(2026, 10, 23, 12);
-    const policy = { eventsDays: 400, ioDays: 30, rollupsDays: 0, canaryDays: 7 };
+    const policy = { eventsDays: 400, ioDays: 30, rollupsDays: 0, canaryDays: 7, eventKeysDays: 10 };
     const dryRun = await applyRetention(clickhouse, policy, now, true);
     expect(await partitionsOf('usage_io')).toEqual(all);
     const outcome = await applyRetention(clickhouse, policy, now);
@@ -85,7 +85,10 @@ describe('applyRetention', () => {
     for (const rollup of ['usage_rollup_minute', ...USAGE_ROLLUP_TABLES, ...LATENCY_ROLLUP_TABLES]) {
       expect(await partitionsOf(rollup), rollup).toEqual(all);
     }
-    expect(outcome.dropped).toHaveLength(9 + 9 + 21);
+    // The event keys the ingester looks up (stored on the 15th of each month), by the day:
+    // 10 days back is 2026-11-13 12:00, so only 2026-11-15 stays.
+    expect(await partitionsOf('usage_event_keys')).toEqual(['20261115']);
+    expect(outcome.dropped).toHaveLength(9 + 9 + 21 + 22);
     // The canary's probes older than 7 days are deleted (a mutation: it lands shortly).
     await eventually(
       async () =>

@@ -141,7 +141,10 @@ const usageConsumer = new UsageConsumer(
     decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config)))),
     dedupe: new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS),
     erasures: erasureStore,
-    store: new ClickHouseEventStore(clickhouse, erasureStore, clickhouseSettings.cluster),
+    store: new ClickHouseEventStore(clickhouse, erasureStore, clickhouseSettings.cluster, {
+      windowS: config.DEDUPE_TTL_SECONDS,
+      keyTable: !config.INGEST_MIGRATIONS_UP_TO || config.INGEST_MIGRATIONS_UP_TO >= '0012',
+    }),
     deadLetters: new KafkaDeadLetters(dlqProducer, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),
     metrics,

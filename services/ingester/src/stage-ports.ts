@@ -9,7 +9,7 @@ import { decodeStep, type SchemaCache } from './decode-step.js';
 import type { SeenCheck, SeenMark } from './dedupe-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
 import type { EncodedRow } from './encode-step.js';
-import { insertLines, loadIsolatingBadRows, type IsolatedLoad, type Unanswered } from './load-step.js';
+import { DEFAULT_KEY_LOOKUP, insertLines, loadIsolatingBadRows, type IsolatedLoad, type KeyLookup, type Unanswered } from './load-step.js';
 import { recountRollups, type RecountOutcome, type RepairFence } from '@otm/shared/rollups/repair';
 import type { StepOutcome } from './outcome.js';
 
@@ -56,9 +56,10 @@ export class ClickHouseEventStore implements EventStore {
     private readonly clickhouse: ClickHouseClient,
     private readonly fence: RepairFence,
     private readonly cluster = '',
+    private readonly lookup: KeyLookup = DEFAULT_KEY_LOOKUP,
   ) {}
   load<T>(items: readonly T[], rowOf: (item: T) => EncodedRow, unanswered: Unanswered) {
-    return loadIsolatingBadRows(this.clickhouse, items, rowOf, unanswered);
+    return loadIsolatingBadRows(this.clickhouse, items, rowOf, unanswered, this.lookup);
   }
   recount(eventKeys: readonly string[], unanswered: Unanswered) {
     return recountRollups(this.clickhouse, this.fence, eventKeys, { unansweredQueryIds: [...unanswered.queryIds], cluster: this.cluster });

@@ -57,6 +57,17 @@ describe('clusterStatements', () => {
     ]);
   });
 
+  it('copies rows once, from Distributed table to Distributed table', () => {
+    expect(
+      clusterStatements(
+        'INSERT INTO usage_event_keys (stored_date, source, event_key)\nSELECT toDate(ingested_at) AS stored_date, toUInt8(1) AS source, event_key FROM usage_events WHERE ingested_at >= now() - 864000',
+        target,
+      ),
+    ).toEqual([
+      'INSERT INTO otm.usage_event_keys (stored_date, source, event_key) SELECT toDate(ingested_at) AS stored_date, toUInt8(1) AS source, event_key FROM otm.usage_events WHERE ingested_at >= now() - 864000',
+    ]);
+  });
+
   it('drops a table with its local table', () => {
     expect(clusterStatements('DROP TABLE IF EXISTS usage_latency_by_hour', target)).toEqual([
       'DROP TABLE IF EXISTS otm.usage_latency_by_hour ON CLUSTER otm',

@@ -33,6 +33,7 @@ const createTable = new RegExp(
 const createView = new RegExp(`^CREATE MATERIALIZED VIEW IF NOT EXISTS (${identifier}) TO (${identifier}) AS\\s+([\\s\\S]*)$`);
 const alterTable = new RegExp(`^ALTER TABLE (${identifier}) (ADD COLUMN [\\s\\S]*)$`);
 const dropTable = new RegExp(`^DROP TABLE IF EXISTS (${identifier})$`);
+const insertSelect = new RegExp(`^INSERT INTO (${identifier}) (\\([^)]*\\))\\s*(SELECT [\\s\\S]*?) FROM (${identifier})\\b([\\s\\S]*)$`);
 const mergeTreeEngines = /^(Replacing|Aggregating|Summing|Collapsing|VersionedCollapsing)?MergeTree$/;
 
 export interface ClusterTarget {
@@ -87,6 +88,14 @@ export function clusterStatements(statement: string, target: ClusterTarget): str
   // A dropped table goes with its shards' rows: the Distributed table and the local one
   // (a view has no local table; IF EXISTS makes that a no-op).
   if (drop) return [`DROP TABLE IF EXISTS ${db(drop[1]!)} ${on}`, `DROP TABLE IF EXISTS ${db(drop[1]! + LOCAL_SUFFIX)} ${on}`];
+
+  const insert = insertSelect.exec(sql);
+  // A copy of rows already stored: once, from the Distributed table to the Distributed
+  // table, which shards what it writes as the services' inserts are sharded.
+  if (insert) {
+    const [, into, columns, select, from, rest] = insert as unknown as [string, string, string, string, string, string];
+    return [`INSERT INTO ${db(into)} ${columns} ${select} FROM ${db(from)}${rest}`];
+  }
 
   throw new Error(`cluster mode: no cluster form for this migration statement: ${sql.slice(0, 120)}`);
 }

@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { expiredPartitions, type RetentionPolicy } from './retention.js';
 
-const policy: RetentionPolicy = { eventsDays: 400, ioDays: 30, rollupsDays: 0, canaryDays: 7 };
+const policy: RetentionPolicy = { eventsDays: 400, ioDays: 30, rollupsDays: 0, canaryDays: 7, eventKeysDays: 10 };
 const parts = (table: string, ...partitions: string[]) => partitions.map((partition) => ({ table, partition }));
 
 describe('expiredPartitions', () => {
@@ -30,5 +30,15 @@ describe('expiredPartitions', () => {
     const endOfSeptemberPlus30 = Date.UTC(2026, 9, 1) + 30 * 86_400_000;
     expect(expiredPartitions(io, policy, endOfSeptemberPlus30 - 1)).toEqual([]);
     expect(expiredPartitions(io, policy, endOfSeptemberPlus30)).toEqual(io);
+  });
+
+  it('drops a day of event keys once it is older than their retention', () => {
+    const now = Date.UTC(2026, 10, 23, 12); // 10 days back: 2026-11-13 12:00
+    const keys = parts('usage_event_keys', '20261111', '20261112', '20261113', '20261123', '202611');
+    expect(expiredPartitions(keys, policy, now)).toEqual(parts('usage_event_keys', '20261111', '20261112'));
+    const endOf13th = Date.UTC(2026, 10, 14) + 10 * 86_400_000;
+    expect(expiredPartitions(parts('usage_event_keys', '20261113'), policy, endOf13th - 1)).toEqual([]);
+    expect(expiredPartitions(parts('usage_event_keys', '20261113'), policy, endOf13th)).toEqual(parts('usage_event_keys', '20261113'));
+    expect(expiredPartitions(keys, { ...policy, eventKeysDays: 0 }, now)).toEqual([]);
   });
 });

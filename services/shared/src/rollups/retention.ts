@@ -1,8 +1,8 @@
 // Retention (docs/privacy.md): rows older than a table's retention are removed by
-// dropping whole monthly partitions, which ClickHouse 18.16 (no TTL) and current
-// releases both do at once and without rewriting anything. A partition goes when its
-// last day is older than the retention, so a row is kept at least its retention and
-// at most a month more. Dropping a partition twice, or one already gone, changes
+// dropping whole monthly partitions (usage_event_keys: daily ones), which ClickHouse
+// 18.16 (no TTL) and current releases both do at once and without rewriting anything.
+// A partition goes when its last day is older than the retention, so a row is kept at
+// least its retention and at most a month (a day) more. Dropping a partition twice, or one already gone, changes
 // nothing: every ingester may run this on its schedule.
 import type { ClickHouseClient } from '../clickhouse.js';
 import { formatDateTime } from '../clickhouse-values.js';
@@ -21,6 +21,8 @@ export interface RetentionPolicy {
   rollupsDays: number;
   /** canary_probes: the freshness canary's synthetic records. */
   canaryDays: number;
+  /** usage_event_keys: the event keys the ingester looks up before inserting (migration 0012). */
+  eventKeysDays: number;
 }
 
 export const retentionSpec = {
@@ -40,6 +42,10 @@ export const retentionSpec = {
     default: 7,
     desc: "Days canary_probes keeps the freshness canary's probes; 0 keeps them for ever",
   }),
+  RETENTION_EVENT_KEYS_DAYS: nonNegativeInt({
+    default: 10,
+    desc: "Days usage_event_keys keeps the event keys the ingester's look-up reads (whole days are dropped); at least the topic's retention plus two days; 0 keeps them for ever",
+  }),
   RETENTION_CHECK_INTERVAL_MS: positiveInt({
     default: 3_600_000,
     desc: 'How often an ingester applies the retention (first run a minute after start)',
@@ -51,14 +57,21 @@ export function retentionPolicyFrom(config: {
   RETENTION_IO_DAYS: number;
   RETENTION_ROLLUPS_DAYS: number;
   RETENTION_CANARY_DAYS: number;
+  RETENTION_EVENT_KEYS_DAYS: number;
 }): RetentionPolicy {
   return {
     eventsDays: config.RETENTION_EVENTS_DAYS,
     ioDays: config.RETENTION_IO_DAYS,
     rollupsDays: config.RETENTION_ROLLUPS_DAYS,
     canaryDays: config.RETENTION_CANARY_DAYS,
+    eventKeysDays: config.RETENTION_EVENT_KEYS_DAYS,
   };
 }
+
+/** The tables partitioned by day (a Date column) and the policy field that governs each. */
+const DAILY_TABLES: Readonly<Record<string, keyof RetentionPolicy>> = {
+  usage_event_keys: 'eventKeysDays',
+};
 
 /** The tables partitioned by month (toYYYYMM) and the policy field that governs each. */
 const MONTHLY_TABLES: Readonly<Record<string, keyof RetentionPolicy>> = {
@@ -74,7 +87,7 @@ const MONTHLY_TABLES: Readonly<Record<string, keyof RetentionPolicy>> = {
 
 export interface Partition {
   table: string;
-  /** The partition id of toYYYYMM: `202611`. */
+  /** The partition id: of toYYYYMM `202611`, of a day `20261127`. */
   partition: string;
 }
 
@@ -83,12 +96,14 @@ const DAY_MS = 86_400_000;
 /** The partitions whose every row is older than its table's retention at `now`. Pure. */
 export function expiredPartitions(partitions: readonly Partition[], policy: RetentionPolicy, now: number): Partition[] {
   return partitions.filter(({ table, partition }) => {
-    const field = MONTHLY_TABLES[table];
-    if (!field || policy[field] === 0 || !/^\d{6}$/.test(partition)) return false;
+    const monthly = MONTHLY_TABLES[table];
+    const daily = DAILY_TABLES[table];
+    const field = monthly ?? daily;
+    if (!field || policy[field] === 0 || !(monthly ? /^\d{6}$/ : /^\d{8}$/).test(partition)) return false;
     const year = Number(partition.slice(0, 4));
     const month = Number(partition.slice(4, 6));
     // The first instant after the partition's last day (UTC), against the cut-off.
-    const endsAt = Date.UTC(year, month, 1);
+    const endsAt = monthly ? Date.UTC(year, month, 1) : Date.UTC(year, month - 1, Number(partition.slice(6, 8)) + 1);
     return endsAt <= now - policy[field] * DAY_MS;
   });
 }
@@ -111,7 +126,7 @@ export async function applyRetention(
   dryRun = false,
   cluster = '',
 ): Promise<RetentionOutcome> {
-  const byLocal = new Map(Object.keys(MONTHLY_TABLES).map((table) => [localTable(table, cluster), table]));
+  const byLocal = new Map([...Object.keys(MONTHLY_TABLES), ...Object.keys(DAILY_TABLES)].map((table) => [localTable(table, cluster), table]));
   const result = await clickhouse.query({
     query: `SELECT DISTINCT table, partition_id AS partition FROM system.parts
             WHERE database = currentDatabase() AND active AND table IN (${[...byLocal.keys()].map((table) => `'${table}'`).join(', ')})
