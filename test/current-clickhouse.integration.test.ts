@@ -312,7 +312,9 @@ describe('the rollup jobs on ClickHouse 18.16 and on a current release (chDB)', 
       // Records stored by an installation of migrations up to 0007, then 0008 and its backfill.
       for (const [index, client] of clients.entries()) {
         await migrate(servers[index]!, client, later, () => undefined, '', '0007_token_detail.sql');
-        expect((await loadIsolatingBadRows(client, rows('cb'), (row) => row, undefined, { windowS: 86_400, keyTable: false })).refused).toEqual([]);
+        expect(
+          (await loadIsolatingBadRows(client, rows('cb'), (row) => row, undefined, { windowS: 86_400, keyTable: false })).refused,
+        ).toEqual([]);
         await migrate(servers[index]!, client, later);
         const outcome = await backfillRollups(client, new RollupFence(redis, `${n.keyPrefix}backfill${index}:`));
         expect(outcome.done).toBe(true);

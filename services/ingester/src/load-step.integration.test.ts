@@ -62,7 +62,12 @@ describe('the look-up before an insert', () => {
     const first = await loadIsolatingBadRows(clickhouse, rows.slice(0, 200), (row) => row);
     expect(first.alreadyLoaded).toEqual([]);
     const second = await loadIsolatingBadRows(clickhouse, rows, (row) => row);
-    expect(second.alreadyLoaded.sort()).toEqual(rows.slice(0, 200).map((row) => row.eventKey).sort());
+    expect(second.alreadyLoaded.sort()).toEqual(
+      rows
+        .slice(0, 200)
+        .map((row) => row.eventKey)
+        .sort(),
+    );
     expect((await counted()) - before).toBe(250);
   });
 

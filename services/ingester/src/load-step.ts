@@ -103,7 +103,13 @@ async function storedKeys(
   unansweredKeys: ReadonlySet<string>,
   lookup: KeyLookup,
 ): Promise<Set<string>> {
-  if (!lookup.keyTable) return existingEventKeys(clickhouse, table, rows.map((row) => row.eventKey), null);
+  if (!lookup.keyTable)
+    return existingEventKeys(
+      clickhouse,
+      table,
+      rows.map((row) => row.eventKey),
+      null,
+    );
   const unsure = rows.filter((row) => unansweredKeys.has(row.eventKey)).map((row) => row.eventKey);
   const rest = unsure.length === 0 ? rows : rows.filter((row) => !unansweredKeys.has(row.eventKey));
   const [direct, indexed] = await Promise.all([

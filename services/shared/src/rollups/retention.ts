@@ -126,7 +126,9 @@ export async function applyRetention(
   dryRun = false,
   cluster = '',
 ): Promise<RetentionOutcome> {
-  const byLocal = new Map([...Object.keys(MONTHLY_TABLES), ...Object.keys(DAILY_TABLES)].map((table) => [localTable(table, cluster), table]));
+  const byLocal = new Map(
+    [...Object.keys(MONTHLY_TABLES), ...Object.keys(DAILY_TABLES)].map((table) => [localTable(table, cluster), table]),
+  );
   const result = await clickhouse.query({
     query: `SELECT DISTINCT table, partition_id AS partition FROM system.parts
             WHERE database = currentDatabase() AND active AND table IN (${[...byLocal.keys()].map((table) => `'${table}'`).join(', ')})
