@@ -124,10 +124,12 @@ export function superviseService(
 }
 
 /**
- * Node flags of every service process, built or not. kafkajs (unmaintained, 2.2.4) arms
- * a timer with `throttledUntil - Date.now()` while `throttledUntil` is still -1
- * (src/network/requestQueue/index.js); Node 22+ clamps it to 1 ms, as it should, and
- * says so with a TimeoutNegativeWarning at each start. The warning is silenced, nothing else.
+ * Node flags of every service process, built or not. kafkajs (unmaintained, 2.2.4) armed
+ * a timer with `throttledUntil - Date.now()` while `throttledUntil` was still -1
+ * (src/network/requestQueue/index.js), which Node 22+ clamps to 1 ms with a
+ * TimeoutNegativeWarning, and armed it again each time it ran, with nothing waiting:
+ * the dependency patch stops that (docs/development.md, "Dependency patches"). The
+ * warning stays silenced, in case another of its timers does the same.
  */
 export const SERVICE_RUNTIME_FLAGS = ['--disable-warning=TimeoutNegativeWarning'];
 

@@ -5,7 +5,8 @@
 // project's own (murmur2 in 32-bit arithmetic, kafka.ts) goes in through kafkajs's
 // createPartitioner. These tests hold both to what they replace: the wire format
 // (kafkajs's decoder reads it back, the CRC equals kafkajs's JavaScript one) and Java's
-// partitioning (Kafka's own murmur2 test vectors, and kafkajs's unpatched murmur2).
+// partitioning (Kafka's own murmur2 test vectors, and kafkajs's unpatched murmur2); and
+// a connection's request queue, which no longer re-arms a 1 ms timer with nothing waiting.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -179,5 +180,36 @@ describe('the patched kafkajs (record encoding, default partitioner)', () => {
     expect(choose({ topic: 't', partitionMetadata, message: { key: 'x', partition: 4 } })).toBe(4);
     const keyless = new Set(Array.from({ length: 50 }, () => choose({ topic: 't', partitionMetadata, message: { value: 'v' } })));
     expect([...keyless].sort()).toEqual([0, 1, 3, 4, 5]);
+  });
+});
+
+describe("the patched kafkajs (a connection's request queue)", () => {
+  const RequestQueue = require('kafkajs/src/network/requestQueue') as new (options: object) => {
+    pending: unknown[];
+    throttleCheckTimeoutId: ReturnType<typeof setTimeout> | null;
+    checkPendingRequests(): void;
+    scheduleCheckPendingRequests(): void;
+    throttledUntil: number;
+  };
+  const logger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} };
+  const queue = () =>
+    new RequestQueue({ maxInFlightRequests: 1, requestTimeout: 1000, enforceRequestTimeout: true, clientId: 't', broker: 'b', logger });
+
+  it('arms no timer when no request waits (kafkajs armed a 1 ms one after every answer, again and again)', () => {
+    const idle = queue();
+    idle.checkPendingRequests();
+    expect(idle.throttleCheckTimeoutId).toBeNull();
+    idle.throttledUntil = Date.now() + 60_000;
+    idle.scheduleCheckPendingRequests();
+    expect(idle.throttleCheckTimeoutId).toBeNull();
+  });
+
+  it('still checks later for a request that waits', () => {
+    const waiting = queue();
+    waiting.throttledUntil = Date.now() + 60_000;
+    waiting.pending.push({});
+    waiting.scheduleCheckPendingRequests();
+    expect(waiting.throttleCheckTimeoutId).not.toBeNull();
+    clearTimeout(waiting.throttleCheckTimeoutId!);
   });
 });
