@@ -14,6 +14,7 @@
 // shared package) when a later attempt finds them stored.
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
+import { LONG_QUERY } from '@otm/shared/rollups/repair';
 import { clickhouseErrorCode, clickhouseErrorMessage, isDataError } from '@otm/shared/clickhouse-errors';
 import { randomUUID } from 'node:crypto';
 import { Readable } from 'node:stream';
@@ -94,16 +95,17 @@ export async function existingEventKeys(
 
 /**
  * The keys of `rows` that `table` holds: those of an insert that ended without an answer
- * from the table itself, the others from usage_event_keys.
+ * from the table itself, the others from usage_event_keys from the day `since` on (all
+ * from the table itself when `since` is null: no key table).
  */
 async function storedKeys(
   clickhouse: ClickHouseClient,
   table: 'usage_events' | 'usage_io',
   rows: readonly EncodedRow[],
   unansweredKeys: ReadonlySet<string>,
-  lookup: KeyLookup,
+  since: string | null,
 ): Promise<Set<string>> {
-  if (!lookup.keyTable)
+  if (since === null)
     return existingEventKeys(
       clickhouse,
       table,
@@ -120,10 +122,7 @@ async function storedKeys(
           clickhouse,
           table,
           rest.map((row) => row.eventKey),
-          storedSince(
-            rest.map((row) => row.receivedAtMs),
-            lookup.windowS,
-          ),
+          since,
         ),
   ]);
   if (direct.size > 0) {
@@ -134,7 +133,7 @@ async function storedKeys(
       query: `INSERT INTO usage_event_keys (stored_date, source, event_key)
               SELECT toDate(ingested_at), toUInt8(${KEY_SOURCE[table]}), event_key FROM ${table}
               WHERE event_key IN (${[...direct].map(sqlString).join(',')}) LIMIT 1 BY event_key`,
-      clickhouse_settings: { max_query_size: String(8 * 1024 * 1024) },
+      clickhouse_settings: LONG_QUERY,
     });
     for (const key of direct) indexed.add(key);
   }
@@ -198,9 +197,16 @@ export async function loadStep(
 ): Promise<string[]> {
   if (rows.length === 0) return [];
   const withIo = rows.filter((row) => row.io !== null);
+  // One reach for both tables: the unit's oldest receipt (null: the tables themselves).
+  const since = lookup.keyTable
+    ? storedSince(
+        rows.map((row) => row.receivedAtMs),
+        lookup.windowS,
+      )
+    : null;
   const [eventsThere, ioThere] = await Promise.all([
-    storedKeys(clickhouse, 'usage_events', rows, unanswered.eventKeys, lookup),
-    storedKeys(clickhouse, 'usage_io', withIo, unanswered.ioEventKeys, lookup),
+    storedKeys(clickhouse, 'usage_events', rows, unanswered.eventKeys, since),
+    storedKeys(clickhouse, 'usage_io', withIo, unanswered.ioEventKeys, since),
   ]);
   const missing = rows.filter((row) => !eventsThere.has(row.eventKey));
   const events = missing.map((row) => row.event);

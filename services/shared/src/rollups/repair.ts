@@ -33,7 +33,7 @@ import { BY_USER_COLUMNS, aggregateViews, rebuildRollupSql, type AggregateView }
 const KEYS_PER_QUERY = 1000;
 const GROUPS_PER_QUERY = 500;
 /** The look-ups carry long IN lists: above the 256 KiB ClickHouse parses by default. */
-const LONG_QUERY = { max_query_size: String(8 * 1024 * 1024) } as const;
+export const LONG_QUERY = { max_query_size: String(8 * 1024 * 1024) } as const;
 const DAY_S = 86_400;
 
 export type RepairFence = Pick<RollupFence, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>;
