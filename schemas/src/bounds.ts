@@ -215,7 +215,7 @@ export function checkRecordBounds(record: Record<string, unknown>, bounds: Recor
       errors.push({ path: `/${parent}/${field}`, message: 'must not contain control characters or bidirectional overrides' });
     }
   }
-  walkStrings(record, '', false, bounds, errors);
+  walkStrings(record, bounds, errors);
   return errors;
 }
 
@@ -244,29 +244,48 @@ export function checkTokenDetail(tokens: TokenCounts | undefined): FieldError[] 
   return errors;
 }
 
-/** Every string and key well-formed; inside context, key names safe and arrays bounded. */
-function walkStrings(node: unknown, path: string, inContext: boolean, bounds: RecordBounds, errors: FieldError[]): void {
-  if (typeof node === 'string') {
-    if (!node.isWellFormed()) errors.push({ path: path || '/', message: 'must be well-formed Unicode (no lone surrogates)' });
-    return;
-  }
-  if (node === null || typeof node !== 'object') return;
-  if (Array.isArray(node)) {
-    if (inContext && node.length > bounds.maxContextArrayItems) {
-      errors.push({ path, message: `must have at most ${bounds.maxContextArrayItems} items` });
+/**
+ * Every string and key well-formed; inside context, key names safe and arrays bounded.
+ * Walked once per accepted record: it allocates nothing while the record is sound (the
+ * path is kept as segments and written out only for an error).
+ */
+function walkStrings(record: unknown, bounds: RecordBounds, errors: FieldError[]): void {
+  const segments: (string | number)[] = [];
+  const pointer = (last?: string) =>
+    segments.map((segment) => `/${typeof segment === 'number' ? segment : escapePointer(segment)}`).join('') +
+    (last === undefined ? '' : `/${escapePointer(last)}`);
+  const walk = (node: unknown, inContext: boolean): void => {
+    if (typeof node === 'string') {
+      if (!node.isWellFormed()) errors.push({ path: pointer() || '/', message: 'must be well-formed Unicode (no lone surrogates)' });
       return;
     }
-    for (let index = 0; index < node.length; index++) walkStrings(node[index], `${path}/${index}`, inContext, bounds, errors);
-    return;
-  }
-  for (const [key, value] of Object.entries(node)) {
-    const childPath = `${path}/${escapePointer(key)}`;
-    if (!key.isWellFormed()) errors.push({ path: childPath, message: 'key must be well-formed Unicode (no lone surrogates)' });
-    else if (inContext && UNSAFE_IN_IDENTIFIER.test(key)) {
-      errors.push({ path: childPath, message: 'key must not contain control characters or bidirectional overrides' });
+    if (node === null || typeof node !== 'object') return;
+    if (Array.isArray(node)) {
+      if (inContext && node.length > bounds.maxContextArrayItems) {
+        errors.push({ path: pointer(), message: `must have at most ${bounds.maxContextArrayItems} items` });
+        return;
+      }
+      for (let index = 0; index < node.length; index++) {
+        segments.push(index);
+        walk(node[index], inContext);
+        segments.pop();
+      }
+      return;
     }
-    walkStrings(value, childPath, inContext || (path === '' && key === 'context'), bounds, errors);
-  }
+    const object = node as Record<string, unknown>;
+    for (const key in object) {
+      if (!Object.hasOwn(object, key)) continue;
+      if (!key.isWellFormed()) errors.push({ path: pointer(key), message: 'key must be well-formed Unicode (no lone surrogates)' });
+      else if (inContext && UNSAFE_IN_IDENTIFIER.test(key)) {
+        errors.push({ path: pointer(key), message: 'key must not contain control characters or bidirectional overrides' });
+      }
+      const entersContext = segments.length === 0 && key === 'context';
+      segments.push(key);
+      walk(object[key], inContext || entersContext);
+      segments.pop();
+    }
+  };
+  walk(record, false);
 }
 
 function escapePointer(key: string): string {

@@ -1,8 +1,11 @@
 // A batch body read with its cost bounded before any item is parsed: the items (NDJSON
 // lines, or the elements of a JSON array) are counted on the inflated bytes as they
 // arrive, and the request is refused at the item limit or the byte limit without
-// reading further. Only then is the text split and parsed, and an NDJSON batch whose
+// reading further. Only then is the body split and parsed, and an NDJSON batch whose
 // unreadable lines pass a limit is refused whole rather than answered line by line.
+// Each item is decoded and parsed from its own bytes: a batch never becomes one string
+// of its whole text (megabytes, which V8 allocates straight into its old generation, so
+// every batch left its size there for the next full collection).
 import type { Readable } from 'node:stream';
 import { ServiceError, refuse } from '@otm/shared/errors';
 import { parseJsonText } from '@otm/shared/http-edge';
@@ -42,6 +45,10 @@ export class NdjsonItemCounter {
   }
 }
 
+/** JSON's own whitespace: space, tab, line feed, carriage return. */
+const JSON_SPACE = new Uint8Array(256);
+for (const byte of [0x20, 0x09, 0x0a, 0x0d]) JSON_SPACE[byte] = 1;
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const COMMA = 0x2c;
@@ -63,17 +70,33 @@ export class JsonArrayItemCounter {
   private escaped = false;
   private expectingItem = false;
   private started = false;
+  /** Bytes read before the current chunk. */
+  private offset = 0;
+  /** Where the array's own brackets and commas are (byte offsets), for itemRanges. */
+  private readonly delimiters: number[] = [];
+  /** Something other than JSON whitespace before the array or after its end. */
+  private outside = false;
+  private closed = false;
 
   add(chunk: Uint8Array): void {
+    const offset = this.offset;
+    this.offset += chunk.length;
     for (let i = 0; i < chunk.length; i++) {
       const byte = chunk[i]!;
+      if (this.closed) {
+        if (JSON_SPACE[byte] === 0) this.outside = true;
+        continue;
+      }
       if (this.inString) {
         if (this.escaped) this.escaped = false;
         else if (byte === BACKSLASH) this.escaped = true;
         else if (byte === QUOTE) this.inString = false;
         continue;
       }
-      if (BLANK[byte] === 1 || byte === NEWLINE) continue;
+      if (BLANK[byte] === 1 || byte === NEWLINE) {
+        if (!this.started && JSON_SPACE[byte] === 0) this.outside = true;
+        continue;
+      }
       if (!this.started) {
         this.started = true;
         if (byte !== OPEN_ARRAY) {
@@ -82,12 +105,14 @@ export class JsonArrayItemCounter {
         }
         this.depth = 1;
         this.expectingItem = true;
+        this.delimiters.push(offset + i);
         continue;
       }
       if (this.depth < 0) return;
       if (this.depth === 1) {
         if (byte === COMMA) {
           this.expectingItem = true;
+          this.delimiters.push(offset + i);
           continue;
         }
         if (byte !== CLOSE_ARRAY && this.expectingItem) {
@@ -97,18 +122,40 @@ export class JsonArrayItemCounter {
       }
       if (byte === QUOTE) this.inString = true;
       else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) this.depth++;
-      else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) this.depth--;
+      else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) {
+        if (--this.depth === 0) {
+          this.closed = true;
+          this.delimiters.push(offset + i);
+        }
+      }
     }
+  }
+
+  /**
+   * The byte range of each item, when the body read so far is one array and nothing
+   * else (JSON whitespace around it); undefined otherwise. Each range is what lies
+   * between two of the array's delimiters: whether it holds one JSON text is for the
+   * parser to say.
+   */
+  itemRanges(): [number, number][] | undefined {
+    if (!this.closed || this.outside || this.depth !== 0) return undefined;
+    const ranges: [number, number][] = [];
+    for (let i = 1; i < this.delimiters.length; i++) ranges.push([this.delimiters[i - 1]! + 1, this.delimiters[i]!]);
+    return ranges;
   }
 }
 
 /**
- * Reads an inflated body, counting its items: resolves with its text, or rejects with
- * 413 at the first byte past `maxBytes` or the first item past `maxRecords` (the rest
- * is never inflated or read here; the edge throws it away, bounded).
+ * Reads an inflated body, counting its items with `counter`: resolves with its bytes,
+ * or rejects with 413 at the first byte past `maxBytes` or the first item past
+ * `maxRecords` (the rest is never inflated or read here; the edge throws it away,
+ * bounded).
  */
-export function readCountedBody(payload: Readable, ndjson: boolean, limits: BatchBodyLimits): Promise<string> {
-  const counter = ndjson ? new NdjsonItemCounter() : new JsonArrayItemCounter();
+export function readCountedBody(
+  payload: Readable,
+  counter: JsonArrayItemCounter | NdjsonItemCounter,
+  limits: BatchBodyLimits,
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let bytes = 0;
@@ -131,7 +178,7 @@ export function readCountedBody(payload: Readable, ndjson: boolean, limits: Batc
     const onEnd = () => {
       payload.removeListener('data', onData);
       payload.removeListener('error', onError);
-      resolve(Buffer.concat(chunks, bytes).toString('utf8'));
+      resolve(Buffer.concat(chunks, bytes));
     };
     // A body that claims gzip but is not: the edge turns the decompress error into its 400.
     const onError = (error: Error) => stop(error);
@@ -143,11 +190,42 @@ export function readCountedBody(payload: Readable, ndjson: boolean, limits: Batc
   });
 }
 
-/** The items of an NDJSON batch (at most `maxRecords` non-blank lines, counted on reading). */
-export function parseNdjson(text: string, jsonMaxDepth: number, maxUnreadableLines: number): unknown[] {
+/**
+ * A JSON array body (read by readCountedBody with `counter`), as parseJsonText would
+ * parse its whole text with one level more for the array: each item from its own bytes
+ * when the body is a clean array and every item parses; otherwise the whole text,
+ * parsed once more, so a body that is not one gets exactly the refusal it always got.
+ */
+export function parseJsonArrayBody(body: Buffer, counter: JsonArrayItemCounter, jsonMaxDepth: number): unknown {
+  const ranges = counter.itemRanges();
+  if (ranges) {
+    if (ranges.length === 1 && isJsonSpace(body, ranges[0]![0], ranges[0]![1])) return [];
+    const items: unknown[] = new Array(ranges.length);
+    try {
+      for (let i = 0; i < ranges.length; i++) items[i] = parseJsonText(body.toString('utf8', ranges[i]![0], ranges[i]![1]), jsonMaxDepth);
+      return items;
+    } catch (error) {
+      if (!(error instanceof ServiceError)) throw error;
+      // refused below, as the whole text
+    }
+  }
+  return parseJsonText(body.toString('utf8'), jsonMaxDepth + 1);
+}
+
+function isJsonSpace(body: Buffer, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (JSON_SPACE[body[i]!] === 0) return false;
+  return true;
+}
+
+/** The items of an NDJSON batch (at most `maxRecords` non-blank lines, counted on reading), each line decoded from its own bytes. */
+export function parseNdjson(body: Buffer, jsonMaxDepth: number, maxUnreadableLines: number): unknown[] {
   const items: unknown[] = [];
   let unreadable = 0;
-  for (const line of text.split('\n')) {
+  for (let start = 0; start <= body.length;) {
+    const newline = body.indexOf(NEWLINE, start);
+    const end = newline === -1 ? body.length : newline;
+    const line = body.toString('utf8', start, end);
+    start = end + 1;
     if (line.trim() === '') continue;
     try {
       items.push(parseJsonText(line, jsonMaxDepth, 'This line'));

@@ -8,8 +8,14 @@ import { CAPTURE_HEADER } from './capture.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fitErrorBudget, refuse } from '@otm/shared/errors';
 import type { Readable } from 'node:stream';
-import { parseJsonText } from '@otm/shared/http-edge';
-import { parseNdjson, readCountedBody, type BatchBodyLimits } from './batch-body.js';
+import {
+  JsonArrayItemCounter,
+  NdjsonItemCounter,
+  parseJsonArrayBody,
+  parseNdjson,
+  readCountedBody,
+  type BatchBodyLimits,
+} from './batch-body.js';
 import { batchItems, itemResult, noneValidAnswer } from './batch-answer.js';
 import { errorBodySchema, ingestRoutes } from './ingest-routes.js';
 import type { QueuedMessage } from './produce-batcher.js';
@@ -37,11 +43,12 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
     // nest as deep as a single record.
     scope.removeContentTypeParser('text/plain');
     scope.removeContentTypeParser('application/json');
-    scope.addContentTypeParser('application/json', async (_request: FastifyRequest, payload: Readable) =>
-      parseJsonText(await readCountedBody(payload, false, limits), jsonMaxDepth + 1),
-    );
+    scope.addContentTypeParser('application/json', async (_request: FastifyRequest, payload: Readable) => {
+      const counter = new JsonArrayItemCounter();
+      return parseJsonArrayBody(await readCountedBody(payload, counter, limits), counter, jsonMaxDepth);
+    });
     scope.addContentTypeParser('application/x-ndjson', async (_request: FastifyRequest, payload: Readable) =>
-      parseNdjson(await readCountedBody(payload, true, limits), jsonMaxDepth, limits.maxUnreadableLines),
+      parseNdjson(await readCountedBody(payload, new NdjsonItemCounter(), limits), jsonMaxDepth, limits.maxUnreadableLines),
     );
 
     scope.post(

@@ -143,8 +143,12 @@ export function previousAnswer(
   return previous;
 }
 
-/** The registered envelope {meta, record} as JSON text (the intake puts the wire header in front: encodeWireAll). */
-export function queuedJson(prepared: PreparedRecord, context: IntakeContext): string {
+/**
+ * The registered envelope {meta, record} as JSON text, in pieces (the intake writes them
+ * into the message buffer after the wire header, encodeWireAll: the record's text is not
+ * copied into a string of the whole envelope first).
+ */
+export function queuedJson(prepared: PreparedRecord, context: IntakeContext): string[] {
   const meta: QueuedUsageRecord['meta'] = {
     requestId: prepared.requestId,
     eventKey: prepared.eventKey,
@@ -155,7 +159,7 @@ export function queuedJson(prepared: PreparedRecord, context: IntakeContext): st
     gatewayId: context.instanceId,
     capture: prepared.capture,
   };
-  return `{"meta":${JSON.stringify(meta)},"record":${prepared.recordJson}}`;
+  return ['{"meta":', JSON.stringify(meta), ',"record":', prepared.recordJson, '}'];
 }
 
 export function usageOf(record: UsageRecord): Usage {
@@ -167,24 +171,43 @@ export function usageOf(record: UsageRecord): Usage {
 /** Members an object may hold before the validator runs (the schema's own bound is 64; this one only spares the validator). */
 export const MAX_MEMBERS_BEFORE_VALIDATION = 256;
 
-/** The first object (JSON pointer) holding more than `max` members, walking the whole value once. */
+/**
+ * The first object (JSON pointer) holding more than `max` members, walking the whole
+ * value once. Run on every record: it allocates nothing unless it finds one (the path
+ * is kept as segments and written out only then). The body's depth is bounded before
+ * it is parsed, so the recursion is too.
+ */
 export function crowdedObject(value: unknown, max: number): { path: string; members: number } | undefined {
-  const stack: [unknown, string][] = [[value, '']];
-  while (stack.length > 0) {
-    const [node, path] = stack.pop()!;
-    if (node === null || typeof node !== 'object') continue;
+  const segments: string[] = [];
+  const find = (node: unknown): number => {
+    if (node === null || typeof node !== 'object') return 0;
     if (Array.isArray(node)) {
-      for (let i = 0; i < node.length; i++) if (node[i] !== null && typeof node[i] === 'object') stack.push([node[i], `${path}/${i}`]);
-      continue;
+      for (let i = 0; i < node.length; i++) {
+        segments.push(String(i));
+        const members = find(node[i]);
+        if (members > 0) return members;
+        segments.pop();
+      }
+      return 0;
     }
-    const keys = Object.keys(node);
-    if (keys.length > max) return { path, members: keys.length };
-    for (const key of keys) {
-      const child = (node as Record<string, unknown>)[key];
-      if (child !== null && typeof child === 'object') stack.push([child, `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`]);
+    const object = node as Record<string, unknown>;
+    let members = 0;
+    for (const key in object) if (Object.hasOwn(object, key)) members++;
+    if (members > max) return members;
+    for (const key in object) {
+      if (!Object.hasOwn(object, key)) continue;
+      const child = object[key];
+      if (child === null || typeof child !== 'object') continue;
+      segments.push(key);
+      const found = find(child);
+      if (found > 0) return found;
+      segments.pop();
     }
-  }
-  return undefined;
+    return 0;
+  };
+  const members = find(value);
+  if (members === 0) return undefined;
+  return { path: segments.map((key) => `/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`).join(''), members };
 }
 
 /** The stack trace travels as `stack` whichever name the client used. */

@@ -213,3 +213,30 @@ describe("the patched kafkajs (a connection's request queue)", () => {
     clearTimeout(waiting.throttleCheckTimeoutId!);
   });
 });
+
+describe('the patched kafkajs (grouping a send by partition)', () => {
+  const path = require.resolve('kafkajs/src/producer/groupMessagesPerPartition');
+  const group = require(path) as (options: {
+    topic: string;
+    partitionMetadata: { partitionId: number }[];
+    messages: { key: string }[];
+    partitioner: (options: { message: { key: string } }) => number;
+  }) => Record<number, { key: string }[]>;
+
+  it('appends in place (kafkajs copied the partition list for every message: quadratic in a send)', () => {
+    expect(fs.readFileSync(path, 'utf8')).not.toContain('[...current, message]');
+  });
+
+  it('keeps each partition in the order of the send', () => {
+    const messages = Array.from({ length: 1000 }, (_, i) => ({ key: `k${i}` }));
+    const grouped = group({
+      topic: 't',
+      partitionMetadata: [{ partitionId: 0 }, { partitionId: 1 }, { partitionId: 2 }],
+      messages,
+      partitioner: ({ message }) => Number(message.key.slice(1)) % 3,
+    });
+    expect(Object.keys(grouped)).toEqual(['0', '1', '2']);
+    for (const partition of [0, 1, 2]) expect(grouped[partition]).toEqual(messages.filter((_, i) => i % 3 === partition));
+    expect(group({ topic: 't', partitionMetadata: [], messages, partitioner: () => 0 })).toEqual({});
+  });
+});

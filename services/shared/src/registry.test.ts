@@ -22,4 +22,19 @@ describe('wire format', () => {
     });
     expect(encodeWireAll(1, [])).toEqual([]);
   });
+
+  it('writes a message given in pieces as the text they make together', () => {
+    const pieces = [
+      ['{"meta":', JSON.stringify({ key: 'k—東' }), ',"record":', JSON.stringify({ p: '🚀'.repeat(3000) }), '}'],
+      '{}',
+      ['', '[]'],
+    ];
+    const wires = encodeWireAll(9, pieces);
+    wires.forEach((wire, index) => {
+      const piece = pieces[index]!;
+      const json = typeof piece === 'string' ? piece : piece.join('');
+      expect(wire.equals(encodeWire(9, json))).toBe(true);
+    });
+    expect(wires[2]!.buffer).toBe(wires[0]!.buffer);
+  });
 });

@@ -108,18 +108,32 @@ export function encodeWire(schemaId: number, json: string): Buffer {
  * kilobytes (or a buffer of its own past 4 KiB): one allocation per batch instead. The
  * profile of the batch path showed those allocations at about 5 % of its CPU; the
  * throughput measured after the change was the same within the machine's noise.
+ *
+ * A message may be given as pieces whose concatenation is its JSON text: each is
+ * written where it belongs, so text built by concatenation is never flattened into a
+ * string of its own first (a copy of every record, one of the largest allocations of the
+ * batch path before). No piece may split a surrogate pair (JSON.stringify's never do).
  */
-export function encodeWireAll(schemaId: number, jsons: readonly string[]): Buffer[] {
-  const lengths = jsons.map((json) => Buffer.byteLength(json, 'utf8'));
-  const buffer = Buffer.allocUnsafe(lengths.reduce((sum, length) => sum + HEADER_BYTES + length, 0));
+export function encodeWireAll(schemaId: number, jsons: readonly (string | readonly string[])[]): Buffer[] {
+  let total = 0;
+  for (const json of jsons) total += HEADER_BYTES + textBytes(json);
+  const buffer = Buffer.allocUnsafe(total);
   let offset = 0;
-  return jsons.map((json, index) => {
+  return jsons.map((json) => {
     const start = offset;
     buffer.writeUInt8(MAGIC_BYTE, start);
-    buffer.writeUInt32BE(schemaId, start + 1);
-    offset = start + HEADER_BYTES + buffer.write(json, start + HEADER_BYTES, lengths[index]!, 'utf8');
+    offset = buffer.writeUInt32BE(schemaId, start + 1);
+    if (typeof json === 'string') offset += buffer.write(json, offset, 'utf8');
+    else for (const piece of json) offset += buffer.write(piece, offset, 'utf8');
     return buffer.subarray(start, offset);
   });
+}
+
+function textBytes(json: string | readonly string[]): number {
+  if (typeof json === 'string') return Buffer.byteLength(json, 'utf8');
+  let bytes = 0;
+  for (const piece of json) bytes += Buffer.byteLength(piece, 'utf8');
+  return bytes;
 }
 
 export type WireDecoded = { ok: true; schemaId: number; json: string } | { ok: false; reason: string };

@@ -1,0 +1,113 @@
+// The batch body parsed item by item from its bytes (batch-body.ts) answers exactly as
+// the whole text parsed at once: the same items, or the same refusal; whatever the
+// chunks the body arrived in.
+import { Readable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { ServiceError } from '@otm/shared/errors';
+import { parseJsonText } from '@otm/shared/http-edge';
+import { JsonArrayItemCounter, NdjsonItemCounter, parseJsonArrayBody, parseNdjson, readCountedBody, UnreadableLine } from './batch-body.js';
+
+const limits = { maxRecords: 1000, maxBytes: 1 << 20, maxUnreadableLines: 2 };
+const depth = 8;
+
+/** What parsing the whole text gave (the batch route's parse before): a value or the refusal's body. */
+function whole(text: string): unknown {
+  try {
+    return { value: parseJsonText(text, depth + 1) };
+  } catch (error) {
+    return { refused: (error as ServiceError).toBody() };
+  }
+}
+
+async function itemByItem(text: string, chunkBytes: number): Promise<unknown> {
+  const bytes = Buffer.from(text, 'utf8');
+  const chunks: Buffer[] = [];
+  for (let at = 0; at < bytes.length; at += chunkBytes) chunks.push(bytes.subarray(at, at + chunkBytes));
+  const counter = new JsonArrayItemCounter();
+  const body = await readCountedBody(Readable.from(chunks), counter, limits);
+  try {
+    return { value: parseJsonArrayBody(body, counter, depth) };
+  } catch (error) {
+    return { refused: (error as ServiceError).toBody() };
+  }
+}
+
+const record = { model: 'gpt-5', prompt: 'a "quoted" [bracket], {brace} \\ and — 東京 🚀', n: [1, 2, { x: null }] };
+const bodies = [
+  JSON.stringify([record, record]),
+  ` \n\t[ ${JSON.stringify(record)} ,\r\n ${JSON.stringify({ a: ']' })} ] \n`,
+  '[]',
+  '[ \n ]',
+  '[1]',
+  '["]", "[", "\\"", "\\\\"]',
+  '[[1,2],[3,[4]]]',
+  '[1,]',
+  '[,1]',
+  '[1,,2]',
+  '[1 2]',
+  '[1]x',
+  '[1] [2]',
+  '[1',
+  '',
+  '   ',
+  '{"a":1}',
+  '\uFEFF[1]',
+  '[1,\u000b2]',
+  '\u000c[1]',
+  '[1]\u000b',
+  '[{"__proto__":{"x":1}}]',
+  '[{"constructor":{"prototype":{"x":1}}}]',
+  `[${'['.repeat(8)}${']'.repeat(8)}]`,
+  `[${'['.repeat(9)}${']'.repeat(9)}]`,
+  `[1, ${'['.repeat(20)}]`,
+  '["\u00e9\u00e8", "\ud83d\ude80"]',
+  '[nul]',
+  '["unterminated]',
+  '[1]]',
+];
+
+describe('a JSON array batch parsed item by item', () => {
+  it('gives what parsing the whole text gave, for every chunking', async () => {
+    for (const text of bodies) {
+      const expected = whole(text);
+      for (const chunkBytes of [1, 2, 3, 7, 64, 1 << 20])
+        expect(await itemByItem(text, chunkBytes), `${JSON.stringify(text)} in chunks of ${chunkBytes}`).toEqual(expected);
+    }
+  });
+
+  it('gives a bad UTF-8 sequence the same replacement characters', async () => {
+    const bytes = Buffer.concat([
+      Buffer.from('["a'),
+      Buffer.from([0xe2, 0x82]),
+      Buffer.from('", "'),
+      Buffer.from([0xff]),
+      Buffer.from('b"]'),
+    ]);
+    const counter = new JsonArrayItemCounter();
+    const body = await readCountedBody(Readable.from([bytes]), counter, limits);
+    expect(parseJsonArrayBody(body, counter, depth)).toEqual(parseJsonText(bytes.toString('utf8'), depth + 1));
+  });
+
+  it('finds each item in its own bytes', () => {
+    const counter = new JsonArrayItemCounter();
+    const text = '[ {"a":[1,2]} , "x,y" ,3]';
+    counter.add(Buffer.from(text));
+    expect(counter.items).toBe(3);
+    expect(counter.itemRanges()!.map(([start, end]) => text.slice(start, end))).toEqual([' {"a":[1,2]} ', ' "x,y" ', '3']);
+  });
+});
+
+describe('an NDJSON batch parsed line by line from its bytes', () => {
+  it('gives what splitting the whole text gave', async () => {
+    const text = `${JSON.stringify(record)}\n\n  \r\n{"a":"\u00e9"}\r\nnot json\n[1]`;
+    const counter = new NdjsonItemCounter();
+    const body = await readCountedBody(Readable.from([Buffer.from(text)]), counter, limits);
+    const items = parseNdjson(body, depth, limits.maxUnreadableLines);
+    expect(counter.items).toBe(4);
+    expect(items).toHaveLength(4);
+    expect(items[0]).toEqual(record);
+    expect(items[1]).toEqual({ a: '\u00e9' });
+    expect(items[2]).toBeInstanceOf(UnreadableLine);
+    expect(items[3]).toEqual([1]);
+  });
+});
