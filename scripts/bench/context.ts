@@ -1,7 +1,7 @@
 // The bench run's shared state and helpers: the options, the stack's addresses, the
 // load generators, service starters, the sample bodies, the key and the results that
 // each section (scripts/bench/sections/) fills in. Imported once by scripts/bench.ts.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -288,7 +288,7 @@ export async function startQuiet(
   profileDir?: string,
 ): Promise<ServiceProcess> {
   const flags = profileDir ? { SERVICE_NODE_FLAGS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {};
-  return startService(entry, { ...env, LOG_LEVEL: level, ...flags }, ready, 90_000);
+  return startService(entry, { ...env, LOG_LEVEL: level, ...flags }, ready, 90_000, { built: true });
 }
 
 /** Fills `topic` with `count` queued records in the gateway's wire format, keyed by `keyOf`, in chunks of 10,000. */
@@ -393,6 +393,9 @@ export function unitTimings(logs: readonly string[]): { unitMs: number[]; clickh
 
 log(`starting the local stack (${quick ? 'quick' : 'full'} run, ${runs} runs per figure)`);
 await stackUp(stack);
+// The gateway and the ingester are measured as production runs them: built (startQuiet).
+log('building the services (npm run build)');
+execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
 
 // Realistic bodies: success records with prompts of 0.5-4 KB and error records, from a seed.
 export const bodies = sampleUsageRecords(1000, { seed: 2026 }).map((record) => JSON.stringify(record));

@@ -51,6 +51,8 @@ type Entry = 'gateway' | 'gateway-cluster' | 'ingester' | 'admin';
  * ingester gets the same young generation beside its cap: 225 MB instead of 361 at
  * 4,000 records/s end to end, 418-464 instead of 534-554 loading a backlog at full
  * speed, with the same rows per second (bench/analysis.md).
+ * The gateway also bounds how far its old generation grows between full collections
+ * (GATEWAY_HEAP_GROWING_PERCENT, set by the service itself: NODE_OPTIONS refuses the flag).
  * A flag already in NODE_OPTIONS wins.
  */
 export const serviceNodeOptions: Record<Entry, string[]> = {
@@ -68,12 +70,27 @@ export function withMemoryFlags(entry: Entry, env: NodeJS.ProcessEnv): NodeJS.Pr
   return { ...env, NODE_OPTIONS: [options, ...missing].filter(Boolean).join(' ') };
 }
 
-function serviceScript(entry: Entry): string {
-  return path.join(projectRoot, entry === 'gateway-cluster' ? 'services/gateway/src/cluster.ts' : `services/${entry}/src/server.ts`);
+function serviceScript(entry: Entry, built = false): string {
+  const [folder, file] = entry === 'gateway-cluster' ? ['gateway', 'cluster'] : [entry, 'server'];
+  return path.join(projectRoot, 'services', folder, built ? `dist/${file}.js` : `src/${file}.ts`);
 }
 
-export function startService(entry: Entry, env: NodeJS.ProcessEnv, ready: RegExp, timeoutMs = 60_000): Promise<ServiceProcess> {
-  return startProcess(entry, [serviceScript(entry)], withMemoryFlags(entry, env), ready, timeoutMs);
+/**
+ * Starts a service from its TypeScript sources (under tsx), or with `built` from its
+ * dist/ as production runs it (plain Node, no loader: `npm run build` first). The
+ * benchmark measures built services: tsx's loader thread and its compiled sources
+ * add about 50 MB to each service's RSS that production does not have.
+ */
+export function startService(
+  entry: Entry,
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  timeoutMs = 60_000,
+  { built = false } = {},
+): Promise<ServiceProcess> {
+  const script = serviceScript(entry, built);
+  if (built && !fs.existsSync(script)) throw new Error(`${script} does not exist: run \`npm run build\` first`);
+  return startProcess(entry, [script], withMemoryFlags(entry, env), ready, timeoutMs, built ? SERVICE_RUNTIME_FLAGS : SOURCE_FLAGS);
 }
 
 /** A service kept running by superviseService. */

@@ -80,6 +80,10 @@ export const gatewaySpec = {
     desc: 'Region (ISO 3166 code) whose national phone numbers redact recognises without a +country prefix',
   }),
   ...metricsPortSpec(9464),
+  GATEWAY_HEAP_GROWING_PERCENT: nonNegativeInt({
+    default: 100,
+    desc: 'How far V8 lets the old generation grow past what survived its last full collection before collecting again, in percent; 0 leaves it to V8 (up to 300)',
+  }),
 };
 
 /** The cluster entry (cluster.ts): how many gateway processes, and where their metrics ports start. */
