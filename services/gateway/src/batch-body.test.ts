@@ -44,6 +44,8 @@ const bodies = [
   '[1,]',
   '[,1]',
   '[1,,2]',
+  '[,]',
+  '[1,2,]',
   '[1 2]',
   '[1]x',
   '[1] [2]',
@@ -86,6 +88,13 @@ describe('a JSON array batch parsed item by item', () => {
     const counter = new JsonArrayItemCounter();
     const body = await readCountedBody(Readable.from([bytes]), counter, limits);
     expect(parseJsonArrayBody(body, counter, depth)).toEqual(parseJsonText(bytes.toString('utf8'), depth + 1));
+  });
+
+  it('keeps no delimiter past an empty item, however many commas follow', () => {
+    const counter = new JsonArrayItemCounter();
+    counter.add(Buffer.from(`[1,${','.repeat(100_000)}2]`));
+    expect(counter.itemRanges()).toBeUndefined();
+    expect((counter as unknown as { delimiters: number[] }).delimiters.length).toBeLessThanOrEqual(3);
   });
 
   it('finds each item in its own bytes', () => {

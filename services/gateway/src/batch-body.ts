@@ -74,7 +74,7 @@ export class JsonArrayItemCounter {
   private offset = 0;
   /** Where the array's own brackets and commas are (byte offsets), for itemRanges. */
   private readonly delimiters: number[] = [];
-  /** Something other than JSON whitespace before the array or after its end. */
+  /** Something other than JSON whitespace before the array or after its end, or an empty item. */
   private outside = false;
   private closed = false;
 
@@ -111,8 +111,12 @@ export class JsonArrayItemCounter {
       if (this.depth < 0) return;
       if (this.depth === 1) {
         if (byte === COMMA) {
+          // A comma where an item was due leaves an empty item: not an array of items
+          // (the parser refuses it), and no more delimiters are kept (they stay as few
+          // as the items, however many commas a body holds).
+          if (this.expectingItem) this.outside = true;
+          else this.delimiters.push(offset + i);
           this.expectingItem = true;
-          this.delimiters.push(offset + i);
           continue;
         }
         if (byte !== CLOSE_ARRAY && this.expectingItem) {
