@@ -116,16 +116,45 @@ export async function requireMigrated(inDatabase: ClickHouseClient, database: st
   );
 }
 
-async function apply(inDatabase: ClickHouseClient, file: string, statement: string, log: (line: string) => void): Promise<void> {
-  try {
-    await inDatabase.command({ query: statement });
-  } catch (error) {
-    // Two ingesters starting together (replicas, a scale-out) run the same
-    // migration at once; 18.16 has no ADD COLUMN IF NOT EXISTS, so the second
-    // ALTER finds the column there. What it wanted exists: go on.
-    if (!alreadyThere(error)) throw error;
-    log(`${file}: already applied by another runner (${(error as Error).message.slice(0, 80)})`);
+/** Runs one migration statement, tolerating another runner that applies it at the same time. */
+export async function apply(
+  inDatabase: Pick<ClickHouseClient, 'command'>,
+  file: string,
+  statement: string,
+  log: (line: string) => void,
+  retryDelayMs = 200,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await inDatabase.command({ query: statement });
+      return;
+    } catch (error) {
+      // Two ingesters starting together (replicas, a scale-out) run the same
+      // migration at once; 18.16 has no ADD COLUMN IF NOT EXISTS, so the second
+      // ALTER finds the column there. What it wanted exists: go on.
+      if (alreadyThere(error)) {
+        log(`${file}: already applied by another runner (${(error as Error).message.slice(0, 80)})`);
+        return;
+      }
+      // An ALTER … ADD COLUMN … DEFAULT that meets the same column being added by
+      // another runner fails on 18.16 with code 179 over its own `<column>_tmp` alias
+      // (its defaults computed with the other's column half in place). Asked again, it
+      // finds the column there (44, above).
+      if (attempt < 3 && addedMeanwhile(error)) {
+        log(`${file}: the same column added by another runner meanwhile; asking again`);
+        await new Promise((resolve) => setTimeout(resolve, retryDelayMs));
+        continue;
+      }
+      throw error;
+    }
   }
+}
+
+function addedMeanwhile(error: unknown): boolean {
+  for (let at: unknown = error; at; at = (at as { cause?: unknown }).cause) {
+    if (clickhouseErrorCode(at) === 179 && /same alias \w+_tmp\b/.test(String((at as Error).message))) return true;
+  }
+  return false;
 }
 
 /**
