@@ -142,7 +142,7 @@ export class JsonArrayItemCounter {
    * parser to say.
    */
   itemRanges(): [number, number][] | undefined {
-    if (!this.closed || this.outside || this.depth !== 0) return undefined;
+    if (!this.closed || this.outside) return undefined;
     const ranges: [number, number][] = [];
     for (let i = 1; i < this.delimiters.length; i++) ranges.push([this.delimiters[i - 1]! + 1, this.delimiters[i]!]);
     return ranges;

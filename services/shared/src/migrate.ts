@@ -150,11 +150,16 @@ export async function apply(
   }
 }
 
-function addedMeanwhile(error: unknown): boolean {
+/** True when `error` or one of its causes (the client wraps the server's error) passes `test`. */
+function anyCause(error: unknown, test: (code: number | undefined, message: string) => boolean): boolean {
   for (let at: unknown = error; at; at = (at as { cause?: unknown }).cause) {
-    if (clickhouseErrorCode(at) === 179 && /same alias \w+_tmp\b/.test(String((at as Error).message))) return true;
+    if (test(clickhouseErrorCode(at), String((at as Error).message))) return true;
   }
   return false;
+}
+
+function addedMeanwhile(error: unknown): boolean {
+  return anyCause(error, (code, message) => code === 179 && /same alias \w+_tmp\b/.test(message));
 }
 
 /**
@@ -162,13 +167,11 @@ function addedMeanwhile(error: unknown): boolean {
  * ON CLUSTER query reports it from a host ("There was an error on [host:port]: Code: 44").
  */
 function alreadyThere(error: unknown): boolean {
-  // The client wraps the server's error: look at the cause too.
-  for (let at: unknown = error; at; at = (at as { cause?: unknown }).cause) {
-    const code = clickhouseErrorCode(at);
-    const message = String((at as Error).message);
-    if ((code === 44 || code === 57) && /already exists/i.test(message)) return true;
-    // ON CLUSTER: a replica's answer quoted inside the initiator's ("There was an error on [host:port]: Code: 57 … already exists").
-    if (message.includes('There was an error on [') && /\]: Code: (?:44|57)\b/.test(message) && /already exists/.test(message)) return true;
-  }
-  return false;
+  return anyCause(
+    error,
+    (code, message) =>
+      ((code === 44 || code === 57) && /already exists/i.test(message)) ||
+      // ON CLUSTER: a replica's answer quoted inside the initiator's ("There was an error on [host:port]: Code: 57 … already exists").
+      (message.includes('There was an error on [') && /\]: Code: (?:44|57)\b/.test(message) && /already exists/.test(message)),
+  );
 }
