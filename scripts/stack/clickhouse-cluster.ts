@@ -97,6 +97,10 @@ export class ClickHouseReplicaService extends ClickHouseService {
   protected override get home() {
     return path.join(this.config.dir, 'clickhouse-cluster', `replica-${this.replica}`);
   }
+  /** The replicas keep their data on the machine's filesystem (the cluster test's data is small). */
+  protected override get volumeGiB() {
+    return 0;
+  }
   protected override get httpPort() {
     return clusterPorts(this.replica).http;
   }

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { SECURE_USERS, ensureSecureMaterial } from './secure.js';
 import { ProcessService, ensureDebianPackage, httpOk, onPath } from './process-service.js';
+import { ensureVolume, releaseVolume } from './volume.js';
 
 export class ClickHouseService extends ProcessService {
   readonly name: string = 'clickhouse';
@@ -26,8 +27,27 @@ export class ClickHouseService extends ProcessService {
     return undefined;
   }
 
+  /**
+   * The data folder's own journaled ext4 volume (volume.ts): the single server of the
+   * default profile, the one tests and benchmarks load; 0 GiB for none.
+   */
+  protected get volumeGiB(): number {
+    return this.config.secure ? 0 : this.config.clickhouseVolumeGiB;
+  }
+  private get volume() {
+    return { dir: path.join(this.home, 'data'), image: path.join(this.home, 'volume.img'), sizeGiB: this.volumeGiB };
+  }
+
   protected prepare() {
     ensureDebianPackage('clickhouse-server', 'clickhouse-server');
+    if (this.volumeGiB > 0) {
+      const state = ensureVolume(this.volume);
+      console.log(
+        state.mounted
+          ? `${this.name}: data on its own ext4 volume (${state.device})`
+          : `${this.name}: data on the machine's filesystem (no volume of its own: ${state.reason})`,
+      );
+    }
     for (const folder of ['log', 'data', 'tmp', 'user_files', 'format_schemas', 'config.d']) {
       fs.mkdirSync(path.join(this.home, folder), { recursive: true });
     }
@@ -120,6 +140,12 @@ export class ClickHouseService extends ProcessService {
       '</yandex>',
       '',
     ].join('\n');
+  }
+
+  override async down(): Promise<void> {
+    await super.down();
+    // The server has stopped: its volume is let go (the data stays in the image).
+    if (this.volumeGiB > 0 && !releaseVolume(this.volume)) console.log(`${this.name}: its volume is still mounted (busy)`);
   }
 
   async healthy(): Promise<boolean> {

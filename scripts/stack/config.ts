@@ -31,6 +31,11 @@ export interface StackConfig {
   readonly clickhouseHttpPort: number;
   readonly clickhouseTcpPort: number;
   readonly clickhouseDatabase: string;
+  /**
+   * GiB of the single ClickHouse server's own journaled volume (scripts/stack/volume.ts;
+   * a sparse image, so the most it may take); 0 keeps its data on the machine's filesystem.
+   */
+  readonly clickhouseVolumeGiB: number;
 }
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -50,6 +55,15 @@ function brokerCount(env: NodeJS.ProcessEnv): 1 | 3 {
   if (raw === undefined || raw === '' || raw === '1') return 1;
   if (raw === '3') return 3;
   throw new Error(`OTM_STACK_KAFKA_BROKERS must be 1 or 3, got "${raw}"`);
+}
+
+function volumeGiB(env: NodeJS.ProcessEnv): number {
+  const raw = env.OTM_STACK_CLICKHOUSE_VOLUME_GB;
+  if (raw === undefined || raw === '') return 64;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0)
+    throw new Error(`OTM_STACK_CLICKHOUSE_VOLUME_GB must be a whole number of GiB (0: none), got "${raw}"`);
+  return value;
 }
 
 export function loadStackConfig(env: NodeJS.ProcessEnv): StackConfig {
@@ -77,6 +91,7 @@ export function loadStackConfig(env: NodeJS.ProcessEnv): StackConfig {
     clickhouseHttpPort: port(env, 'OTM_STACK_CLICKHOUSE_HTTP_PORT', secure ? 18443 : 18123),
     clickhouseTcpPort: port(env, 'OTM_STACK_CLICKHOUSE_TCP_PORT', secure ? 19440 : 19000),
     clickhouseDatabase: env.OTM_STACK_CLICKHOUSE_DATABASE || 'otm',
+    clickhouseVolumeGiB: volumeGiB(env),
   });
 }
 
