@@ -14,7 +14,7 @@ import { createRedis } from '@otm/shared/redis';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { loadStackConfig, stackAddresses } from '../stack/config.js';
-import { stackUp } from '../stack/services.js';
+import { ProcessService, stackServices, stackUp } from '../stack/services.js';
 import { ClickHouseService } from '../stack/clickhouse.js';
 import { ensureLocalCertificate } from '../local-tls.js';
 import { queuedRecords, sampleUsageRecords } from '../../test/fixtures/sample-records.js';
@@ -144,6 +144,25 @@ export function cpuSeconds(pid: number | undefined): number {
   } catch {
     return NaN;
   }
+}
+
+/** The machine's CPU seconds since boot, busy (user, nice, system, interrupts, steal) and in all, from /proc/stat. */
+export function machineCpuSeconds(): { busy: number; total: number } {
+  try {
+    const fields = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = fields;
+    const busy = user + nice + system + irq + softirq + steal;
+    return { busy: busy / 100, total: (busy + idle + iowait) / 100 };
+  } catch {
+    return { busy: NaN, total: NaN };
+  }
+}
+
+/** The stack's own processes by service (Kafka, the registry, Redis, ClickHouse), for their CPU. */
+export function stackPids(): Record<string, number | undefined> {
+  return Object.fromEntries(
+    stackServices(stack).map((service) => [service.name, service instanceof ProcessService ? service.pid() : undefined]),
+  );
 }
 
 /** The stack's ClickHouse server process (its CPU is read from /proc), undefined when not known. */

@@ -21,6 +21,8 @@ import {
   maxMemory,
   type MemorySample,
   cpuSeconds,
+  machineCpuSeconds,
+  stackPids,
   SdkLoadResult,
   runSdkLoad,
   startPipeline,
@@ -32,7 +34,7 @@ import {
 
 export async function benchEndToEnd(): Promise<void> {
   const stepSeconds = quick ? 10 : Number(process.env.BENCH_E2E_STEP_SECONDS ?? 60);
-  const ladder = quick ? [1000] : (process.env.BENCH_E2E_RATES ?? '1000,2000,3000,4000,5000,6000,8000,10000').split(',').map(Number);
+  const ladder = quick ? [1000] : (process.env.BENCH_E2E_RATES ?? '1000,2000,3000,4000,5000,6000,8000,10000,12000').split(',').map(Number);
   log(`4b. end to end: offered ${ladder.join(', ')} records/s for ${stepSeconds} s each, batch endpoint, until a step fails`);
   const topic = `bench.e2e.${runId}`;
   const database = `bench_e2e_${runId}`;
@@ -45,15 +47,23 @@ export async function benchEndToEnd(): Promise<void> {
   await admin.connect();
   const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
   const lagNow = async () => (await consumerLag(admin, groupId, topic)).reduce((sum, partition) => sum + partition.lag, 0);
-  const steps: Record<string, number | boolean | string | MemorySample>[] = [];
+  const steps: Record<string, number | boolean | string | MemorySample | Record<string, number>>[] = [];
   let sustained = 0;
   let records = 0;
   const cpu = { gateway: cpuSeconds(gateway.child.pid), ingester: cpuSeconds(ingester.child.pid) };
+  // Where the machine's CPU goes during a step, per record: each process of the pipeline
+  // and the stack, the rest (the load generator, this bench, the machine's own) by difference.
+  const pids: Record<string, number | undefined> = { gateway: gateway.child.pid, ingester: ingester.child.pid, ...stackPids() };
+  const cpuNow = () => ({
+    machine: machineCpuSeconds(),
+    processes: Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)])),
+  });
   for (const rate of ladder) {
     const key = await store.create({ environment: 'prod', name: `e2e-${rate}` });
     const lags: { at: number; lag: number }[] = [];
     let sampling = true;
     const started = performance.now();
+    const cpuBefore = cpuNow();
     // Peak of each memory figure during the step, read every 5 s from the services' metrics.
     const memory: { gateway?: MemorySample; ingester?: MemorySample } = {};
     const sampler = (async () => {
@@ -85,6 +95,16 @@ export async function benchEndToEnd(): Promise<void> {
       lag = await lagNow();
     }
     const drainSeconds = (performance.now() - drainStarted) / 1000;
+    const cpuAfter = cpuNow();
+    const perRecord = (seconds: number) => (seconds * 1e6) / Math.max(1, load.sentTotal);
+    const cpuUsPerRecord: Record<string, number> = {};
+    for (const name of Object.keys(pids)) cpuUsPerRecord[name] = perRecord(cpuAfter.processes[name]! - cpuBefore.processes[name]!);
+    const machineBusy = cpuAfter.machine.busy - cpuBefore.machine.busy;
+    const listed = Object.values(cpuUsPerRecord).reduce((sum, value) => sum + (Number.isFinite(value) ? value : 0), 0);
+    cpuUsPerRecord.rest = perRecord(machineBusy) - listed;
+    cpuUsPerRecord.machine = perRecord(machineBusy);
+    // The share of the machine's CPU time in use over the step and its drain (1: every core busy).
+    const machineBusyShare = machineBusy / (cpuAfter.machine.total - cpuBefore.machine.total);
     // The last rows of a unit are marked and committed after the insert: give the
     // rollup a moment to show what the commit already says.
     await sleep(1000);
@@ -124,6 +144,8 @@ export async function benchEndToEnd(): Promise<void> {
       maxLagSecondHalf,
       drainSeconds,
       batchP99Ms: load.p99Ms,
+      cpuUsPerRecord,
+      machineBusyShare,
       ...(memory.gateway ? { gatewayMemory: memory.gateway } : {}),
       ...(memory.ingester ? { ingesterMemory: memory.ingester } : {}),
       passed,
@@ -143,6 +165,11 @@ export async function benchEndToEnd(): Promise<void> {
         ? `RSS ${sample.rssMb.toFixed(0)} MB (heap ${sample.heapUsedMb.toFixed(0)} used of ${sample.heapTotalMb.toFixed(0)}, external ${sample.externalMb.toFixed(0)})`
         : 'unknown';
     log(`   memory at its peak during the step: gateway ${mb(memory.gateway)}; ingester ${mb(memory.ingester)}`);
+    log(
+      `   CPU per record: ${Object.entries(cpuUsPerRecord)
+        .map(([name, us]) => `${name} ${us.toFixed(0)} µs`)
+        .join(', ')}; the machine ${(machineBusyShare * 100).toFixed(0)} % busy`,
+    );
     if (!passed) break;
     sustained = rate;
   }

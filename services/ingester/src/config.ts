@@ -1,5 +1,5 @@
 import { retentionSpec } from '@otm/shared/rollups/retention';
-import { infrastructureSpec, metricsPortSpec, parseConfig, positiveInt, str } from '@otm/shared/config';
+import { infrastructureSpec, metricsPortSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
 
 export const ingesterSpec = {
   ...infrastructureSpec,
@@ -10,6 +10,10 @@ export const ingesterSpec = {
     desc: 'Rows decoded and not yet loaded, at most: the unit loading plus the next one gathering (bounds memory)',
   }),
   INGEST_GATHER_MS: positiveInt({ default: 50, desc: 'How long a load unit waits for the chunks of other partitions' }),
+  INGEST_UNIT_INTERVAL_MS: nonNegativeInt({
+    default: 1000,
+    desc: "The least time between the starts of two load units, unless the second is full (fewer, larger inserts: less of ClickHouse's CPU per record, up to this much more delay)",
+  }),
   INGEST_BATCH_MAX_WAIT_MS: positiveInt({ default: 250, desc: 'How long a fetch waits to fill a batch' }),
   INGEST_FETCH_MAX_BYTES: positiveInt({ default: 1024 * 1024, desc: 'Bytes fetched per partition at most (bounds memory)' }),
   INGEST_CONCURRENCY: positiveInt({ default: 6, desc: 'Partition batches taken at once (and loaded together)' }),

@@ -42,6 +42,8 @@ export interface ConsumerOptions {
   partitionsConcurrently: number;
   /** How long a load unit waits for more partition chunks after its first. */
   gatherMs: number;
+  /** The least time between the starts of two load units, unless the second is full (0: none). */
+  unitIntervalMs?: number;
   retryInitialMs: number;
   retryMaxMs: number;
   /** Tests only: throw a fatal error out of the first batch, as a bug would. */
@@ -103,8 +105,9 @@ export class UsageConsumer {
           'offset commit failed',
         ),
     });
-    this.gatherer = new LoadGatherer({ maxRows: options.maxBatchRows, lingerMs: options.gatherMs }, (decodedChunks) =>
-      loadUnit(decodedChunks, { deps: this.deps, options: this.options }),
+    this.gatherer = new LoadGatherer(
+      { maxRows: options.maxBatchRows, lingerMs: options.gatherMs, minIntervalMs: options.unitIntervalMs ?? 0 },
+      (decodedChunks) => loadUnit(decodedChunks, { deps: this.deps, options: this.options }),
     );
   }
 

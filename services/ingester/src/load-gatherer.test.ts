@@ -82,6 +82,43 @@ describe('LoadGatherer', () => {
   });
 });
 
+describe('LoadGatherer with a least interval between units', () => {
+  it('starts the next unit no sooner than the interval after the one ahead, gathering what arrives meanwhile', async () => {
+    const starts: number[] = [];
+    const units: string[][] = [];
+    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 1, minIntervalMs: 150 }, async (parts) => {
+      starts.push(performance.now());
+      units.push(parts.map((part) => part.name));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      return parts.map(() => 'loaded' as const);
+    });
+    const first = gatherer.submit({ name: 'a', rows: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 30)); // a is loaded by now
+    const later: Promise<void>[] = [];
+    for (const name of ['b', 'c', 'd']) {
+      later.push(gatherer.submit({ name, rows: 1 }));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await Promise.all([first, ...later]);
+    // Without the interval b would have loaded alone as soon as it came, c and d after it.
+    expect(units).toEqual([['a'], ['b', 'c', 'd']]);
+    expect(starts[1]! - starts[0]!).toBeGreaterThanOrEqual(145);
+  });
+
+  it('does not hold back a unit that is full', async () => {
+    const units: string[][] = [];
+    const gatherer = new LoadGatherer<Part>({ maxRows: 10, lingerMs: 1, minIntervalMs: 10_000 }, async (parts) => {
+      units.push(parts.map((part) => part.name));
+      return parts.map(() => 'loaded' as const);
+    });
+    const started = performance.now();
+    await gatherer.submit({ name: 'a', rows: 10 });
+    await gatherer.submit({ name: 'b', rows: 10 });
+    expect(units).toEqual([['a'], ['b']]);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+});
+
 describe('LoadGatherer outcomes nobody awaits yet', () => {
   it('a part that fails before its contributor awaits it is not an unhandled rejection (it used to end the ingester)', async () => {
     // The consumer awaits a part's outcome only after the chunks ahead of it in the

@@ -11,13 +11,19 @@
 //   - at once when the unit ahead of it finishes (it has been gathering all along),
 //   - when it holds `maxRows` rows and nothing is loading,
 //   - `lingerMs` after its first chunk arrived when nothing was loading (an idle
-//     ingester waits that long for the other partitions of the same fetch).
+//     ingester waits that long for the other partitions of the same fetch);
+// but, unless it holds `maxRows` rows, never sooner than `minIntervalMs` after the unit
+// ahead of it started: under live traffic units then follow at most that often and
+// grow with the rate, instead of following back to back as small as one insert's time
+// lets them be (each insert costs ClickHouse a fixed part per table, see above).
 // A unit takes at most `maxRows` rows (and at least one chunk); the rest wait for the
 // next. How many rows wait in all is bounded by the consumer (see consumer.ts).
 
 export interface GathererOptions {
   maxRows: number;
   lingerMs: number;
+  /** The least time from one unit's start to the next's, unless the next holds maxRows rows (0: none). */
+  minIntervalMs?: number;
 }
 
 /** What a load unit reports for each chunk: loaded, or an error (not loaded, not to be committed). */
@@ -34,6 +40,8 @@ export class LoadGatherer<T extends { rows: number }> {
   private openRows = 0;
   private timer: NodeJS.Timeout | undefined;
   private loading = false;
+  /** When the last unit started loading (performance.now()). */
+  private lastStart = Number.NEGATIVE_INFINITY;
 
   constructor(
     private readonly options: GathererOptions,
@@ -63,6 +71,12 @@ export class LoadGatherer<T extends { rows: number }> {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.loading || this.open.length === 0) return;
+    const wait = this.lastStart + (this.options.minIntervalMs ?? 0) - performance.now();
+    if (wait > 0 && this.openRows < this.options.maxRows) {
+      this.timer = setTimeout(() => this.close(), wait);
+      return;
+    }
+    this.lastStart = performance.now();
     let rows = this.open[0]!.chunk.rows;
     let count = 1;
     while (count < this.open.length && rows + this.open[count]!.chunk.rows <= this.options.maxRows) rows += this.open[count++]!.chunk.rows;

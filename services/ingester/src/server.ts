@@ -156,6 +156,7 @@ const usageConsumer = new UsageConsumer(
     maxPendingRows: config.INGEST_MAX_PENDING_ROWS,
     partitionsConcurrently: config.INGEST_CONCURRENCY,
     gatherMs: config.INGEST_GATHER_MS,
+    unitIntervalMs: config.INGEST_UNIT_INTERVAL_MS,
     retryInitialMs: 100,
     retryMaxMs: config.INGEST_RETRY_MAX_MS,
     injectCrash: config.INGEST_FAULT_INJECTION === 'consumer-crash',
