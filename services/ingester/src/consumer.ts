@@ -137,7 +137,9 @@ export class UsageConsumer {
     const alive = () => isRunning() && !isStale() && generation === this.commits.generation;
     for (let start = 0; start < messages.length; start += this.options.maxBatchRows) {
       const chunk = messages.slice(start, start + this.options.maxBatchRows);
-      // Bounded memory: wait while the rows decoded and not yet loaded fill the window.
+      // Bounded memory: wait while the rows decoded and not yet loaded fill the window;
+      // the unit gathering then goes as soon as it may (it cannot grow meanwhile).
+      if (!this.window.fits(chunk.length)) this.gatherer.hurry();
       if (!(await this.window.waitForRoom(chunk.length, alive, heartbeat)) || this.draining) return;
       let decodedChunk: DecodedChunk;
       try {

@@ -105,6 +105,26 @@ describe('LoadGatherer with a least interval between units', () => {
     expect(starts[1]! - starts[0]!).toBeGreaterThanOrEqual(145);
   });
 
+  it('lets the next unit go at once when the contributor can hand over nothing more (hurry)', async () => {
+    const units: string[][] = [];
+    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 1, minIntervalMs: 10_000 }, async (parts) => {
+      units.push(parts.map((part) => part.name));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      return parts.map(() => 'loaded' as const);
+    });
+    const started = performance.now();
+    const first = gatherer.submit({ name: 'a', rows: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 5)); // a is loading
+    const second = gatherer.submit({ name: 'b', rows: 1 });
+    gatherer.hurry(); // while a loads: b goes as soon as a is in
+    await Promise.all([first, second]);
+    const third = gatherer.submit({ name: 'c', rows: 1 });
+    gatherer.hurry(); // nothing loading: c goes now
+    await third;
+    expect(units).toEqual([['a'], ['b'], ['c']]);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+
   it('does not hold back a unit that is full', async () => {
     const units: string[][] = [];
     const gatherer = new LoadGatherer<Part>({ maxRows: 10, lingerMs: 1, minIntervalMs: 10_000 }, async (parts) => {

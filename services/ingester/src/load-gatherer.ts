@@ -12,10 +12,12 @@
 //   - when it holds `maxRows` rows and nothing is loading,
 //   - `lingerMs` after its first chunk arrived when nothing was loading (an idle
 //     ingester waits that long for the other partitions of the same fetch);
-// but, unless it holds `maxRows` rows, never sooner than `minIntervalMs` after the unit
-// ahead of it started: under live traffic units then follow at most that often and
-// grow with the rate, instead of following back to back as small as one insert's time
-// lets them be (each insert costs ClickHouse a fixed part per table, see above).
+// but, unless it holds `maxRows` rows or the consumer can hand over nothing more until
+// a unit loads (`hurry()`: its window of pending rows is full, under a backlog), never
+// sooner than `minIntervalMs` after the unit ahead of it started: under live traffic
+// units then follow at most that often and grow with the rate, instead of following
+// back to back as small as one insert's time lets them be (each insert costs
+// ClickHouse a fixed part per table, see above).
 // A unit takes at most `maxRows` rows (and at least one chunk); the rest wait for the
 // next. How many rows wait in all is bounded by the consumer (see consumer.ts).
 
@@ -42,6 +44,8 @@ export class LoadGatherer<T extends { rows: number }> {
   private loading = false;
   /** When the last unit started loading (performance.now()). */
   private lastStart = Number.NEGATIVE_INFINITY;
+  /** The consumer waits for a unit to load before it can hand over more: the interval does not hold the next one back. */
+  private hurried = false;
 
   constructor(
     private readonly options: GathererOptions,
@@ -67,15 +71,26 @@ export class LoadGatherer<T extends { rows: number }> {
     return outcome;
   }
 
+  /**
+   * The contributor can hand over nothing more until a unit loads (its window of
+   * pending rows is full): the open unit goes as soon as nothing is loading, without
+   * waiting for the interval; growing it further is not possible anyway.
+   */
+  hurry(): void {
+    this.hurried = true;
+    if (!this.loading) this.close();
+  }
+
   private close(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.loading || this.open.length === 0) return;
     const wait = this.lastStart + (this.options.minIntervalMs ?? 0) - performance.now();
-    if (wait > 0 && this.openRows < this.options.maxRows) {
+    if (wait > 0 && this.openRows < this.options.maxRows && !this.hurried) {
       this.timer = setTimeout(() => this.close(), wait);
       return;
     }
+    this.hurried = false;
     this.lastStart = performance.now();
     let rows = this.open[0]!.chunk.rows;
     let count = 1;

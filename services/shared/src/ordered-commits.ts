@@ -129,6 +129,11 @@ export class RowWindow {
     return alive();
   }
 
+  /** Whether `rows` more fit now (waitForRoom would not wait). */
+  fits(rows: number): boolean {
+    return this.taken === 0 || this.taken + rows <= this.maxRows;
+  }
+
   add(rows: number): void {
     this.taken += rows;
   }
