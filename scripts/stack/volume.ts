@@ -12,6 +12,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { onPath } from './process-service.js';
 
 export interface VolumeOptions {
   /** The folder ClickHouse keeps its data in (the mount point). */
@@ -79,7 +80,7 @@ export function ensureVolume(options: VolumeOptions, exec: Run = run): VolumeSta
       platform: process.platform,
       uid: process.getuid?.(),
       loopControl: fs.existsSync('/dev/loop-control'),
-      mkfs: exec('sh', ['-c', 'command -v mkfs.ext4']).ok,
+      mkfs: onPath('mkfs.ext4'),
       dirEntries: fs.readdirSync(dir).length,
     });
     if (obstacle) return { mounted: false, reason: obstacle };

@@ -115,7 +115,7 @@ export class RowWindow {
    * false meanwhile. The caller adds the rows it then takes.
    */
   async waitForRoom(rows: number, alive: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
-    while (this.taken > 0 && this.taken + rows > this.maxRows) {
+    while (!this.fits(rows)) {
       if (!alive()) return false;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 1000);
