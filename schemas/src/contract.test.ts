@@ -30,6 +30,25 @@ describe('usage record schema', () => {
     );
   });
 
+  it('maxLength counts characters (code points), not UTF-16 units, in every kind of string', () => {
+    const body = JSON.parse(fs.readFileSync(path.join(fixtures, 'valid', 'success.json'), 'utf8')) as Record<string, any>;
+    const accepts = (prompt: string) => {
+      body.io.prompt = prompt;
+      return validators.usageRecord(body);
+    };
+    // ASCII, Latin-1 and other one-unit characters: the length is the count.
+    expect(accepts('x'.repeat(262_144))).toBe(true);
+    expect(accepts('x'.repeat(262_145))).toBe(false);
+    expect(accepts('ü€'.repeat(131_072))).toBe(true);
+    expect(accepts('ü€'.repeat(131_072) + 'x')).toBe(false);
+    // A surrogate pair is one character: 262,144 of them (524,288 units) are within the limit.
+    expect(accepts('😀'.repeat(262_144))).toBe(true);
+    expect(accepts('😀'.repeat(262_144) + 'x')).toBe(false);
+    // Mixed: the pairs anywhere in the text, after a long run without any.
+    expect(accepts('x'.repeat(262_000) + '😀'.repeat(144))).toBe(true);
+    expect(accepts('x'.repeat(262_000) + '😀'.repeat(145))).toBe(false);
+  });
+
   it('the queued record embeds the usage record unchanged', () => {
     const schema = buildQueuedRecordSchema() as { definitions: { usageRecord: { properties: object } } };
     expect(Object.keys(schema.definitions.usageRecord.properties)).toEqual([

@@ -40,6 +40,9 @@ const bodies = [
   '[ \n ]',
   '[1]',
   '["]", "[", "\\"", "\\\\"]',
+  // Runs of backslashes before quotes, odd and even, in every position a chunk can cut them.
+  JSON.stringify(['a\\', '\\"', '\\\\"x', 'q"', '\\\\\\', '"', '\\', ']', '\\"]"', ',\\\\', 'end']),
+  JSON.stringify([{ k: 'v\\' }, { 'k\\"': ['\\\\', '"\\"'] }, 'x'.repeat(300) + '\\"' + 'y'.repeat(300)]),
   '[[1,2],[3,[4]]]',
   '[1,]',
   '[,1]',
@@ -74,6 +77,24 @@ describe('a JSON array batch parsed item by item', () => {
       const expected = whole(text);
       for (const chunkBytes of [1, 2, 3, 7, 64, 1 << 20])
         expect(await itemByItem(text, chunkBytes), `${JSON.stringify(text)} in chunks of ${chunkBytes}`).toEqual(expected);
+    }
+  });
+
+  it('counts the items and finds the bytes of each, for every chunking (not only through the fallback to the whole text)', () => {
+    for (const text of bodies) {
+      const parsed = whole(text) as { value?: unknown };
+      // (A byte order mark is not JSON space: the counter leaves such a body to the whole-text parse.)
+      if (!Array.isArray(parsed.value) || text.startsWith('\uFEFF')) continue;
+      const bytes = Buffer.from(text, 'utf8');
+      for (const chunkBytes of [1, 2, 3, 7, 64, 1 << 20]) {
+        const counter = new JsonArrayItemCounter();
+        for (let at = 0; at < bytes.length; at += chunkBytes) counter.add(bytes.subarray(at, at + chunkBytes));
+        const where = `${JSON.stringify(text)} in chunks of ${chunkBytes}`;
+        expect(counter.items, where).toBe(parsed.value.length);
+        if (parsed.value.length === 0) continue;
+        const items = counter.itemRanges()?.map(([start, end]) => JSON.parse(bytes.toString('utf8', start, end)) as unknown);
+        expect(items, where).toEqual(parsed.value);
+      }
     }
   });
 

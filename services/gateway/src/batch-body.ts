@@ -88,9 +88,24 @@ export class JsonArrayItemCounter {
         continue;
       }
       if (this.inString) {
-        if (this.escaped) this.escaped = false;
-        else if (byte === BACKSLASH) this.escaped = true;
-        else if (byte === QUOTE) this.inString = false;
+        if (this.escaped) {
+          this.escaped = false;
+          continue;
+        }
+        // Most of a body is the text of strings (prompts and responses): jump to the next
+        // quote instead of reading each byte. An odd run of backslashes just before it
+        // (within this string's bytes read here: none of them escaped, as this byte is
+        // not) escapes it; at the chunk's end, an odd run escapes the next chunk's first byte.
+        const quote = chunk.indexOf(QUOTE, i);
+        const end = quote === -1 ? chunk.length : quote;
+        let backslashes = 0;
+        while (end - backslashes - 1 >= i && chunk[end - backslashes - 1] === BACKSLASH) backslashes++;
+        if (quote === -1) {
+          this.escaped = backslashes % 2 === 1;
+          return;
+        }
+        if (backslashes % 2 === 0) this.inString = false;
+        i = quote;
         continue;
       }
       if (BLANK[byte] === 1 || byte === NEWLINE) {

@@ -179,6 +179,14 @@ export function parseJsonText(text: string, maxDepth: number, what = 'The reques
     throw refuse('textEmpty', { what }, { errors: [{ path: '/', message: 'is required' }] });
   }
   try {
+    // secure-json-parse refuses a "__proto__" or "constructor" key, spelled with escapes
+    // or not, by two regular expressions over the whole text after parsing it: about
+    // 5 us for a record of a few kilobytes. A text without either word and without any
+    // \u escape cannot hold such a key, and is parsed as it would have been (a byte
+    // order mark dropped first), without them.
+    if (!text.includes('\\u') && !text.includes('__proto__') && !text.includes('constructor')) {
+      return JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    }
     return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch {
     throw refuse('textNotJson', { what }, { errors: [{ path: '/', message: 'must be valid JSON' }] });
