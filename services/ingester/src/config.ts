@@ -23,6 +23,10 @@ export const ingesterSpec = {
   PRICE_TABLE_FILE: str({ default: '', desc: 'JSON file adding to or overriding the model price table' }),
   ...retentionSpec,
   ...metricsPortSpec(9465, 'Prometheus metrics, /healthz and /readyz'),
+  INGEST_HEAP_GROWING_PERCENT: nonNegativeInt({
+    default: 100,
+    desc: 'How far V8 lets the old generation grow past what survived its last full collection before collecting again, in percent; 0 leaves it to V8 (which, under the 256 MB old-space cap, lets it grow by about half: a full collection every fifth of a second under a backlog)',
+  }),
   CANARY_API_KEY: str({
     default: '',
     desc: 'API key of the freshness canary (its records never reach analytics); empty turns the canary off',

@@ -238,13 +238,15 @@ export class UsageConsumer {
     };
     const canaryKeyId = this.options.canaryKeyId?.();
     for (const message of chunk) {
-      const decoded = await retrying(
-        { deps: this.deps, options: this.options },
-        'schema registry',
-        () => decoder.decode(message.value),
-        alive,
-        heartbeat,
-      );
+      const decoded =
+        decoder.decodeKnown?.(message.value) ??
+        (await retrying(
+          { deps: this.deps, options: this.options },
+          'schema registry',
+          () => decoder.decode(message.value),
+          alive,
+          heartbeat,
+        ));
       if (decoded.kind === 'deadLetter') {
         addDeadLetter(decodedChunk, message, decoded.code, decoded.reason);
         continue;

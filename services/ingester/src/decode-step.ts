@@ -15,6 +15,11 @@ export class SchemaCache {
 
   constructor(private readonly registry: SchemaRegistry) {}
 
+  /** The validator for a schema id asked before (null: the registry did not know it); undefined when not asked yet. */
+  known(schemaId: number): ValidateFunction | null | undefined {
+    return this.validators.get(schemaId);
+  }
+
   /** The validator for a schema id; null when the registry does not know the id. */
   async get(schemaId: number): Promise<ValidateFunction | null> {
     if (this.validators.has(schemaId)) return this.validators.get(schemaId)!;
@@ -34,17 +39,32 @@ export class SchemaCache {
 export async function decodeStep(value: Buffer | null, schemas: SchemaCache): Promise<StepOutcome<QueuedUsageRecord>> {
   const wire = decodeWire(value);
   if (!wire.ok) return deadLetter('no_wire_header', { detail: wire.reason });
-  const validate = await schemas.get(wire.schemaId);
-  if (!validate) return deadLetter('unknown_schema', { schemaId: wire.schemaId });
+  return checkDocument(wire.schemaId, wire.json, await schemas.get(wire.schemaId));
+}
+
+/**
+ * decodeStep without waiting, for a message whose schema id was asked before (every
+ * message but the first of each schema): undefined when the registry must be asked.
+ * A record costs no promise and no turn of the microtask queue.
+ */
+export function decodeKnown(value: Buffer | null, schemas: SchemaCache): StepOutcome<QueuedUsageRecord> | undefined {
+  const wire = decodeWire(value);
+  if (!wire.ok) return deadLetter('no_wire_header', { detail: wire.reason });
+  const validate = schemas.known(wire.schemaId);
+  return validate === undefined ? undefined : checkDocument(wire.schemaId, wire.json, validate);
+}
+
+function checkDocument(schemaId: number, json: string, validate: ValidateFunction | null): StepOutcome<QueuedUsageRecord> {
+  if (!validate) return deadLetter('unknown_schema', { schemaId });
   let document: unknown;
   try {
-    document = JSON.parse(wire.json);
+    document = JSON.parse(json);
   } catch {
     return deadLetter('not_json', undefined);
   }
   if (!validate(document)) {
     const first = validate.errors?.[0];
-    return deadLetter('schema_mismatch', { schemaId: wire.schemaId, path: first?.instancePath || '/', message: first?.message ?? '' });
+    return deadLetter('schema_mismatch', { schemaId, path: first?.instancePath || '/', message: first?.message ?? '' });
   }
   const queued = document as QueuedUsageRecord;
   return scopeProblem(queued.meta) ? deadLetter('foreign_key_scope', { eventKey: queued.meta.eventKey }) : ok(queued);

@@ -5,7 +5,7 @@ import type { RollupFence } from '@otm/shared/rollups/fence';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Producer } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
-import { decodeStep, type SchemaCache } from './decode-step.js';
+import { decodeKnown, decodeStep, type SchemaCache } from './decode-step.js';
 import type { SeenCheck, SeenMark } from './dedupe-step.js';
 import { sendDeadLetters, type DeadLetter } from './dead-letter.js';
 import type { EncodedRow } from './encode-step.js';
@@ -16,6 +16,8 @@ import type { StepOutcome } from './outcome.js';
 /** Wire bytes to a validated queued record, or the reason it can never be one. Throws when the registry cannot be asked. */
 export interface RecordDecoder {
   decode(value: Buffer | null): Promise<StepOutcome<QueuedUsageRecord>>;
+  /** The same answer without waiting when it needs no I/O (the schema known already); undefined when it does. */
+  decodeKnown?(value: Buffer | null): StepOutcome<QueuedUsageRecord> | undefined;
 }
 
 /** Which event keys were loaded before, and with which record (checked before a load, marked after it). */
@@ -48,6 +50,9 @@ export class RegistryDecoder implements RecordDecoder {
   constructor(private readonly schemas: SchemaCache) {}
   decode(value: Buffer | null) {
     return decodeStep(value, this.schemas);
+  }
+  decodeKnown(value: Buffer | null) {
+    return decodeKnown(value, this.schemas);
   }
 }
 
