@@ -164,12 +164,15 @@ export async function benchIngester(): Promise<void> {
     rss.push(peakRssMb(ingester.child.pid));
     const units = unitTimings(ingester.logs);
     unitRows.push(percentile(units.rows, 50));
+    // Under a backlog the two units in flight share the window of pending rows, and their
+    // sizes alternate (one takes what the other left): the mean says what the median hides.
+    const meanRows = units.rows.reduce((sum, rows) => sum + rows, 0) / Math.max(1, units.rows.length);
     unitClickhouseMs.push(percentile(units.clickhouseMs, 50));
     await ingester.stop();
     await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
     await clickhouse.close();
     log(
-      `   run ${run + 1}: ingester ${ingestRates.at(-1)!.toFixed(0)} rows/s (units: p50 ${unitRows.at(-1)} rows, ClickHouse ${unitClickhouseMs.at(-1)!.toFixed(0)} ms), bare consumer ${bareRates.at(-1)!.toFixed(0)}/s, ingester peak RSS ${rss.at(-1)!.toFixed(0)} MB`,
+      `   run ${run + 1}: ingester ${ingestRates.at(-1)!.toFixed(0)} rows/s (units: p50 ${unitRows.at(-1)} rows, mean ${meanRows.toFixed(0)}, ${units.rows.length} units, ClickHouse ${unitClickhouseMs.at(-1)!.toFixed(0)} ms), bare consumer ${bareRates.at(-1)!.toFixed(0)}/s, ingester peak RSS ${rss.at(-1)!.toFixed(0)} MB`,
     );
   }
   const ingest = figure(ingestRates);
