@@ -151,7 +151,7 @@ export async function insertLines(
   queryId: string = randomUUID(),
 ): Promise<void> {
   if (lines.length === 0) return;
-  await insertBody(clickhouse, `INSERT INTO ${table} FORMAT JSONEachRow`, `${lines.join('\n')}\n`, queryId);
+  await insertBody(clickhouse, `INSERT INTO ${table} FORMAT JSONEachRow`, [`${lines.join('\n')}\n`], queryId);
 }
 
 /** One INSERT of rows already encoded in RowBinary for `statement` (INSERT_EVENTS, INSERT_IO): the body is the rows one after the other. */
@@ -162,13 +162,41 @@ export async function insertEncoded(
   queryId: string = randomUUID(),
 ): Promise<void> {
   if (rows.length === 0) return;
-  await insertBody(clickhouse, statement, Buffer.concat(rows), queryId);
+  await insertBody(clickhouse, statement, bodyPieces(rows), queryId);
 }
 
-async function insertBody(clickhouse: ClickHouseClient, statement: string, body: string | Buffer, queryId: string): Promise<void> {
+/** The size of the pieces an insert body is sent in. */
+export const BODY_PIECE_BYTES = 256 * 1024;
+
+/**
+ * The rows one after the other, in pieces of about BODY_PIECE_BYTES (a piece ends with
+ * the row that reaches that size): the body of a unit is never one buffer of all its
+ * rows beside the rows themselves (ten megabytes and more, mapped and unmapped at each
+ * insert), nor thousands of writes of one row each.
+ */
+export function* bodyPieces(rows: readonly Buffer[]): Generator<Buffer> {
+  let start = 0;
+  let bytes = 0;
+  for (let index = 0; index < rows.length; index++) {
+    bytes += rows[index]!.length;
+    if (bytes >= BODY_PIECE_BYTES) {
+      yield Buffer.concat(rows.slice(start, index + 1), bytes);
+      start = index + 1;
+      bytes = 0;
+    }
+  }
+  if (start < rows.length) yield Buffer.concat(rows.slice(start), bytes);
+}
+
+async function insertBody(
+  clickhouse: ClickHouseClient,
+  statement: string,
+  body: Iterable<string | Buffer>,
+  queryId: string,
+): Promise<void> {
   const { stream } = await clickhouse.exec({
     query: statement,
-    values: Readable.from([body], { objectMode: false }),
+    values: Readable.from(body, { objectMode: false }),
     query_id: queryId,
   });
   await new Promise<void>((resolve, reject) => {

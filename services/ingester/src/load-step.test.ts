@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import { BODY_PIECE_BYTES, bodyPieces } from './load-step.js';
+
+/** `count` rows of sizes from `sizeOf`, each filled with its own index so that order shows. */
+function rows(count: number, sizeOf: (index: number) => number): Buffer[] {
+  return Array.from({ length: count }, (_, index) => Buffer.alloc(sizeOf(index), index % 251));
+}
+
+describe('bodyPieces', () => {
+  it('sends the rows one after the other, unchanged, in pieces that end where a row reaches the piece size', () => {
+    for (const unit of [rows(5000, (index) => 200 + ((index * 7919) % 5000)), rows(3, () => 10), rows(1, () => 1)]) {
+      const pieces = [...bodyPieces(unit)];
+      expect(Buffer.concat(pieces).equals(Buffer.concat(unit))).toBe(true);
+      let row = 0;
+      for (const [index, piece] of pieces.entries()) {
+        // Each piece is whole rows: it starts with a row and ends with one.
+        let bytes = 0;
+        const first = row;
+        while (bytes < piece.length) bytes += unit[row++]!.length;
+        expect(bytes).toBe(piece.length);
+        // Without its last row a piece is under the piece size; with it, at least that (but the last piece).
+        expect(bytes - unit[row - 1]!.length).toBeLessThan(BODY_PIECE_BYTES);
+        if (index < pieces.length - 1) expect(bytes).toBeGreaterThanOrEqual(BODY_PIECE_BYTES);
+        else expect(row).toBe(unit.length);
+        expect(row).toBeGreaterThan(first);
+      }
+    }
+  });
+
+  it('sends a row larger than a piece as a piece of its own', () => {
+    const unit = rows(3, (index) => (index === 1 ? 3 * BODY_PIECE_BYTES : 100));
+    expect([...bodyPieces(unit)].map((piece) => piece.length)).toEqual([100 + 3 * BODY_PIECE_BYTES, 100]);
+  });
+
+  it('sends nothing for no rows', () => {
+    expect([...bodyPieces([])]).toEqual([]);
+  });
+});
