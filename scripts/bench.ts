@@ -38,6 +38,6 @@ const sections: [string, () => Promise<void>][] = [
   ['kafkaClients', benchKafkaClients],
 ];
 for (const [name, run] of sections) if (section(name)) await run();
-await writeReport();
+await writeReport(sections.map(([name]) => name).filter(section));
 redis.disconnect();
 process.exit(0);

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createClickHouse, serverVersion } from '@otm/shared/clickhouse';
 import { renderSummary, summarise } from '../profile-summary.js';
-import { only, quick, runs, addresses, root, log, Figure, profiles, results } from './context.js';
+import { only, quick, runs, addresses, root, log, Figure, profiles, results, previous } from './context.js';
 
 interface Machine {
   cores: number;
@@ -18,7 +18,16 @@ interface Machine {
 }
 type Output = { date: string; mode: string; runs: number; machine: Machine } & Record<string, any>;
 
-export async function writeReport(): Promise<void> {
+/**
+ * The CPU each section was last measured on: a partial run (--only) keeps the other
+ * sections' figures, which may come from another machine (the report says which).
+ */
+export function sectionMachines(ran: readonly string[], cpu: string, before: Record<string, any>): Record<string, string> {
+  const kept = (before.sectionMachines ?? {}) as Record<string, string>;
+  return { ...kept, ...Object.fromEntries(ran.map((name) => [name, cpu])) };
+}
+
+export async function writeReport(ran: readonly string[]): Promise<void> {
   const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database: 'default', username: 'default', password: '' });
   const [chMajor, chMinor] = await serverVersion(clickhouse);
   await clickhouse.close();
@@ -55,6 +64,7 @@ export async function writeReport(): Promise<void> {
     sections: only ? [...only] : 'all',
     runs,
     machine,
+    sectionMachines: sectionMachines(ran, machine.cpu, previous),
     ...results,
   };
   fs.mkdirSync(path.join(root, 'bench/results'), { recursive: true });
@@ -200,7 +210,7 @@ Absolute figures on this shared machine move by 20–40 % between runs; the rati
 
 Machine: ${data.machine.cores} cores (${data.machine.cpu}), ${data.machine.memoryGiB} GiB, Node ${data.machine.node},
 Kafka ${data.machine.kafka} (KRaft, single node), ClickHouse ${data.machine.clickhouse}; Kafka, Apicurio, Redis,
-ClickHouse and the load generator all share the machine with the service under test.
+ClickHouse and the load generator all share the machine with the service under test.${otherMachines(data)}
 
 | figure | measured | baseline | ratio | target |
 | --- | --- | --- | --- | --- |
@@ -326,4 +336,18 @@ function flags(data: Output): string {
 function analysis(): string {
   const file = path.join(root, 'bench/analysis.md');
   return fs.existsSync(file) ? `\n${fs.readFileSync(file, 'utf8')}` : '';
+}
+
+/** The sections a partial run kept from a run on another machine, by that machine: compare them with each other only. */
+function otherMachines(data: Output): string {
+  const other = new Map<string, string[]>();
+  for (const [name, cpu] of Object.entries((data.sectionMachines ?? {}) as Record<string, string>)) {
+    if (cpu !== data.machine.cpu) other.set(cpu, [...(other.get(cpu) ?? []), name]);
+  }
+  return [...other]
+    .map(
+      ([cpu, names]) =>
+        `\nSections measured on another machine (${cpu}): ${names.join(', ')}; compare their figures with each other, not with the rest.`,
+    )
+    .join('');
 }
