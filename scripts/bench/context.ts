@@ -193,6 +193,25 @@ export async function waitForMerges(
   return (Date.now() - started) / 1000;
 }
 
+/**
+ * Rows of system.query_log: flushes the logs and reads them until `complete` holds, at
+ * most 10 s. An HTTP query's entry is written after its answer reaches the client, so
+ * one flush at once can come before the last entries.
+ */
+export async function queryLogRows<T>(
+  clickhouse: { query: ReturnType<typeof createClickHouse>['query']; command: ReturnType<typeof createClickHouse>['command'] },
+  query: string,
+  complete: (rows: T[]) => boolean,
+): Promise<T[]> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    await clickhouse.command({ query: 'SYSTEM FLUSH LOGS' });
+    const rows = await (await clickhouse.query({ query, format: 'JSONEachRow' })).json<T>();
+    if (complete(rows) || Date.now() > deadline) return rows;
+    await sleep(200);
+  }
+}
+
 export interface LoadResult {
   accepted: number;
   non2xx: number;

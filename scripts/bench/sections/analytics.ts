@@ -39,7 +39,7 @@ import { startService } from '../../lib/service-process.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';
 import { recost } from '@otm/shared/rollups/recost';
 import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
-import { addresses, log, percentile, quick, redis, results, runId, waitForMerges } from '../context.js';
+import { addresses, log, percentile, queryLogRows, quick, redis, results, runId, waitForMerges } from '../context.js';
 
 /** ClickHouse's refusal of an OPTIMIZE with optimize_throw_if_noop (a background merge holds a part). */
 const CANNOT_ASSIGN_OPTIMIZE = 388;
@@ -194,17 +194,15 @@ export async function benchAnalytics(): Promise<void> {
     // may run two queries: top users, the groups first, under the id with `-groups`).
     // What it read is the last answer's; its time, p50 and p95 of the timed answers (what
     // grows in ClickHouse and what around it).
-    await clickhouse.command({ query: 'SYSTEM FLUSH LOGS' });
     for (const entry of timed.flat()) {
       const { ids } = entry;
-      const answers = await (
-        await clickhouse.query({
-          query: `SELECT replaceRegexpOne(query_id, '-groups$', '') AS id, sum(read_rows) AS read_rows, sum(read_bytes) AS read_bytes,
-              sum(query_duration_ms) AS ms FROM system.query_log
-            WHERE query_id IN (${ids.flatMap((one) => [`'${one}'`, `'${one}-groups'`]).join(', ')}) AND type = 2 GROUP BY id`,
-          format: 'JSONEachRow',
-        })
-      ).json<{ id: string; read_rows: string; read_bytes: string; ms: string }>();
+      const answers = await queryLogRows<{ id: string; read_rows: string; read_bytes: string; ms: string }>(
+        clickhouse,
+        `SELECT replaceRegexpOne(query_id, '-groups$', '') AS id, sum(read_rows) AS read_rows, sum(read_bytes) AS read_bytes,
+            sum(query_duration_ms) AS ms FROM system.query_log
+          WHERE query_id IN (${ids.flatMap((one) => [`'${one}'`, `'${one}-groups'`]).join(', ')}) AND type = 2 GROUP BY id`,
+        (rows) => rows.some((row) => row.id === ids.at(-1)),
+      );
       const last = answers.find((answer) => answer.id === ids.at(-1));
       entry.rowsRead = Number(last?.read_rows ?? NaN);
       entry.bytesRead = Number(last?.read_bytes ?? NaN);

@@ -13,7 +13,7 @@ import { migrate } from '../../../services/shared/src/migrate.js';
 import { existingEventKeys, storedSince } from '../../../services/ingester/src/load-step.js';
 import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { randomBytes } from 'node:crypto';
-import { addresses, figure, log, results, runId, quick, waitForMerges } from '../context.js';
+import { addresses, figure, log, queryLogRows, results, runId, quick, waitForMerges } from '../context.js';
 
 export async function benchLookup(): Promise<void> {
   const events = Number(process.env.BENCH_LOOKUP_EVENTS ?? (quick ? 1_000_000 : 10_000_000));
@@ -84,14 +84,12 @@ export async function benchLookup(): Promise<void> {
         measured[way].marker.push(marker);
       }
     }
-    await server.command({ query: 'SYSTEM FLUSH LOGS' });
     const read = async (marker: string) => {
-      const [row] = await (
-        await server.query({
-          query: `SELECT read_rows AS rows, read_bytes AS bytes FROM system.query_log WHERE type = 2 AND event_date >= yesterday() AND query LIKE '%${marker}%' AND query LIKE 'SELECT DISTINCT%' LIMIT 1`,
-          format: 'JSONEachRow',
-        })
-      ).json<{ rows: string; bytes: string }>();
+      const [row] = await queryLogRows<{ rows: string; bytes: string }>(
+        server,
+        `SELECT read_rows AS rows, read_bytes AS bytes FROM system.query_log WHERE type = 2 AND event_date >= yesterday() AND query LIKE '%${marker}%' AND query LIKE 'SELECT DISTINCT%' LIMIT 1`,
+        (rows) => rows.length > 0,
+      );
       return { rows: Number(row?.rows ?? NaN), bytes: Number(row?.bytes ?? NaN) };
     };
     const out: Record<string, unknown> = { events, keysPerUnit, units, generatedS, since };

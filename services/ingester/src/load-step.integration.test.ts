@@ -9,7 +9,7 @@ import { createClickHouse } from '@otm/shared/clickhouse';
 import { migrate } from '@otm/shared/migrate';
 import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { generateEvents } from '../../../test/fixtures/generate-events.js';
-import { queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
+import { eventually, queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
 import { enrich } from './enrich-step.js';
 import { encodeRow } from './encode-step.js';
 import { existingEventKeys, loadIsolatingBadRows, noneUnanswered, storedSince } from './load-step.js';
@@ -43,16 +43,23 @@ async function counted(): Promise<number> {
   return Number(row!.n);
 }
 
-/** Rows ClickHouse read for the last look-up that named `marker`. */
+/**
+ * Rows ClickHouse read for the last look-up that named `marker`. An HTTP query's
+ * log entry is written after its answer reaches the client, so a flush at once can
+ * come before it: flush and look again until it is there.
+ */
 async function rowsRead(marker: string): Promise<number> {
-  await server.command({ query: 'SYSTEM FLUSH LOGS' });
-  const [row] = await queryRows<{ read: string }>(
-    server,
-    `SELECT read_rows AS read FROM system.query_log
-     WHERE type = 2 AND query LIKE 'SELECT DISTINCT event_key FROM %${marker}%' AND event_date >= yesterday()
-     ORDER BY event_time DESC LIMIT 1`,
-  );
-  return Number(row!.read);
+  const row = await eventually(async () => {
+    await server.command({ query: 'SYSTEM FLUSH LOGS' });
+    const [found] = await queryRows<{ read: string }>(
+      server,
+      `SELECT read_rows AS read FROM system.query_log
+       WHERE type = 2 AND query LIKE 'SELECT DISTINCT event_key FROM %${marker}%' AND event_date >= yesterday()
+       ORDER BY event_time DESC LIMIT 1`,
+    );
+    return found;
+  }, 15_000);
+  return Number(row.read);
 }
 
 describe('the look-up before an insert', () => {
