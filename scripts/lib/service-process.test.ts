@@ -1,5 +1,9 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { withMemoryFlags } from './service-process.js';
+import { parse } from 'yaml';
+import { serviceAllocatorEnv, serviceNodeOptions, withMemoryFlags } from './service-process.js';
 
 describe('withMemoryFlags', () => {
   it("gives the ingester its V8 flags and glibc's fixed mmap threshold", () => {
@@ -20,4 +24,35 @@ describe('withMemoryFlags', () => {
     expect(env.NODE_OPTIONS).toBe('--max-old-space-size=512 --max-semi-space-size=8');
     expect(env.MALLOC_MMAP_THRESHOLD_).toBe('131072');
   });
+});
+
+// The same settings are written in docker-compose.yml and the Helm chart (a container
+// starts the service itself, not through the launcher): the three must not drift apart.
+describe('the memory settings in docker-compose.yml and the Helm chart', () => {
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+  const compose = parse(fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+    services: Record<string, { environment?: Record<string, string> }>;
+  };
+  /** The NODE_OPTIONS and MALLOC_* entries of a Helm template's container env. */
+  const helmEnv = (service: string) => {
+    const text = fs.readFileSync(path.join(root, 'deploy/helm/otm-telemetry/templates', `${service}.yaml`), 'utf8');
+    const found: Record<string, string> = {};
+    for (const match of text.matchAll(/- name: (NODE_OPTIONS|MALLOC_\w+)\s+value: "([^"]*)"/g)) found[match[1]!] = match[2]!;
+    return found;
+  };
+  const expected = (service: 'gateway' | 'ingester' | 'admin') => ({
+    NODE_OPTIONS: serviceNodeOptions[service].join(' '),
+    ...serviceAllocatorEnv[service],
+  });
+
+  for (const service of ['gateway', 'ingester', 'admin'] as const) {
+    it(`${service}: the launchers' V8 flags and allocator settings, no more and no fewer`, () => {
+      const environment = compose.services[service]!.environment!;
+      const memory = Object.fromEntries(
+        Object.entries(environment).filter(([name]) => name === 'NODE_OPTIONS' || name.startsWith('MALLOC_')),
+      );
+      expect(memory).toEqual(expected(service));
+      expect(helmEnv(service)).toEqual(expected(service));
+    });
+  }
 });

@@ -70,18 +70,15 @@ export const serviceNodeOptions: Record<Entry, string[]> = {
  * of 1 MiB maps each on its own and gives it back when freed. A variable already in the
  * environment wins.
  */
-export const serviceAllocatorEnv: Record<Entry, Record<string, string>> = {
-  gateway: {},
-  'gateway-cluster': {},
+export const serviceAllocatorEnv: Partial<Record<Entry, Record<string, string>>> = {
   ingester: { MALLOC_MMAP_THRESHOLD_: '1048576' },
-  admin: {},
 };
 
 /** `env` with the service's memory settings added (NODE_OPTIONS, the allocator's), where it does not set them already. */
 export function withMemoryFlags(entry: Entry, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const options = env.NODE_OPTIONS ?? '';
   const missing = serviceNodeOptions[entry].filter((flag) => !options.includes(flag.split('=')[0]!));
-  const allocator = Object.entries(serviceAllocatorEnv[entry]).filter(([name]) => env[name] === undefined);
+  const allocator = Object.entries(serviceAllocatorEnv[entry] ?? {}).filter(([name]) => env[name] === undefined);
   if (missing.length === 0 && allocator.length === 0) return env;
   return {
     ...Object.fromEntries(allocator),
