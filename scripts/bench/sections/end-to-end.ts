@@ -101,7 +101,9 @@ export async function benchEndToEnd(): Promise<void> {
     for (const name of Object.keys(pids)) cpuUsPerRecord[name] = perRecord(cpuAfter.processes[name]! - cpuBefore.processes[name]!);
     const machineBusy = cpuAfter.machine.busy - cpuBefore.machine.busy;
     const listed = Object.values(cpuUsPerRecord).reduce((sum, value) => sum + (Number.isFinite(value) ? value : 0), 0);
-    cpuUsPerRecord.rest = perRecord(machineBusy) - listed;
+    // The hypervisor's share (steal) apart from what is left: the load generator, the bench, the machine's own work.
+    cpuUsPerRecord.steal = perRecord(cpuAfter.machine.steal - cpuBefore.machine.steal);
+    cpuUsPerRecord.rest = perRecord(machineBusy) - listed - (Number.isFinite(cpuUsPerRecord.steal) ? cpuUsPerRecord.steal : 0);
     cpuUsPerRecord.machine = perRecord(machineBusy);
     // The share of the machine's CPU time in use over the step and its drain (1: every core busy).
     const machineBusyShare = machineBusy / (cpuAfter.machine.total - cpuBefore.machine.total);
