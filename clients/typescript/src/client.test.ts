@@ -114,4 +114,29 @@ describe('delivery', () => {
     expect(client.record(record('c'))).toBe(false);
     expect(client.stats().dropped).toBe(3);
   });
+
+  it('a request still in flight when shutdown gives up is abandoned: counted as dropped, never retried after', async () => {
+    // Each answer comes 200 ms after its request, a 503: the deadline falls while one is in flight.
+    let calls = 0;
+    const slow = (async (_url: string, init: RequestInit) => {
+      calls++;
+      await new Promise((resolve, reject) => {
+        const timer = setTimeout(resolve, 200);
+        init.signal?.addEventListener('abort', () => {
+          clearTimeout(timer);
+          reject(init.signal!.reason as Error);
+        });
+      });
+      return json(503, {});
+    }) as unknown as typeof fetch;
+    const client = createClient({ ...fast, fetch: slow });
+    client.record(record('a'));
+    client.record(record('b'));
+    const stats = await client.shutdown(300);
+    expect(stats).toMatchObject({ queued: 0, sent: 0, dropped: 2 });
+    const after = calls;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(calls).toBe(after);
+    expect(client.stats()).toMatchObject({ queued: 0, dropped: 2 });
+  });
 });

@@ -188,15 +188,25 @@ export class TelemetryClient {
     this.closed = true;
     clearInterval(this.interval);
     const flushed = await this.flush(timeoutMs);
+    this.stopped = true;
     clearTimeout(this.retryTimer);
     if (!flushed) {
       this.counts.dropped += this.queue.length;
       this.queue = [];
+      // A request still in flight is given up too: aborted, its records counted as
+      // dropped when it ends (they may have arrived: their delivery is unknown), and
+      // nothing is retried after shutdown has returned.
+      this.abandon.abort(new Error('the client shut down'));
+      if (this.inFlight > 0) await new Promise<void>((resolve) => this.waiters.push(resolve));
     }
     return this.stats();
   }
 
   private inFlightRecords = 0;
+  /** Set once shutdown has given up or finished: nothing is sent or retried any more. */
+  private stopped = false;
+  /** Aborts the requests in flight when shutdown gives up. */
+  private readonly abandon = new AbortController();
 
   private idle(): boolean {
     return this.queue.length === 0 && this.inFlight === 0;
@@ -204,6 +214,11 @@ export class TelemetryClient {
 
   /** Starts requests while there is room: full batches, or any batch when `force`. */
   private pump(force: boolean): void {
+    if (this.stopped) {
+      this.counts.dropped += this.queue.length;
+      this.queue = [];
+      return;
+    }
     const now = Date.now();
     if (now < this.retryAt) {
       this.scheduleRetry();
@@ -218,8 +233,8 @@ export class TelemetryClient {
       void this.send(batch).finally(() => {
         this.inFlight--;
         this.inFlightRecords -= batch.length;
+        if (!this.idle()) this.pump(false);
         if (this.idle()) for (const resolve of this.waiters.splice(0)) resolve();
-        else this.pump(false);
       });
     }
   }
@@ -253,7 +268,7 @@ export class TelemetryClient {
         method: 'POST',
         headers,
         body: payload,
-        signal: AbortSignal.timeout(this.options.requestTimeoutMs),
+        signal: AbortSignal.any([AbortSignal.timeout(this.options.requestTimeoutMs), this.abandon.signal]),
       });
       body = await response.json().catch(() => undefined);
     } catch (error) {
@@ -307,6 +322,10 @@ export class TelemetryClient {
 
   /** Puts the records back at the head of the queue and holds every request until the backoff passes. */
   private retryLater(items: Item[], response: Response | undefined, error: ClientError): void {
+    if (this.stopped) {
+      this.counts.dropped += items.length;
+      return;
+    }
     this.counts.retries++;
     this.failures++;
     this.report(error);
