@@ -9,11 +9,10 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { writeDashboard } from '../services/admin/src/dashboard.js';
+import { projectRoot as root } from './lib/project-root.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const workspaces = [
   'schemas',
   'services/shared',

@@ -5,14 +5,12 @@
 // scenario lost or double-counted a record.
 //
 //   npm run chaos [-- --kafka-brokers 3] [--scenarios a,b] [--rate 2000] [--hold 10]
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { runChaos } from './chaos/run.js';
 import { scenarioNames } from './chaos/scenarios.js';
 import { writeReport } from './chaos/report.js';
+import { projectRoot as root } from './lib/project-root.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const seconds = (value: string) => {
   const parsed = Number(value);
   if (!Number.isFinite(parsed) || parsed < 0 || parsed > 600) throw new Error(`not a number of seconds (0-600): ${value}`);

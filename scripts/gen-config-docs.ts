@@ -3,7 +3,6 @@
 // `-- --check` (in npm test) fails when it is stale.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { format, resolveConfig } from 'prettier';
 import { infrastructureSpec } from '@otm/shared/config';
@@ -11,6 +10,7 @@ import { connectionLimitsSpec } from '@otm/shared/http-edge';
 import { gatewayClusterSpec, gatewaySpec } from '../services/gateway/src/config.js';
 import { ingesterSpec } from '../services/ingester/src/config.js';
 import { adminSpec } from '../services/admin/src/config.js';
+import { projectRoot as root } from './lib/project-root.js';
 
 const { check } = new Command('gen:config')
   .description("Write docs/configuration.md from the services' configuration specs")
@@ -18,7 +18,6 @@ const { check } = new Command('gen:config')
   .parse(process.argv)
   .opts<{ check?: boolean }>();
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const target = 'docs/configuration.md';
 
 interface Variable {

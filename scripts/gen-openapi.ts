@@ -5,7 +5,6 @@
 // /openapi.json) and docs/api.md (its rendering). `--check` fails when either is stale.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { format, resolveConfig } from 'prettier';
 import { usageRecordSchema } from '@otm/schemas';
@@ -15,6 +14,7 @@ import { analyticsAnswerSchema, analyticsRoutes } from '../services/admin/src/an
 import { pipelineAnswerSchema, pipelineRoute } from '../services/admin/src/pipeline-routes.js';
 import { adminRouteDocs, type AdminRouteDoc } from '../services/admin/src/admin-route-docs.js';
 import { loadGatewayConfig } from '../services/gateway/src/config.js';
+import { projectRoot as root } from './lib/project-root.js';
 
 const { check } = new Command('gen:openapi')
   .description('Write schemas/openapi.json and docs/api.md from the routes, the schemas and the error catalog')
@@ -22,7 +22,6 @@ const { check } = new Command('gen:openapi')
   .parse(process.argv)
   .opts<{ check?: boolean }>();
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 type Json = Record<string, unknown>;
 
 /** The usage record's definitions become components; its `#/definitions/x` refs follow them. */

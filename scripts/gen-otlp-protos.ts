@@ -7,10 +7,9 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
+import { projectRoot as root } from './lib/project-root.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const target = path.join(root, 'schemas/otlp');
 
 /** Each jar and the definitions taken from it: the trace service and what it imports, and the error Status. */

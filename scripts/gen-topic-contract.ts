@@ -6,7 +6,6 @@
 // `npm run gen:contract` rewrites them; `-- --check` (in npm test) fails when stale.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { format, resolveConfig } from 'prettier';
 import { buildQueuedRecordSchema, QUEUED_MESSAGE_HEADERS, usageRecordSchema } from '@otm/schemas';
@@ -15,6 +14,7 @@ import { SUBJECT_COMPATIBILITY } from '@otm/shared/registry';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { DEAD_LETTER_HEADERS, DEAD_LETTER_REASONS } from '../services/ingester/src/dead-letter.js';
 import { BROKER_RETENTION_HOURS } from './stack/services.js';
+import { projectRoot as root } from './lib/project-root.js';
 
 const { check } = new Command('gen:contract')
   .description("Rewrite the generated tables of docs/topic-contract.md from the code's topics, headers and schemas")
@@ -22,7 +22,6 @@ const { check } = new Command('gen:contract')
   .parse(process.argv)
   .opts<{ check?: boolean }>();
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const target = 'docs/topic-contract.md';
 
 type Schema = Record<string, any>;

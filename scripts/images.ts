@@ -18,8 +18,8 @@ import { loadStackConfig } from './stack/config.js';
 import { stageProductionTree } from './lib/production-tree.js';
 import { ensureDebianPackage, KafkaService, RegistryService } from './stack/services.js';
 import { dockerHost, dockerPaths } from './lib/docker-engine.js';
+import { projectRoot as root } from './lib/project-root.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const work = path.join(dockerPaths().home, 'images');
 /** Node.js in the services' base image: the current LTS line, from the npm registry (the one npm test falls back to). */
 export const NODE_VERSION = (JSON.parse(fs.readFileSync(path.join(root, 'scripts/node-version.json'), 'utf8')) as { version: string })

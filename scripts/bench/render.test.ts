@@ -1,10 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { renderFromFiles, renderMarkdown, sectionMachines, type Output } from './render.js';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { projectRoot as root } from '../lib/project-root.js';
 
 describe('BENCHMARKS.md', () => {
   it('is what bench/results/latest.json and bench/analysis.md give (npm run bench:render after editing the analysis)', () => {

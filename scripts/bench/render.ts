@@ -4,10 +4,8 @@
 // unit test checks that the committed file is what the two give.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Figure } from './context.js';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { projectRoot as root } from '../lib/project-root.js';
 
 export interface Machine {
   cores: number;
@@ -82,6 +80,14 @@ export function renderMarkdown(data: Output): string {
       (step) =>
         `| ${f(step.offeredPerS)} | ${cpuColumns.map((name) => f(step.cpuUsPerRecord[name])).join(' | ')} | ${f(step.machineBusyShare * 100)} % |`,
     )
+    .join('\n');
+  // The same steps' CPU of the gateway, the ingester and ClickHouse by what their threads did.
+  const threadLadder = steps
+    .filter((step) => step.threadUsPerRecord)
+    .map((step) => {
+      const { gateway: g = {}, ingester: i = {}, clickhouse: c = {} } = step.threadUsPerRecord as Record<string, Record<string, number>>;
+      return `| ${f(step.offeredPerS)} | ${f(g.main)} | ${f(g.v8)} | ${f(g.pool)} | ${f(g.other)} | ${f(i.main)} | ${f(i.v8)} | ${f(i.pool)} | ${f(i.other)} | ${f(c.merges)} | ${f(c.queries)} |`;
+    })
     .join('\n');
   const met = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**');
   const num = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
@@ -219,7 +225,21 @@ cores are 100 %):
 ${cpuLadder}
 `
     : ''
-}
+}${
+    threadLadder
+      ? `
+The same steps, the gateway's, the ingester's and ClickHouse's CPU by what their threads did
+(µs per accepted record, from /proc/<pid>/task; "V8" is V8's helper threads: the collector's
+parallel and concurrent work, and compilation; "pool" is libuv's threads: zlib, crypto;
+"other" the rest, ended threads included; ClickHouse's "merges" are its background pools,
+"the rest" its inserts with their views, the ingester's look-ups and everything else):
+
+| offered/s | gateway main | gateway V8 | gateway pool | gateway other | ingester main | ingester V8 | ingester pool | ingester other | ClickHouse merges | ClickHouse rest |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+${threadLadder}
+`
+      : ''
+  }
 Kafka codecs of the gateway's record batches (\`KAFKA_COMPRESSION\`; the SDK's batch load into one
 gateway, then one ingester loading the whole topic from its start; the pipeline's rate with a
 codec is at most the lower of the two):

@@ -3,9 +3,7 @@
 // engine answers there, else the project's own.
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { projectRoot as root } from './project-root.js';
 
 export function dockerPaths() {
   const home = path.join(root, '.stack', 'docker');

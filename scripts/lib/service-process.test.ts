@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { serviceAllocatorEnv, serviceNodeOptions, withMemoryFlags } from './service-process.js';
+import { projectRoot } from './project-root.js';
 
 describe('withMemoryFlags', () => {
   it("gives the ingester its V8 flags and glibc's fixed mmap threshold", () => {
@@ -29,13 +29,12 @@ describe('withMemoryFlags', () => {
 // The same settings are written in docker-compose.yml and the Helm chart (a container
 // starts the service itself, not through the launcher): the three must not drift apart.
 describe('the memory settings in docker-compose.yml and the Helm chart', () => {
-  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-  const compose = parse(fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
+  const compose = parse(fs.readFileSync(path.join(projectRoot, 'docker-compose.yml'), 'utf8'), { merge: true }) as {
     services: Record<string, { environment?: Record<string, string> }>;
   };
   /** The NODE_OPTIONS and MALLOC_* entries of a Helm template's container env. */
   const helmEnv = (service: string) => {
-    const text = fs.readFileSync(path.join(root, 'deploy/helm/otm-telemetry/templates', `${service}.yaml`), 'utf8');
+    const text = fs.readFileSync(path.join(projectRoot, 'deploy/helm/otm-telemetry/templates', `${service}.yaml`), 'utf8');
     const found: Record<string, string> = {};
     for (const match of text.matchAll(/- name: (NODE_OPTIONS|MALLOC_\w+)\s+value: "([^"]*)"/g)) found[match[1]!] = match[2]!;
     return found;

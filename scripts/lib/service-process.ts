@@ -12,9 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
-
-const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { projectRoot } from './project-root.js';
 
 /** Services started here and still running: killed when this process exits, so a
  * crashed benchmark or test run leaves no service holding its ports. */

@@ -1,8 +1,8 @@
 // Ports and folders of the local stack, read once from the environment.
 // Defaults stay clear of the standard ports so a Redis or ClickHouse already on
 // the machine never collides with ours.
-import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { projectRoot } from '../lib/project-root.js';
 
 export interface StackConfig {
   readonly root: string;
@@ -37,8 +37,6 @@ export interface StackConfig {
    */
   readonly clickhouseVolumeGiB: number;
 }
-
-const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 function port(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const raw = env[name];

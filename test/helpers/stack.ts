@@ -4,7 +4,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { Agent, request as undiciRequest } from 'undici';
 import { consumerLag, createKafka, type KafkaMessage } from '@otm/shared/kafka';
@@ -15,6 +14,7 @@ import { KeyStore } from '@otm/shared/keys/key-store';
 import type { Environment, QueuedUsageRecord } from '@otm/schemas';
 import { ensureLocalCertificate } from '../../scripts/local-tls.js';
 import { startService, type ServiceProcess } from '../../scripts/lib/service-process.js';
+import { projectRoot } from '../../scripts/lib/project-root.js';
 
 export interface StackAddresses {
   KAFKA_BROKERS: string;
@@ -25,7 +25,7 @@ export interface StackAddresses {
   source: string;
 }
 
-export const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export { projectRoot };
 
 export function testStack(): StackAddresses {
   return inject('stack');

@@ -10,6 +10,7 @@
 import { consumerLag } from '@otm/shared/kafka';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { KeyStore } from '@otm/shared/keys/key-store';
+import { clickhouseThreadKind, nodeThreadKind, perRecordUs, threadCpuSeconds } from '../../lib/thread-cpu.js';
 import {
   quick,
   addresses,
@@ -47,7 +48,10 @@ export async function benchEndToEnd(): Promise<void> {
   await admin.connect();
   const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
   const lagNow = async () => (await consumerLag(admin, groupId, topic)).reduce((sum, partition) => sum + partition.lag, 0);
-  const steps: Record<string, number | boolean | string | MemorySample | Record<string, number>>[] = [];
+  const steps: Record<
+    string,
+    number | boolean | string | MemorySample | Record<string, number> | Record<string, Partial<Record<string, number>>>
+  >[] = [];
   let sustained = 0;
   let records = 0;
   const cpu = { gateway: cpuSeconds(gateway.child.pid), ingester: cpuSeconds(ingester.child.pid) };
@@ -57,6 +61,12 @@ export async function benchEndToEnd(): Promise<void> {
   const cpuNow = () => ({
     machine: machineCpuSeconds(),
     processes: Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)])),
+    // The services' and ClickHouse's CPU by what their threads do (scripts/lib/thread-cpu.ts).
+    threads: {
+      gateway: threadCpuSeconds(pids.gateway, nodeThreadKind, 'other'),
+      ingester: threadCpuSeconds(pids.ingester, nodeThreadKind, 'other'),
+      clickhouse: threadCpuSeconds(pids.clickhouse, clickhouseThreadKind, 'queries'),
+    },
   });
   for (const rate of ladder) {
     const key = await store.create({ environment: 'prod', name: `e2e-${rate}` });
@@ -105,6 +115,11 @@ export async function benchEndToEnd(): Promise<void> {
     cpuUsPerRecord.steal = perRecord(cpuAfter.machine.steal - cpuBefore.machine.steal);
     cpuUsPerRecord.rest = perRecord(machineBusy) - listed - (Number.isFinite(cpuUsPerRecord.steal) ? cpuUsPerRecord.steal : 0);
     cpuUsPerRecord.machine = perRecord(machineBusy);
+    const threadUsPerRecord = {
+      gateway: perRecordUs(cpuBefore.threads.gateway, cpuAfter.threads.gateway, load.sentTotal),
+      ingester: perRecordUs(cpuBefore.threads.ingester, cpuAfter.threads.ingester, load.sentTotal),
+      clickhouse: perRecordUs(cpuBefore.threads.clickhouse, cpuAfter.threads.clickhouse, load.sentTotal),
+    };
     // The share of the machine's CPU time in use over the step and its drain (1: every core busy).
     const machineBusyShare = machineBusy / (cpuAfter.machine.total - cpuBefore.machine.total);
     // The last rows of a unit are marked and committed after the insert: give the
@@ -147,6 +162,7 @@ export async function benchEndToEnd(): Promise<void> {
       drainSeconds,
       batchP99Ms: load.p99Ms,
       cpuUsPerRecord,
+      threadUsPerRecord,
       machineBusyShare,
       ...(memory.gateway ? { gatewayMemory: memory.gateway } : {}),
       ...(memory.ingester ? { ingesterMemory: memory.ingester } : {}),
@@ -171,6 +187,10 @@ export async function benchEndToEnd(): Promise<void> {
       `   CPU per record: ${Object.entries(cpuUsPerRecord)
         .map(([name, us]) => `${name} ${us.toFixed(0)} µs`)
         .join(', ')}; the machine ${(machineBusyShare * 100).toFixed(0)} % busy`,
+    );
+    const us = (value: number | undefined) => (value === undefined ? '?' : value.toFixed(0));
+    log(
+      `   by thread: gateway main ${us(threadUsPerRecord.gateway.main)}, V8 helpers ${us(threadUsPerRecord.gateway.v8)}, pool ${us(threadUsPerRecord.gateway.pool)} µs; ingester main ${us(threadUsPerRecord.ingester.main)}, V8 helpers ${us(threadUsPerRecord.ingester.v8)}, pool ${us(threadUsPerRecord.ingester.pool)} µs; ClickHouse merges ${us(threadUsPerRecord.clickhouse.merges)}, the rest ${us(threadUsPerRecord.clickhouse.queries)} µs`,
     );
     if (!passed) break;
     sustained = rate;
