@@ -142,6 +142,22 @@ describe('the look-up before an insert', () => {
     expect((await counted()) - before).toBe(100);
   });
 
+  it('finds keys holding quotes, backslashes and the separator of its one literal, in the key table and the table itself', async () => {
+    const odd = ["o'brien\\1", 'line\nbreak', 'tab\tand \\n', `plain-${n.database}`];
+    const rows = queuedRecords(sampleUsageRecords(odd.length, { seed: 21, users: 5 }), { eventKey: (index) => odd[index]! }).map((record) =>
+      encodeRow(enrich(record, prices)),
+    );
+    expect((await loadIsolatingBadRows(clickhouse, rows, (row) => row)).loaded).toHaveLength(odd.length);
+    const since = storedSince([Date.now()], WINDOW_S);
+    const absent = ["o'brien", 'line', 'break', 'tab\tand \\', ''];
+    for (const from of [since, null]) {
+      // Without the newline key the keys go as one literal split by ClickHouse; with it, as a list.
+      const withoutNewline = odd.filter((key) => !key.includes('\n'));
+      expect(await existingEventKeys(clickhouse, 'usage_events', [...withoutNewline, ...absent], from)).toEqual(new Set(withoutNewline));
+      expect(await existingEventKeys(clickhouse, 'usage_events', [...odd, ...absent], from)).toEqual(new Set(odd));
+    }
+  });
+
   it('reaches back a day and the dedupe window before the oldest receipt', () => {
     const received = Date.UTC(2026, 10, 27, 0, 30);
     expect(storedSince([received, received + DAY_MS], 86_400)).toBe('2026-11-25');

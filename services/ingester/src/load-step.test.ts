@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BODY_PIECE_BYTES, bodyPieces } from './load-step.js';
+import { BODY_PIECE_BYTES, bodyPieces, keySet } from './load-step.js';
 
 /** `count` rows of sizes from `sizeOf`, each filled with its own index so that order shows. */
 function rows(count: number, sizeOf: (index: number) => number): Buffer[] {
@@ -34,5 +34,15 @@ describe('bodyPieces', () => {
 
   it('sends nothing for no rows', () => {
     expect([...bodyPieces([])]).toEqual([]);
+  });
+});
+
+describe('keySet', () => {
+  it('sends the keys as one literal that ClickHouse splits, escaped', () => {
+    expect(keySet(['a', "o'b", 'c\\d'])).toBe("(SELECT arrayJoin(splitByChar('\n', 'a\no\\'b\nc\\\\d')))");
+  });
+
+  it('sends them as a list of literals when one holds the separator', () => {
+    expect(keySet(['a', 'b\nc'])).toBe("('a','b\nc')");
   });
 });
