@@ -11,8 +11,8 @@ import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample
 import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { eventually, queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
 import { enrich } from './enrich-step.js';
-import { encodeRow } from './encode-step.js';
-import { existingEventKeys, loadIsolatingBadRows, noneUnanswered, storedSince } from './load-step.js';
+import { encodeRow, INSERT_EVENTS, INSERT_IO } from './encode-step.js';
+import { existingEventKeys, insertEncoded, loadIsolatingBadRows, noneUnanswered, storedSince } from './load-step.js';
 import { PriceTable } from './prices.js';
 
 const n = testNames('lookup');
@@ -54,7 +54,7 @@ async function rowsRead(marker: string): Promise<number> {
     const [found] = await queryRows<{ read: string }>(
       server,
       `SELECT read_rows AS read FROM system.query_log
-       WHERE type = 2 AND query LIKE 'SELECT DISTINCT event_key FROM %${marker}%' AND event_date >= yesterday()
+       WHERE type = 2 AND query LIKE 'SELECT DISTINCT %event_key FROM %${marker}%' AND event_date >= yesterday()
        ORDER BY event_time DESC LIMIT 1`,
     );
     return found;
@@ -155,6 +155,37 @@ describe('the look-up before an insert', () => {
       const withoutNewline = odd.filter((key) => !key.includes('\n'));
       expect(await existingEventKeys(clickhouse, 'usage_events', [...withoutNewline, ...absent], from)).toEqual(new Set(withoutNewline));
       expect(await existingEventKeys(clickhouse, 'usage_events', [...odd, ...absent], from)).toEqual(new Set(odd));
+    }
+  });
+
+  it('completes a unit that stopped halfway: the table holding its rows is not written again, the other is', async () => {
+    for (const [seed, first] of [
+      [31, 'usage_events'],
+      [32, 'usage_io'],
+    ] as const) {
+      const prefix = `half-${first}`;
+      const rows = encoded(20, prefix, seed);
+      const withIo = rows.filter((row) => row.io !== null);
+      expect(withIo.length).toBeGreaterThan(0);
+      if (first === 'usage_events')
+        await insertEncoded(
+          clickhouse,
+          INSERT_EVENTS,
+          rows.map((row) => row.event),
+        );
+      else
+        await insertEncoded(
+          clickhouse,
+          INSERT_IO,
+          withIo.map((row) => row.io!),
+        );
+      await loadIsolatingBadRows(clickhouse, rows, (row) => row);
+      // Each insert records its keys (usage_event_keys is a plain MergeTree: a second insert would show twice).
+      const [stored] = await queryRows<{ events: string; io: string }>(
+        clickhouse,
+        `SELECT countIf(source = 1) AS events, countIf(source = 2) AS io FROM usage_event_keys WHERE startsWith(event_key, '${prefix}-')`,
+      );
+      expect({ first, events: Number(stored!.events), io: Number(stored!.io) }).toEqual({ first, events: 20, io: withIo.length });
     }
   });
 

@@ -55,6 +55,8 @@ export function storedSince(receivedAtMs: readonly number[], windowS: number): s
   return new Date(Math.floor(from / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
 }
 
+type KeyedTable = keyof typeof KEY_SOURCE;
+
 /**
  * The keys of `keys` that `table` holds. With `since`, from usage_event_keys (the days
  * from `since` on: a day's keys, not the whole table); without it, from the table itself,
@@ -63,10 +65,54 @@ export function storedSince(receivedAtMs: readonly number[], windowS: number): s
  */
 export async function existingEventKeys(
   clickhouse: ClickHouseClient,
-  table: 'usage_events' | 'usage_io',
+  table: KeyedTable,
   keys: readonly string[],
   since: string | null,
 ): Promise<Set<string>> {
+  if (since !== null) return (await indexedEventKeys(clickhouse, { [table]: keys }, since))[table];
+  const found = await Promise.all(
+    keyChunks(keys).map((chunk) =>
+      queryRows<{ event_key: string }>(clickhouse, `SELECT DISTINCT event_key FROM ${table} WHERE event_key IN ${keySet(chunk)}`),
+    ),
+  );
+  return new Set(found.flat().map((row) => row.event_key));
+}
+
+/**
+ * The keys of each table's `keys` that usage_event_keys holds for that table from the day
+ * `since` on, asked of it once for both tables (a query per chunk of keys, with both
+ * sources: it reads the same index ranges as two, and builds the set of keys once).
+ */
+export async function indexedEventKeys(
+  clickhouse: ClickHouseClient,
+  keys: Partial<Record<KeyedTable, readonly string[]>>,
+  since: string,
+): Promise<Record<KeyedTable, Set<string>>> {
+  const found: Record<KeyedTable, Set<string>> = { usage_events: new Set(), usage_io: new Set() };
+  const asked = (Object.keys(KEY_SOURCE) as KeyedTable[]).filter((table) => (keys[table]?.length ?? 0) > 0);
+  if (asked.length === 0) return found;
+  const wanted = Object.fromEntries(asked.map((table) => [KEY_SOURCE[table], { table, keys: new Set(keys[table]) }]));
+  const union = asked.length === 1 ? keys[asked[0]!]! : [...new Set(asked.flatMap((table) => keys[table]!))];
+  const rows = await Promise.all(
+    keyChunks(union).map((chunk) =>
+      queryRows<{ source: number; event_key: string }>(
+        clickhouse,
+        `SELECT DISTINCT source, event_key FROM usage_event_keys
+         WHERE source IN (${asked.map((table) => KEY_SOURCE[table]).join(', ')}) AND stored_date >= toDate(${sqlString(since)})
+           AND event_key IN ${keySet(chunk)}`,
+      ),
+    ),
+  );
+  for (const row of rows.flat()) {
+    const of = wanted[Number(row.source)];
+    // Only what was asked of that table: the keys of the other may be among the chunk's.
+    if (of?.keys.has(row.event_key)) found[of.table].add(row.event_key);
+  }
+  return found;
+}
+
+/** `keys` in chunks whose literals stay under LOOKUP_QUERY_BYTES. */
+function keyChunks(keys: readonly string[]): string[][] {
   const lists: string[][] = [];
   let list: string[] = [];
   let bytes = 0;
@@ -82,28 +128,20 @@ export async function existingEventKeys(
     bytes += length + 1;
   }
   if (list.length > 0) lists.push(list);
-  const from =
-    since === null
-      ? `${table} WHERE`
-      : `usage_event_keys WHERE source = ${KEY_SOURCE[table]} AND stored_date >= toDate(${sqlString(since)}) AND`;
-  const found = await Promise.all(
-    lists.map(async (chunk) => {
-      const result = await clickhouse.query({
-        query: `SELECT DISTINCT event_key FROM ${from} event_key IN ${keySet(chunk)}`,
-        format: 'JSONEachRow',
-      });
-      return (await result.json<{ event_key: string }>()).map((row) => row.event_key);
-    }),
-  );
-  return new Set(found.flat());
+  return lists;
+}
+
+async function queryRows<Row>(clickhouse: ClickHouseClient, query: string): Promise<Row[]> {
+  const result = await clickhouse.query({ query, format: 'JSONEachRow' });
+  return result.json<Row>();
 }
 
 /**
  * The right-hand side of `event_key IN …` for `keys`: one string literal that ClickHouse
  * splits into the set (its primary key index is used with it as with a list, on 18.16 as
- * on current releases), not a list of thousands of literals, whose parsing was about 40 %
- * of a look-up's CPU on 18.16 (docs/ingester.md, "Stored once"). Keys that hold the
- * separator go as a list.
+ * on current releases), not a list of thousands of literals, which cost ClickHouse about
+ * twice the CPU on 18.16 (docs/ingester.md, "Stored once: the look-up's keys"). Keys that
+ * hold the separator go as a list.
  */
 export function keySet(keys: readonly string[]): string {
   if (keys.some((key) => key.includes(KEY_SEPARATOR))) return `(${keys.map(sqlString).join(',')})`;
@@ -111,38 +149,42 @@ export function keySet(keys: readonly string[]): string {
 }
 
 /**
- * The keys of `rows` that `table` holds: those of an insert that ended without an answer
- * from the table itself, the others from usage_event_keys from the day `since` on (all
- * from the table itself when `since` is null: no key table).
+ * The keys of `rows` that usage_events holds and those of `withIo` that usage_io holds:
+ * the keys of an insert that ended without an answer from the table itself, the others
+ * from usage_event_keys from the day `since` on, for both tables at once (all from the
+ * tables themselves when `since` is null: no key table).
  */
 async function storedKeys(
   clickhouse: ClickHouseClient,
-  table: 'usage_events' | 'usage_io',
   rows: readonly EncodedRow[],
-  unansweredKeys: ReadonlySet<string>,
+  withIo: readonly EncodedRow[],
+  unanswered: Unanswered,
   since: string | null,
-): Promise<Set<string>> {
-  if (since === null)
-    return existingEventKeys(
-      clickhouse,
-      table,
-      rows.map((row) => row.eventKey),
-      null,
-    );
-  const unsure = rows.filter((row) => unansweredKeys.has(row.eventKey)).map((row) => row.eventKey);
-  const rest = unsure.length === 0 ? rows : rows.filter((row) => !unansweredKeys.has(row.eventKey));
-  const [direct, indexed] = await Promise.all([
-    unsure.length === 0 ? new Set<string>() : existingEventKeys(clickhouse, table, unsure, null),
-    rest.length === 0
-      ? new Set<string>()
-      : existingEventKeys(
-          clickhouse,
-          table,
-          rest.map((row) => row.eventKey),
-          since,
-        ),
+): Promise<Record<KeyedTable, Set<string>>> {
+  const keysOf = (list: readonly EncodedRow[]) => list.map((row) => row.eventKey);
+  if (since === null) {
+    const [events, io] = await Promise.all([
+      existingEventKeys(clickhouse, 'usage_events', keysOf(rows), null),
+      existingEventKeys(clickhouse, 'usage_io', keysOf(withIo), null),
+    ]);
+    return { usage_events: events, usage_io: io };
+  }
+  const split = (list: readonly EncodedRow[], unsure: ReadonlySet<string>) => ({
+    unsure: unsure.size === 0 ? [] : keysOf(list.filter((row) => unsure.has(row.eventKey))),
+    rest: unsure.size === 0 ? keysOf(list) : keysOf(list.filter((row) => !unsure.has(row.eventKey))),
+  });
+  const events = split(rows, unanswered.eventKeys);
+  const io = split(withIo, unanswered.ioEventKeys);
+  const [indexed, directEvents, directIo] = await Promise.all([
+    indexedEventKeys(clickhouse, { usage_events: events.rest, usage_io: io.rest }, since),
+    events.unsure.length === 0 ? new Set<string>() : existingEventKeys(clickhouse, 'usage_events', events.unsure, null),
+    io.unsure.length === 0 ? new Set<string>() : existingEventKeys(clickhouse, 'usage_io', io.unsure, null),
   ]);
-  if (direct.size > 0) {
+  for (const [table, direct] of [
+    ['usage_events', directEvents],
+    ['usage_io', directIo],
+  ] as const) {
+    if (direct.size === 0) continue;
     // Stored by an insert that ended without an answer, perhaps without their keys
     // reaching usage_event_keys: recorded there now, so that a later replay finds them
     // (a key recorded twice is harmless).
@@ -152,7 +194,7 @@ async function storedKeys(
               WHERE event_key IN (${[...direct].map(sqlString).join(',')}) LIMIT 1 BY event_key`,
       clickhouse_settings: LONG_QUERY,
     });
-    for (const key of direct) indexed.add(key);
+    for (const key of direct) indexed[table].add(key);
   }
   return indexed;
 }
@@ -249,10 +291,7 @@ export async function loadStep(
         lookup.windowS,
       )
     : null;
-  const [eventsThere, ioThere] = await Promise.all([
-    storedKeys(clickhouse, 'usage_events', rows, unanswered.eventKeys, since),
-    storedKeys(clickhouse, 'usage_io', withIo, unanswered.ioEventKeys, since),
-  ]);
+  const { usage_events: eventsThere, usage_io: ioThere } = await storedKeys(clickhouse, rows, withIo, unanswered, since);
   const missing = rows.filter((row) => !eventsThere.has(row.eventKey));
   const events = missing.map((row) => row.event);
   const ioMissing = withIo.filter((row) => !ioThere.has(row.eventKey));
