@@ -85,8 +85,8 @@ export function renderMarkdown(data: Output): string {
   const threadLadder = steps
     .filter((step) => step.threadUsPerRecord)
     .map((step) => {
-      const { gateway: g = {}, ingester: i = {}, clickhouse: c = {} } = step.threadUsPerRecord as Record<string, Record<string, number>>;
-      return `| ${f(step.offeredPerS)} | ${f(g.main)} | ${f(g.v8)} | ${f(g.pool)} | ${f(g.other)} | ${f(i.main)} | ${f(i.v8)} | ${f(i.pool)} | ${f(i.other)} | ${f(c.merges)} | ${f(c.queries)} |`;
+      const { gateway = {}, ingester = {}, clickhouse = {} } = step.threadUsPerRecord as Record<string, Record<string, number>>;
+      return `| ${f(step.offeredPerS)} | ${f(gateway.main)} | ${f(gateway.v8)} | ${f(gateway.pool)} | ${f(gateway.other)} | ${f(ingester.main)} | ${f(ingester.v8)} | ${f(ingester.pool)} | ${f(ingester.other)} | ${f(clickhouse.merges)} | ${f(clickhouse.queries)} |`;
     })
     .join('\n');
   const met = (ok: boolean | undefined) => (ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**');

@@ -191,7 +191,7 @@ async function storedKeys(
     await clickhouse.command({
       query: `INSERT INTO usage_event_keys (stored_date, source, event_key)
               SELECT toDate(ingested_at), toUInt8(${KEY_SOURCE[table]}), event_key FROM ${table}
-              WHERE event_key IN (${[...direct].map(sqlString).join(',')}) LIMIT 1 BY event_key`,
+              WHERE event_key IN ${keySet([...direct])} LIMIT 1 BY event_key`,
       clickhouse_settings: LONG_QUERY,
     });
     for (const key of direct) indexed[table].add(key);
