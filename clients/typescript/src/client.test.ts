@@ -3,6 +3,12 @@
 // gateway is in client.integration.test.ts.
 import { describe, expect, it } from 'vitest';
 import { gunzipSync } from 'node:zlib';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { projectRoot } from '../../../scripts/lib/project-root.js';
 import { createClient, type UsageRecord } from './index.js';
 
 interface Sent {
@@ -103,6 +109,55 @@ describe('delivery', () => {
     expect(client.stats()).toMatchObject({ sent: 3, failed: 1 });
     await client.shutdown();
   });
+
+  it('a flush that timed out waits no more: what it left goes out as if it had not been called; a shutdown that gives up answers a flush still waiting', async () => {
+    // Every answer a 503 asking for a second's pause; batches of 10, an interval of a minute.
+    const gateway = scriptedGateway(Array.from({ length: 1000 }, () => () => json(503, {}, { 'retry-after': '1' })));
+    const client = createClient({ ...fast, retryMaxDelayMs: 5000, flushAt: 10, flushIntervalMs: 60_000, fetch: gateway.fetch });
+    client.record(record('a'));
+    expect(await client.flush(100)).toBe(false);
+    expect(gateway.sent).toHaveLength(1);
+    // When the retry is due, one record is less than a batch: it waits for the interval (or a full batch).
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(gateway.sent).toHaveLength(1);
+    expect(client.stats()).toMatchObject({ queued: 1, sent: 0, retries: 1 });
+    // A flush sends it again; a second caller's flush gives up while the first still waits,
+    // and a shutdown that gives up tells the first that the record was not sent.
+    const patient = client.flush();
+    expect(await client.flush(50)).toBe(false);
+    expect(gateway.sent).toHaveLength(2);
+    expect(await client.shutdown(100)).toMatchObject({ queued: 0, sent: 0, dropped: 1 });
+    expect(await patient).toBe(false);
+  });
+
+  it('a flush that timed out does not keep the process alive while a retry waits', async () => {
+    // A process that records, flushes with a timeout against a gateway answering 503, and
+    // then has nothing left to do: it ends, although the client would retry in a second.
+    const script = path.join(os.tmpdir(), `otm-client-flush-${process.pid}.mjs`);
+    fs.writeFileSync(
+      script,
+      `import { createClient } from ${JSON.stringify(path.join(import.meta.dirname, 'index.ts'))};
+const client = createClient({ endpoint: 'https://gateway.test', apiKey: 'otm_dev_x', retryInitialDelayMs: 1, retryMaxDelayMs: 5000,
+  fetch: async () => new Response('{}', { status: 503, headers: { 'retry-after': '1' } }) });
+client.record({ request: { modelId: 'm', provider: 'p', status: 'success' }, user: { id: 'a', type: 'external' } });
+console.log(await client.flush(100));
+`,
+    );
+    try {
+      const child = spawn(process.execPath, ['--import', 'tsx', script], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const ended = await Promise.race([
+        once(child, 'exit').then(() => true),
+        new Promise<false>((resolve) => setTimeout(() => resolve(false), 8000)),
+      ]);
+      child.kill('SIGKILL');
+      expect(output.trim()).toBe('false');
+      expect(ended).toBe(true);
+    } finally {
+      fs.rmSync(script, { force: true });
+    }
+  }, 15_000);
 
   it('shutdown gives up after its timeout and counts what was left as dropped', async () => {
     const gateway = scriptedGateway(Array.from({ length: 1000 }, () => () => json(503, {})));

@@ -103,8 +103,8 @@ export class TelemetryClient {
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly interval: ReturnType<typeof setInterval>;
   private closed = false;
-  /** Callers of flush() waiting for the queue and the requests in flight to empty. */
-  private waiters: (() => void)[] = [];
+  /** Callers of flush() waiting for the queue and the requests in flight to empty: true once they have, false when shutdown gives up. */
+  private waiters: ((flushed: boolean) => void)[] = [];
 
   constructor(options: ClientOptions) {
     this.options = { ...DEFAULTS, ...withoutUndefined(options) };
@@ -152,23 +152,34 @@ export class TelemetryClient {
   }
 
   /**
-   * Sends everything queued now and resolves once it is acknowledged or refused,
+   * Sends everything queued now and resolves true once it is acknowledged or refused,
    * retrying meanwhile. With `timeoutMs`, resolves false if that passes first (the
-   * records stay queued). Serverless handlers: `await client.flush()` before returning.
+   * records stay queued and go out as they would have without the flush); false too
+   * when a shutdown gives up first. Serverless handlers: `await client.flush()` before returning.
    */
   async flush(timeoutMs?: number): Promise<boolean> {
     if (this.idle()) return true;
-    const done = new Promise<true>((resolve) => this.waiters.push(() => resolve(true)));
+    let waiter: (flushed: boolean) => void = () => {};
+    const done = new Promise<boolean>((resolve) => {
+      waiter = resolve;
+      this.waiters.push(waiter);
+    });
     // Someone waits now: a pending retry must keep the process alive.
     ref(this.retryTimer);
     this.pump(true);
     if (timeoutMs === undefined) return done;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+    const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
     try {
       return await Promise.race([done, timeout]);
     } finally {
       clearTimeout(timer);
+      // A flush that gave up waits no more: what it left queued goes out as if it had not
+      // been called (full batches, or at the next interval), and a pending retry no longer
+      // keeps the process alive, unless another caller still waits.
+      const at = this.waiters.indexOf(waiter);
+      if (at >= 0) this.waiters.splice(at, 1);
+      if (this.waiters.length === 0 && !this.closed) unref(this.retryTimer);
     }
   }
 
@@ -197,7 +208,9 @@ export class TelemetryClient {
       // dropped when it ends (they may have arrived: their delivery is unknown), and
       // nothing is retried after shutdown has returned.
       this.abandon.abort(new Error('the client shut down'));
-      if (this.inFlight > 0) await new Promise<void>((resolve) => this.waiters.push(resolve));
+      if (this.inFlight > 0) await new Promise<void>((resolve) => this.waiters.push(() => resolve()));
+      // Whoever else still waits in flush() learns that what was left will not be sent.
+      for (const resolve of this.waiters.splice(0)) resolve(false);
     }
     return this.stats();
   }
@@ -234,7 +247,8 @@ export class TelemetryClient {
         this.inFlight--;
         this.inFlightRecords -= batch.length;
         if (!this.idle()) this.pump(false);
-        if (this.idle()) for (const resolve of this.waiters.splice(0)) resolve();
+        // Once shutdown has given up, what ends here was dropped: not flushed.
+        if (this.idle()) for (const resolve of this.waiters.splice(0)) resolve(!this.stopped);
       });
     }
   }
