@@ -259,6 +259,10 @@ export interface SdkLoadResult {
   batches: number;
   p50Ms: number;
   p99Ms: number;
+  /** Records sent over the whole run, warm-up included. */
+  sentTotal: number;
+  /** The generator's own CPU per record accepted over the measured part. */
+  cpuUsPerRecord: number;
 }
 
 /** Closed-loop maximum (autocannon), or with `rate` an open-loop fixed rate (rate-load.ts). */

@@ -68,9 +68,18 @@ export async function benchBatch(): Promise<void> {
   const cpuPerRecord: number[] = [];
   const singleCpuPerRecord: number[] = [];
   const clusterRates: number[] = [];
+  // What the bare server and the SDK generator feeding it take per record: the floor
+  // under any gateway on this machine (the end-to-end summary weighs it).
+  const baselineCpuPerRecord: number[] = [];
+  const generatorCpuPerRecord: number[] = [];
   let refused = 0;
   for (let run = 0; run < runs; run++) {
-    baselineRates.push((await sdkLoad(`https://127.0.0.1:${port}`)).perSec);
+    const baselineCpu = cpuSeconds(baselineServer.child.pid);
+    const bare = await sdkLoad(`https://127.0.0.1:${port}`);
+    baselineRates.push(bare.perSec);
+    // The server's CPU over the whole load (its warm-up included), per record sent in it.
+    baselineCpuPerRecord.push(((cpuSeconds(baselineServer.child.pid) - baselineCpu) * 1e6) / Math.max(1, bare.sentTotal));
+    generatorCpuPerRecord.push(bare.cpuUsPerRecord);
     let cpu = cpuSeconds(gateway.child.pid);
     const batch = await sdkLoad(`https://127.0.0.1:${port + 1}`);
     cpuPerRecord.push(((cpuSeconds(gateway.child.pid) - cpu) * 1e6) / batch.accepted);
@@ -108,6 +117,8 @@ export async function benchBatch(): Promise<void> {
     singleRecordsPerS: figure(singleRates).median,
     perCoreRecordsPerS: figure(clusterRates).median,
     gatewayCpuUsPerRecord: figure(cpuPerRecord).median,
+    baselineCpuUsPerRecord: figure(baselineCpuPerRecord).median,
+    generatorCpuUsPerRecord: figure(generatorCpuPerRecord).median,
     singleGatewayCpuUsPerRecord: figure(singleCpuPerRecord).median,
     gatewayRssMb: gatewayRss,
     notAccepted: refused,

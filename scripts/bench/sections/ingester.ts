@@ -39,6 +39,7 @@ export async function benchIngester(): Promise<void> {
 
   const ingestRates: number[] = [];
   const bareRates: number[] = [];
+  const bareCpuPerRecord: number[] = [];
   const rss: number[] = [];
   const unitRows: number[] = [];
   const unitClickhouseMs: number[] = [];
@@ -120,6 +121,9 @@ export async function benchIngester(): Promise<void> {
     await consumer.subscribe({ topic, fromBeginning: true });
     let seen = 0;
     let started = 0;
+    // Its CPU is this process's: nothing else runs in it meanwhile (the connection and the
+    // group's join, before the first batch, included).
+    const bareCpu = process.cpuUsage();
     await new Promise<void>((resolve) => {
       void consumer.run({
         eachBatch: async ({ batch }) => {
@@ -134,6 +138,8 @@ export async function benchIngester(): Promise<void> {
       });
     });
     bareRates.push(scale.ingestRecords / ((performance.now() - started) / 1000));
+    const bareUsage = process.cpuUsage(bareCpu);
+    bareCpuPerRecord.push((bareUsage.user + bareUsage.system) / scale.ingestRecords);
     await consumer.disconnect();
 
     const database = `bench_${runId}_${run}`;
@@ -197,6 +203,7 @@ export async function benchIngester(): Promise<void> {
     rowsPerSec: ingest.median,
     baselinePerSec: bare.median,
     ratio: ingest.median / bare.median,
+    baselineCpuUsPerRecord: figure(bareCpuPerRecord).median,
     ratioToClickhouse: ingest.median / ceiling.median,
     cpuUsPerRecord: figure(ingesterCpu).median,
     clickhouseCpuUsPerRecord: figure(ingesterClickhouseCpu).median,
