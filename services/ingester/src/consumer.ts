@@ -260,7 +260,7 @@ export class UsageConsumer {
       // throw out of the consumer loop.
       let row: EncodedRow;
       try {
-        row = encodeRow(enrich(decoded.value, prices));
+        row = encodeRow(enrich(decoded.value, prices, Date.now(), message.value));
       } catch (error) {
         addDeadLetter(decodedChunk, message, 'enrich_failed', deadLetterReason('enrich_failed', { detail: (error as Error).message }));
         continue;

@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { QueuedUsageRecord, UsageRecord } from '@otm/schemas';
-import { enrich, latencyDisagrees } from './enrich-step.js';
+import { enrich, latencyDisagrees, recordDigest } from './enrich-step.js';
 import { PriceTable } from './prices.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
-import { seededRandom } from '../../../test/fixtures/sample-records.js';
+import { encodeWire } from '@otm/shared/registry';
+import { sampleUsageRecords, seededRandom } from '../../../test/fixtures/sample-records.js';
 
 const prices = new PriceTable('test-1', {
   openai: { 'gpt-4o': { input: 2.5, output: 10 }, 'gpt-4o-mini': { input: 0.15, output: 0.6 } },
@@ -173,5 +175,68 @@ describe('cost with token detail (schema v2), by the shipped price table', () =>
     expect(event.cached_input_tokens).toBe(150);
     // Capped: all 100 input tokens as cached, all 10 output as reasoning (output price).
     expect(event.cost_usd).toBeCloseTo((100 * 1.25 + 10 * 10) / 1e6, 12);
+  });
+});
+
+describe('recordDigest', () => {
+  const sha1 = (text: string | Buffer) => createHash('sha1').update(text).digest('base64url');
+  /** A message as a gateway writes it (record-intake.ts, queuedJson), in the wire format. */
+  const gatewayMessage = (queuedRecord: QueuedUsageRecord, recordText = JSON.stringify(queuedRecord.record)) =>
+    encodeWire(7, `{"meta":${JSON.stringify(queuedRecord.meta)},"record":${recordText}}`);
+  const decoded = (wire: Buffer) => JSON.parse(wire.toString('utf8', 5)) as QueuedUsageRecord;
+
+  it('is SHA-1 of the record serialised again, read from a gateway message without serialising it', () => {
+    const odd: UsageRecord = {
+      ...structuredClone(base),
+      user: { id: 'ünïcødé 😀 \u2028 "quoted" \\ back', type: 'external', name: 'lone \ud800 surrogate' },
+      // Integer-like keys (an object orders them first), an own __proto__ member, numbers JSON writes in another form.
+      context: JSON.parse(
+        '{"b":{"y":[1,"x"],"a":null},"10":"ten","2":"two","__proto__":"own member","big":1e21,"small":0.10,"negative":-0}',
+      ),
+      io: { prompt: 'tab\tnewline\n control \u0001', response: 'ok' },
+    } as UsageRecord;
+    const records = [...sampleUsageRecords(200, { seed: 5 }), odd].map((record, index) => ({
+      ...queued(record),
+      meta: { ...queued(record).meta, requestId: `r${index}`, capture: { policy: 'full' as const } },
+    }));
+    for (const queuedRecord of records) {
+      const wire = gatewayMessage(queuedRecord);
+      const message = decoded(wire);
+      expect(recordDigest(message, wire)).toBe(sha1(JSON.stringify(message.record)));
+      expect(enrich(message, prices, Date.now(), wire).digest).toBe(enrich(message, prices).digest);
+    }
+  });
+
+  it('reads the record text from the message when it has the gateway layout', () => {
+    // The same record, written with an escape JSON.stringify would not write: the digest is of the text as queued.
+    const record = { ...structuredClone(base), user: { id: 'A', type: 'external' } } as UsageRecord;
+    const text = JSON.stringify(record).replace('"id":"A"', '"id":"\\u0041"');
+    const wire = gatewayMessage(queued(record), text);
+    const message = decoded(wire);
+    expect(message.record.user.id).toBe('A');
+    expect(recordDigest(message, wire)).toBe(sha1(text));
+    expect(recordDigest(message, wire)).not.toBe(sha1(JSON.stringify(message.record)));
+  });
+
+  it('serialises the record again for a message laid out otherwise, not valid UTF-8, or without a message', () => {
+    const queuedRecord = queued(structuredClone(base));
+    const again = sha1(JSON.stringify(queuedRecord.record));
+    // Another producer's spacing, and the members in the other order.
+    expect(recordDigest(queuedRecord, encodeWire(7, JSON.stringify(queuedRecord, null, 1)))).toBe(again);
+    expect(recordDigest(queuedRecord, encodeWire(7, JSON.stringify({ record: queuedRecord.record, meta: queuedRecord.meta })))).toBe(again);
+    // Trailing space after the record.
+    expect(
+      recordDigest(
+        queuedRecord,
+        encodeWire(7, `{"meta":${JSON.stringify(queuedRecord.meta)},"record":${JSON.stringify(queuedRecord.record)} }`),
+      ),
+    ).toBe(again);
+    // A byte that is not UTF-8 inside the record text.
+    const wire = gatewayMessage(queuedRecord);
+    const broken = Buffer.from(wire);
+    broken[broken.length - 10] = 0xff;
+    expect(recordDigest(queuedRecord, broken)).toBe(again);
+    expect(recordDigest(queuedRecord, null)).toBe(again);
+    expect(recordDigest(queuedRecord)).toBe(again);
   });
 });

@@ -8,10 +8,12 @@
 // ClickHouse's DateTime can hold becomes null, a string that is not well-formed
 // Unicode has its lone surrogates replaced (U+FFFD), and each such change is named in
 // `anomalies`; nothing here throws on a schema-valid record.
+import { isUtf8 } from 'node:buffer';
 import { hash } from 'node:crypto';
 import { parseTimestamp, type QueuedUsageRecord } from '@otm/schemas';
 import { costUsd, type PriceTable } from './prices.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
+import { HEADER_BYTES } from '@otm/shared/registry';
 
 export interface UsageEventRow {
   event_key: string;
@@ -81,6 +83,36 @@ export interface EnrichedRecord {
   digest: string;
 }
 
+/** `}` */
+const CLOSING_BRACE = 0x7d;
+
+/**
+ * SHA-1 (base64url) of JSON.stringify(queued.record), from the message's own bytes when
+ * they hold it: a gateway writes `{"meta":<JSON.stringify(meta)>,"record":<JSON.stringify(record)>}`
+ * (record-intake.ts, queuedJson), and JSON.stringify gives back unchanged the text it
+ * wrote once parsed, so the bytes between `"record":` and the last brace are the text
+ * serialising the record again would make. That spares serialising and encoding a record
+ * of a few kilobytes again. A message laid out otherwise (another producer's spacing or
+ * member order) or not valid UTF-8 is serialised again, as before.
+ */
+export function recordDigest(queued: QueuedUsageRecord, wire?: Buffer | null): string {
+  if (wire) {
+    const head = `{"meta":${JSON.stringify(queued.meta)},"record":`;
+    const start = HEADER_BYTES + Buffer.byteLength(head);
+    const end = wire.length - 1;
+    if (
+      end > start &&
+      wire[end] === CLOSING_BRACE &&
+      wire[end - 1] === CLOSING_BRACE &&
+      isUtf8(wire.subarray(HEADER_BYTES)) &&
+      wire.toString('utf8', HEADER_BYTES, start) === head
+    ) {
+      return hash('sha1', wire.subarray(start, end), 'base64url');
+    }
+  }
+  return hash('sha1', JSON.stringify(queued.record), 'base64url');
+}
+
 /** A sent latency further than this from the timestamps' span is flagged. */
 export function latencyDisagrees(sentMs: number, spanMs: number): boolean {
   return Math.abs(sentMs - spanMs) > 100 + 0.05 * Math.max(sentMs, spanMs);
@@ -106,7 +138,8 @@ function wellFormed<T extends string | null | undefined>(text: T, field: string,
   return text.toWellFormed() as T;
 }
 
-export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date.now()): EnrichedRecord {
+/** `wire`: the Kafka message `queued` was decoded from, when there is one (its digest is then read from it: recordDigest). */
+export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date.now(), wire?: Buffer | null): EnrichedRecord {
   const { meta, record } = queued;
   const anomalies: string[] = [];
   const text = <T extends string | null | undefined>(value: T, field: string) => wellFormed(value, field, anomalies);
@@ -200,5 +233,5 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
           ingested_at: ingestedAt,
         }
       : null;
-  return { event, io, digest: hash('sha1', JSON.stringify(record), 'base64url') };
+  return { event, io, digest: recordDigest(queued, wire) };
 }

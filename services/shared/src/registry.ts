@@ -8,7 +8,8 @@ import { COMPATIBILITY, SchemaRegistry, SchemaType } from '@kafkajs/confluent-sc
 import { createAjv } from '@otm/schemas';
 
 export const MAGIC_BYTE = 0;
-const HEADER_BYTES = 5;
+/** The wire header: the magic byte and the schema id (4 bytes, big-endian). */
+export const HEADER_BYTES = 5;
 
 /** How to reach the registry beside its URL: basic auth (a managed registry's API key and secret) and a private CA. */
 export interface RegistryAccess {
