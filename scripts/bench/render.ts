@@ -96,7 +96,9 @@ export function renderMarkdown(data: Output): string {
   const floor = (() => {
     const target = 12_000;
     const budget = (data.machine.cores * 1e6) / target;
-    const step = [...steps].reverse().find((s) => s.passed && s.cpuUsPerRecord) ?? [...steps].reverse().find((s) => s.cpuUsPerRecord);
+    // The highest step that passed (the last measured if none did).
+    const measured = steps.filter((s) => s.cpuUsPerRecord);
+    const step = measured.findLast((s) => s.passed) ?? measured.at(-1);
     // A process's cheapest step of the end-to-end run (its cost per record falls as the rate rises).
     const cheapest = (name: string, key: string): readonly [string, unknown] => {
       const least = steps

@@ -4,7 +4,7 @@ import type { QueuedUsageRecord, UsageRecord } from '@otm/schemas';
 import { enrich, latencyDisagrees, recordDigest } from './enrich-step.js';
 import { PriceTable } from './prices.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
-import { encodeWire } from '@otm/shared/registry';
+import { decodeWire, encodeWire } from '@otm/shared/registry';
 import { sampleUsageRecords, seededRandom } from '../../../test/fixtures/sample-records.js';
 
 const prices = new PriceTable('test-1', {
@@ -183,7 +183,11 @@ describe('recordDigest', () => {
   /** A message as a gateway writes it (record-intake.ts, queuedJson), in the wire format. */
   const gatewayMessage = (queuedRecord: QueuedUsageRecord, recordText = JSON.stringify(queuedRecord.record)) =>
     encodeWire(7, `{"meta":${JSON.stringify(queuedRecord.meta)},"record":${recordText}}`);
-  const decoded = (wire: Buffer) => JSON.parse(wire.toString('utf8', 5)) as QueuedUsageRecord;
+  const decoded = (wire: Buffer) => {
+    const read = decodeWire(wire);
+    if (!read.ok) throw new Error(read.reason);
+    return JSON.parse(read.json) as QueuedUsageRecord;
+  };
 
   it('is SHA-1 of the record serialised again, read from a gateway message without serialising it', () => {
     const odd: UsageRecord = {

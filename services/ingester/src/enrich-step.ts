@@ -93,8 +93,9 @@ const CLOSING_BRACE = 0x7d;
  * wrote once parsed, so the bytes between `"record":` and the last brace are the text
  * serialising the record again would make (the envelope holds these two members only:
  * additionalProperties is false in queued-record.schema.json, whose validation comes
- * first). That spares serialising and encoding a record of a few kilobytes again. A message laid out otherwise (another producer's spacing or
- * member order) or not valid UTF-8 is serialised again, as before.
+ * first). That spares serialising and encoding a record of a few kilobytes again. A
+ * message laid out otherwise (another producer's spacing or member order) or not valid
+ * UTF-8 is serialised again, as before.
  */
 export function recordDigest(queued: QueuedUsageRecord, wire?: Buffer | null): string {
   if (wire) {
