@@ -73,7 +73,7 @@ const totals = async (userId: string) =>
   (
     await queryRows<{ requests: string; tokens: string }>(
       clickhouse,
-      `SELECT countMerge(requests) AS requests, sumMerge(total_tokens) AS tokens FROM usage_rollup_minute WHERE user_id = '${userId}'`,
+      `SELECT sum(requests) AS requests, sum(total_tokens) AS tokens FROM usage_rollup_user_by_day WHERE user_id = '${userId}'`,
     )
   ).map((row) => ({ requests: Number(row.requests), tokens: Number(row.tokens) }))[0]!;
 const errorRollup = () => count(`SELECT countMerge(errors) AS n FROM usage_errors_minute WHERE error_code = 'code-${tag}'`);
@@ -146,7 +146,8 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     // The erased user's waiting record was dropped, not loaded: nothing of them anywhere.
     await eventually(async () => (await count(`SELECT count() AS n FROM usage_events WHERE user_id = '${erased}'`)) === 0, 10_000);
     expect(await count(`SELECT count() AS n FROM usage_io WHERE position(prompt, 'prompt of ${erased}') > 0`)).toBe(0);
-    expect(await count(`SELECT count() AS n FROM usage_rollup_minute WHERE user_id = '${erased}'`)).toBe(0);
+    expect(await count(`SELECT count() AS n FROM usage_rollup_user_by_day WHERE user_id = '${erased}'`)).toBe(0);
+    expect(await count(`SELECT count() AS n FROM usage_events_by_user WHERE user_id = '${erased}'`)).toBe(0);
     // The other user: unchanged to the token, plus their own waiting record.
     expect(await totals(kept)).toEqual({ requests: 6, tokens: keptBefore.tokens + 2 * 1001 });
     expect(await count(`SELECT count() AS n FROM usage_io WHERE position(prompt, 'prompt of ${kept}') > 0`)).toBe(4);

@@ -83,7 +83,7 @@ export function renderReliability(reports: ChaosReport[]): string {
     '',
     '- **acknowledged**: records answered 202 (or 202 inside a 207). **stored**: distinct event keys of',
     '  the scenario in `usage_events`. **missing**: acknowledged and not stored. **counted twice**: what',
-    '  the analytics rollups (`usage_rollup_minute`, which the dashboard and analytics API read) count beyond',
+    '  the analytics rollups (`usage_rollup_key_totals_by_minute`, one of those the dashboard and analytics API read) count beyond',
     '  the distinct stored records (negative: stored records the rollups do not count). Every other rollup',
     '  and `usage_events_by_user` are checked the same way across the database (what each counted during the',
     '  scenario against the records stored during it); a difference is named in the failure. A scenario fails on',

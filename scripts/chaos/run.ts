@@ -488,7 +488,7 @@ async function storedIdempotencyKeys(clickhouse: ClickHouseClient, apiKeyId: str
 
 async function rollupRequests(clickhouse: ClickHouseClient, apiKeyId: string): Promise<number> {
   const result = await clickhouse.query({
-    query: `SELECT countMerge(requests) AS n FROM usage_rollup_minute WHERE api_key_id = ${sqlString(apiKeyId)}`,
+    query: `SELECT countMerge(requests) AS n FROM usage_rollup_key_totals_by_minute WHERE api_key_id = ${sqlString(apiKeyId)}`,
     format: 'JSONEachRow',
   });
   const [row] = await result.json<{ n: string }>();

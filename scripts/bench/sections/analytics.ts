@@ -23,10 +23,9 @@
 // partition, timed and reported), at both sizes alike, so that the two sizes differ in
 // their rows and not in how far the merges had got; usage_events stays as generated.
 //
-// The generated database is what the ingesters build, except usage_rollup_minute: its
-// view is detached while the events are generated (it is the costliest of the views,
-// and the API no longer reads it once the backfill is recorded done, which this
-// database is).
+// The generated database is what the ingesters build: a new installation, its backfill
+// recorded done, so the legacy minute rollup's view is retired before the events are
+// generated, as an ingester retires it (services/shared/src/rollups/backfill.ts).
 import { createClient } from '@clickhouse/client';
 import { chromium } from 'playwright-core';
 import { migrate } from '@otm/shared/migrate';
@@ -120,8 +119,7 @@ export async function benchAnalytics(): Promise<void> {
   const server = createClient({ url: addresses.CLICKHOUSE_URL, request_timeout: 1_800_000 });
   const clickhouse = createClient({ url: addresses.CLICKHOUSE_URL, database, request_timeout: 1_800_000 });
   await migrate(server as never, clickhouse as never, database);
-  await clickhouse.command({ query: 'DETACH TABLE usage_rollup_minute_mv' });
-  // A new installation: nothing to backfill (every generation recorded done).
+  // A new installation: nothing to backfill (every generation recorded done, the legacy minute rollup's view retired).
   await markBackfilledIfEmpty(clickhouse as never);
   const endMs = Date.now();
   const spec = { days: 30, endMs, users: 100_000, models: 50, keys: 50 };
@@ -392,8 +390,6 @@ export async function benchAnalytics(): Promise<void> {
     await tenthAdmin?.stop();
     await server.command({ query: `DROP DATABASE IF EXISTS ${tenth}` }).catch(() => undefined);
     await tenthClient.close();
-    // 18.16 keeps a detached view's metadata in the database's folder: attached again before the drop.
-    await clickhouse.command({ query: 'ATTACH TABLE usage_rollup_minute_mv' }).catch(() => undefined);
     await server.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
     await clickhouse.close();
     await server.close();

@@ -134,7 +134,7 @@ export async function benchEndToEnd(): Promise<void> {
     ).json<{ n: string }>();
     const [counted] = await (
       await clickhouse.query({
-        query: `SELECT countMerge(requests) AS n FROM usage_rollup_minute WHERE api_key_id = '${id}'`,
+        query: `SELECT countMerge(requests) AS n FROM usage_rollup_key_totals_by_minute WHERE api_key_id = '${id}'`,
         format: 'JSONEachRow',
       })
     ).json<{ n: string }>();

@@ -94,7 +94,7 @@ export async function benchFreshness(): Promise<void> {
           if (pending.length > 0) {
             try {
               const result = await clickhouse.query({
-                query: `SELECT user_id FROM usage_rollup_minute WHERE user_id IN (${pending.map((id) => `'${id}'`).join(',')}) GROUP BY user_id`,
+                query: `SELECT user_id FROM usage_rollup_user_by_day WHERE user_id IN (${pending.map((id) => `'${id}'`).join(',')}) GROUP BY user_id`,
                 format: 'JSONEachRow',
               });
               const now = performance.now();

@@ -322,6 +322,17 @@ afterAll(async () => {
   await clickhouse.close();
 });
 
+/** Whether the legacy minute rollup's view exists: 1 or 0. */
+const legacyViews = async (client = clickhouse) =>
+  Number(
+    (
+      await queryRows<{ n: string }>(
+        client,
+        "SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = 'usage_rollup_minute_mv'",
+      )
+    )[0]!.n,
+  );
+
 describe('an installation from before migration 0008', () => {
   it('has no new rollups yet, and its minute rollup equals the raw rows', async () => {
     const tables = await queryRows<{ name: string }>(
@@ -352,6 +363,8 @@ describe('an installation from before migration 0008', () => {
     const viewed = async () => Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events_by_user'))[0]!.n);
     await eventually(async () => (await viewed()) >= AFTER, 30_000);
     expect(await viewed()).toBe(AFTER);
+    // The legacy minute rollup is still what the API reads: its view stays until the backfill is done.
+    expect(await legacyViews()).toBe(1);
     await redis.del(lock);
     redis.disconnect();
     const run = promisify(execFile);
@@ -374,6 +387,8 @@ describe('an installation from before migration 0008', () => {
     expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0009_done'))[0]!.n)).toBe(1);
     expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0010_done'))[0]!.n)).toBe(1);
     expect(Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM rollup_backfill_0011_done'))[0]!.n)).toBe(1);
+    // The backfill done, the legacy minute rollup's view is retired (its table stays).
+    expect(await legacyViews()).toBe(0);
     await expectRollupsEqualRaw(ROLLUPS, BEFORE + AFTER);
 
     await expectErrorRollupsEqualRaw();
@@ -409,6 +424,8 @@ describe('an installation that finished the backfill of migration 0008 before mi
     const old = await startIngester({ ...m, extraEnv: { INGEST_MIGRATIONS_UP_TO: '0008_rollups_at_scale.sql' } });
     const backfilled8 = async () => Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM rollup_backfill_done'))[0]!.n);
     await eventually(async () => (await backfilled8()) === 1, 30_000);
+    // A new installation: nothing to backfill, so the legacy minute rollup's view is retired at once.
+    expect(await legacyViews(client)).toBe(0);
     await produceQueued(m.topic, records(600, 35, 'eight'));
     await eventually(async () => (await distinct(client)) === 600, 60_000);
     const viewed = async () => Number((await queryRows<{ n: string }>(client, 'SELECT count() AS n FROM usage_events_by_user'))[0]!.n);

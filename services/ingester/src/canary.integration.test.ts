@@ -79,7 +79,7 @@ describe('freshness canary', () => {
     // An insert fills usage_events before its views: wait for the rollup, then it must hold
     // exactly the five user records (no canary probe counted).
     const rollupCount = async () =>
-      Number((await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute'))[0]!.n);
+      Number((await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_by_minute'))[0]!.n);
     await eventually(async () => (await rollupCount()) >= 5, 30_000);
     expect(await rollupCount()).toBe(5);
   }, 120_000);

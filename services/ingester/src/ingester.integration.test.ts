@@ -243,7 +243,7 @@ async function expectExactContent(clickhouse: ClickHouseClient, load: ReturnType
   // An insert fills usage_events before its views: wait for the views to catch up, then
   // the count must be exact (a row inserted twice would leave it above distinct).
   const rollupCount = async () =>
-    Number((await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute'))[0]!.n);
+    Number((await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_by_minute'))[0]!.n);
   await eventually(async () => (await rollupCount()) >= distinct, 30_000, 200);
   expect(await rollupCount()).toBe(distinct);
 }
@@ -431,7 +431,7 @@ describe('Redis full', () => {
     // rollups saw each record once.
     const [raw] = await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events');
     expect(Number(raw!.n)).toBe(load.distinct);
-    const [rollup] = await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute');
+    const [rollup] = await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_by_minute');
     expect(Number(rollup!.n)).toBe(load.distinct);
     const hinted = ingester.logs.find((line) => line.includes('"reason":"full"'));
     expect(hinted).toContain('DEDUPE_TTL_SECONDS');
@@ -545,12 +545,12 @@ describe('schema versions', () => {
     // ClickHouse writes usage_events before it runs the views of the same insert: a query in
     // between sees the events and an empty rollup, so wait for the rollup to count both.
     const rollupRequests = async () =>
-      Number((await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_minute'))[0]!.n);
+      Number((await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_by_minute'))[0]!.n);
     await eventually(async () => (await rollupRequests()) === 2, 30_000, 200);
     const [rollup] = await queryRows<Record<string, string>>(
       clickhouse,
       `SELECT sumMerge(input_tokens) AS input, sumMerge(cached_input_tokens) AS cached, sumMerge(reasoning_tokens) AS reasoning,
-              sumMerge(cache_reported_input_tokens) AS reported FROM usage_rollup_minute`,
+              sumMerge(cache_reported_input_tokens) AS reported FROM usage_rollup_by_minute`,
     );
     expect(rollup).toEqual({ input: '20000', cached: '6000', reasoning: '500', reported: '10000' });
   });

@@ -46,7 +46,7 @@ function call(model: string, startMs: number): UsageRecord {
 async function rollup(fromMs: number, toMs: number) {
   const [row] = await queryRows<{ cost: number; requests: string; unpriced: string }>(
     clickhouse,
-    `SELECT sumMerge(cost_usd) AS cost, countMerge(requests) AS requests, countIfMerge(unpriced) AS unpriced FROM usage_rollup_minute
+    `SELECT sumMerge(cost_usd) AS cost, countMerge(requests) AS requests, countIfMerge(unpriced) AS unpriced FROM usage_rollup_by_minute
      WHERE minute >= toDateTime(${fromMs / 1000}) AND minute < toDateTime(${toMs / 1000})`,
   );
   return { cost: Number(row!.cost), requests: Number(row!.requests), unpriced: Number(row!.unpriced) };

@@ -216,7 +216,13 @@ const metricsServer = await serveMetrics(
 // probes another instance sent: the key is looked up before consuming starts.
 if (config.CANARY_API_KEY) await findCanaryKey();
 // A new installation (no record yet) has nothing to backfill: recorded before consuming.
-if (!config.INGEST_MIGRATIONS_UP_TO) await markBackfilledIfEmpty(clickhouse).catch(() => false);
+// Either way, once 0008's backfill is done the legacy minute rollup's view is dropped.
+if (!config.INGEST_MIGRATIONS_UP_TO) {
+  await markBackfilledIfEmpty(clickhouse, clickhouseSettings.cluster).catch((error: Error) => {
+    logger.warn({ err: error.message }, 'recording the backfill or retiring the legacy rollup failed; tried again by the backfill');
+    return false;
+  });
+}
 await usageConsumer.start();
 const metricsAddress = metricsServer.address();
 logger.info(

@@ -12,13 +12,15 @@
 // A day recorded is not copied again, so a run that stops (a crash, a restart) resumes
 // where it was; a range copied twice still counts once (its rows are deleted before it
 // is copied). Once every day of a generation is done, its done table gets its row and the
-// analytics API reads its tables (rollup-plan.ts).
+// analytics API reads its tables (rollup-plan.ts). Once 0008's is, the view of the
+// rollup the API read before it (usage_rollup_minute) is dropped: retireLegacyRollup.
 import type { ClickHouseClient } from '../clickhouse.js';
 import type { RollupFence, FenceInterval } from './fence.js';
 import { mutate } from '../mutations.js';
-import { BY_USER_COLUMNS, SCALED_ROLLUPS, rebuildRollupSql, type RollupMigration } from './views.js';
+import { BY_USER_COLUMNS, LEGACY_ROLLUP_VIEW, SCALED_ROLLUPS, rebuildRollupSql, type RollupMigration } from './views.js';
 import { formatDateTime } from '../clickhouse-values.js';
 import { clickhouseErrorCode } from '../clickhouse-errors.js';
+import { onCluster } from '../cluster-ddl.js';
 
 const DAY_S = 86_400;
 
@@ -90,19 +92,40 @@ export async function isFullyBackfilled(clickhouse: ClickHouseClient): Promise<b
 }
 
 /**
+ * The view that fills usage_rollup_minute (migration 0002, every dimension with the user
+ * and the key: about a row per record, with quantile states) was the costliest step of
+ * every insert: on 18.16 it took 28 % of ClickHouse's CPU per record with all the views
+ * (docs/ingester.md, "The tables"). The analytics API reads that table only until the
+ * backfill of migration 0008 has finished (rollup-plan.ts), so from then on nothing
+ * needs it filled: its view is dropped. The table stays, as it was (erasure still deletes
+ * a user's rows from it; retention drops its old partitions). Idempotent.
+ */
+export async function retireLegacyRollup(clickhouse: ClickHouseClient, cluster = ''): Promise<void> {
+  await clickhouse.command({ query: `DROP TABLE IF EXISTS ${LEGACY_ROLLUP_VIEW}${onCluster(cluster)}` });
+}
+
+/**
  * Records every backfill as done when usage_events is empty: called after the
  * migrations (the views exist), no record can be older than the views, so there is
- * nothing to copy. A new installation never runs the backfill.
+ * nothing to copy. A new installation never runs the backfill. Once 0008's backfill is
+ * done (now or before), its legacy view is retired.
  */
-export async function markBackfilledIfEmpty(clickhouse: ClickHouseClient): Promise<boolean> {
+export async function markBackfilledIfEmpty(clickhouse: ClickHouseClient, cluster = ''): Promise<boolean> {
   const states = await generationStates(clickhouse);
   const pending = BACKFILL_GENERATIONS.filter(({ migration }) => states.get(migration) === 'pending');
-  if (pending.length === 0) return [...states.values()].every((state) => state === 'done');
+  if (pending.length === 0) {
+    if (states.get('0008') === 'done') await retireLegacyRollup(clickhouse, cluster);
+    return [...states.values()].every((state) => state === 'done');
+  }
   const [row] = await rows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events');
-  if (Number(row?.n ?? 0) > 0) return false;
+  if (Number(row?.n ?? 0) > 0) {
+    if (states.get('0008') === 'done') await retireLegacyRollup(clickhouse, cluster);
+    return false;
+  }
   for (const generation of pending) {
     await clickhouse.insert({ table: generation.done, format: 'JSONEachRow', values: [{ done_at: formatDateTime(Date.now()) }] });
   }
+  if (states.get('0008') !== 'absent') await retireLegacyRollup(clickhouse, cluster);
   return true;
 }
 
@@ -117,7 +140,10 @@ export async function backfillRollups(
   const states = await generationStates(clickhouse);
   const pending = BACKFILL_GENERATIONS.filter(({ migration }) => states.get(migration) === 'pending');
   const absent = BACKFILL_GENERATIONS.some(({ migration }) => states.get(migration) === 'absent');
-  if (pending.length === 0) return { days: 0, rows: 0, done: !absent };
+  if (pending.length === 0) {
+    if (states.get('0008') === 'done') await retireLegacyRollup(clickhouse, options.cluster);
+    return { days: 0, rows: 0, done: !absent };
+  }
   const stored = (
     await rows<{ day: string }>(
       clickhouse,
@@ -201,6 +227,7 @@ export async function backfillRollups(
   for (const generation of pending) {
     await clickhouse.insert({ table: generation.done, format: 'JSONEachRow', values: [{ done_at: formatDateTime(Date.now()) }] });
   }
+  await retireLegacyRollup(clickhouse, options.cluster);
   log(`rollup backfill: done (${days} days, ${copied} records); analytics read the new rollups`);
   return { days, rows: copied, done: !absent };
 }

@@ -13,7 +13,8 @@ import type { ClickHouseClient } from '../clickhouse.js';
 import { formatDateTime, sqlString } from '../clickhouse-values.js';
 import type { RollupFence, FenceInterval } from './fence.js';
 import { mutate } from '../mutations.js';
-import { SCALED_ROLLUPS, rebuildRollupSql } from './views.js';
+import { LEGACY_ROLLUP_VIEW, SCALED_ROLLUPS, rebuildRollupSql } from './views.js';
+import { isBackfilled } from './backfill.js';
 import type { Price, PriceLookup } from '../price.js';
 
 export interface RecostScope {
@@ -114,10 +115,13 @@ export async function recost(
       options.mutationTimeoutMs,
       options.cluster,
     );
-    const rollupWhere = where.replaceAll('event_time', 'minute');
-    await mutate(clickhouse, 'usage_rollup_minute', `DELETE WHERE ${rollupWhere}`, options.mutationTimeoutMs, options.cluster);
-    // The view's own SELECT (migration 0002) over the range: it counts as the view does.
-    await clickhouse.command({ query: rebuildRollupSql('usage_rollup_minute_mv', where) });
+    // The legacy minute rollup, while the API still reads it (before 0008's backfill has
+    // finished): the view's own SELECT (migration 0002) over the range, so it counts as the view does.
+    if (!(await isBackfilled(clickhouse))) {
+      const rollupWhere = where.replaceAll('event_time', 'minute');
+      await mutate(clickhouse, 'usage_rollup_minute', `DELETE WHERE ${rollupWhere}`, options.mutationTimeoutMs, options.cluster);
+      await clickhouse.command({ query: rebuildRollupSql(LEGACY_ROLLUP_VIEW, where) });
+    }
     // The rollups of migration 0008 that carry cost, over the whole days: those keyed by
     // provider and model for that pair only, the per-user days entirely.
     const pairOnly = [

@@ -22,8 +22,8 @@ describe('rebuildRollupSql', () => {
 describe('aggregateViews', () => {
   it('reads each view on usage_events with its groups, their expressions and its count column', () => {
     const views = aggregateViews();
-    // Every view of migrations 0002 and 0007 to 0011 but the copy ordered by user, usage_rollup_minute_mv once (0007
-    // redefines it), and not the t-digest latency views of 0008 and 0009 (0010 drops them).
+    // Every view of migrations 0002 and 0007 to 0011 but the copy ordered by user and the retired
+    // usage_rollup_minute_mv, and not the t-digest latency views of 0008 and 0009 (0010 drops them).
     expect(views.map((view) => view.view).sort()).toEqual(
       [
         'usage_errors_by_hour_mv',
@@ -50,7 +50,6 @@ describe('aggregateViews', () => {
         'usage_rollup_key_totals_by_minute_mv',
         'usage_rollup_key_totals_by_hour_mv',
         'usage_rollup_key_totals_by_day_mv',
-        'usage_rollup_minute_mv',
         'usage_rollup_user_by_day_mv',
       ].sort(),
     );

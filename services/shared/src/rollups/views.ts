@@ -21,6 +21,15 @@ export type RollupView =
   | `usage_rollup_key_totals_by_${keyof typeof LEVEL_SECONDS}_mv`
   | `${HistogramTable}_mv`;
 
+/**
+ * The view of usage_rollup_minute (migration 0002), which the analytics API reads only
+ * until the backfill of migration 0008 has finished, and which is dropped then
+ * (retireLegacyRollup in backfill.ts). Not among aggregateViews: the jobs that compare,
+ * recount or rebuild the rollups keep to those analytics read. rebuildRollupSql still
+ * knows it (re-costing re-prices the table while an installation still reads it).
+ */
+export const LEGACY_ROLLUP_VIEW: RollupView = 'usage_rollup_minute_mv';
+
 /** Seconds a rollup row covers, by its time column. */
 const LEVEL_SECONDS = { minute: 60, hour: 3600, day: 86_400 } as const;
 
@@ -234,26 +243,28 @@ export function selectItems(select: string): { name: string; expression: string 
 
 let aggregates: AggregateView[] | undefined;
 
-/** Every aggregating view on usage_events, as the migrations define them (the last definition of each). */
+/** Every aggregating view on usage_events, as the migrations define them (the last definition of each), but the retired LEGACY_ROLLUP_VIEW. */
 export function aggregateViews(): AggregateView[] {
   views ??= load();
-  aggregates ??= [...views.values()].map((query) => {
-    const items = new Map(selectItems(query.select).map((item) => [item.name, item.expression]));
-    const groups = query.groupBy
-      .slice('GROUP BY '.length)
-      .split(',')
-      .map((name) => name.trim())
-      .map((name) => ({ name, expression: items.get(name) ?? name }));
-    const counted = [...items].find(([, expression]) => expression === 'countState()' || expression === 'count()');
-    if (!counted) throw new Error(`the view ${query.view} counts no records (no countState() or count() column)`);
-    return {
-      view: query.view as RollupView,
-      table: query.table,
-      where: query.where,
-      groups,
-      count: { column: counted[0], merge: counted[1] === 'countState()' ? 'countMerge' : 'sum' },
-    };
-  });
+  aggregates ??= [...views.values()]
+    .filter((query) => query.view !== LEGACY_ROLLUP_VIEW)
+    .map((query) => {
+      const items = new Map(selectItems(query.select).map((item) => [item.name, item.expression]));
+      const groups = query.groupBy
+        .slice('GROUP BY '.length)
+        .split(',')
+        .map((name) => name.trim())
+        .map((name) => ({ name, expression: items.get(name) ?? name }));
+      const counted = [...items].find(([, expression]) => expression === 'countState()' || expression === 'count()');
+      if (!counted) throw new Error(`the view ${query.view} counts no records (no countState() or count() column)`);
+      return {
+        view: query.view as RollupView,
+        table: query.table,
+        where: query.where,
+        groups,
+        count: { column: counted[0], merge: counted[1] === 'countState()' ? 'countMerge' : 'sum' },
+      };
+    });
   return aggregates;
 }
 
