@@ -252,6 +252,21 @@ describe('slow and idle connections (limits of decisions.md: headers 5 s, reques
     expect(answer).toMatch(/^HTTP\/1.1 408/);
   }, 30_000);
 
+  it('answers a request whose body never completes 408 RequestTimeout with the documented body, then closes', async () => {
+    const { closedAfterMs, answer } = await holdConnection((socket) => {
+      // Whole headers announcing 100 bytes, 2 of them sent, then nothing.
+      socket.write(
+        `POST /v1/telemetry/usage HTTP/1.1\r\nHost: localhost\r\nX-API-Key: ${apiKey}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"`,
+      );
+    });
+    console.log(`unfinished body: connection closed after ${closedAfterMs} ms: ${answer.split('\r\n')[0]}`);
+    expect(answer).toMatch(/^HTTP\/1.1 408/);
+    const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { statusCode: number; errorType: string };
+    expect(body).toMatchObject({ statusCode: 408, errorType: 'RequestTimeout' });
+    expect(closedAfterMs).toBeGreaterThanOrEqual(9_000);
+    expect(closedAfterMs).toBeLessThan(14_000);
+  }, 30_000);
+
   it('answers headers over the limit 431 HeadersTooLarge with the documented body, and closes', async () => {
     const { answer } = await holdConnection((socket) => {
       socket.write(`POST /v1/telemetry/usage HTTP/1.1\r\nHost: localhost\r\nX-Padding: ${'x'.repeat(40 * 1024)}\r\n\r\n`);

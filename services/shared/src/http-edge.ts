@@ -73,8 +73,10 @@ export function edgeServerOptions(
     requestIdHeader: false,
     genReqId: () => uuidv7(),
     requestTimeout: limits.requestTimeoutMs,
-    // A socket silent this long is destroyed without an answer: never while a route is still within its own limit.
-    connectionTimeout: Math.max(limits.requestTimeoutMs, longestAnswerMs + 5000),
+    // A socket silent this long is destroyed without an answer: never while a route is still
+    // within its own limit, nor before the request limit's 408 (checked every second: a
+    // request whose body stopped arriving is answered RequestTimeout, not dropped).
+    connectionTimeout: Math.max(limits.requestTimeoutMs + 2 * Math.min(1000, limits.headersTimeoutMs), longestAnswerMs + 5000),
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     ...(tls ? { https: { ...tls, minVersion: 'TLSv1.2', handshakeTimeout: limits.headersTimeoutMs, ...node } } : { http: node }),
     clientErrorHandler: answerClientError,
