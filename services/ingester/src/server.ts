@@ -4,7 +4,15 @@
 // what is not loaded by then is not committed and comes again), then clients close.
 import { createLogger } from '@otm/shared/logger';
 import { codecs } from '@otm/shared/kafka-codecs';
-import { cachedConsumerLag, createConsumer, createDurableProducer, createKafka, ensureTopic, kafkaSettingsFrom } from '@otm/shared/kafka';
+import {
+  cachedConsumerLag,
+  createConsumer,
+  createDurableProducer,
+  createKafka,
+  ensureTopic,
+  isExpectedKafkaCondition,
+  kafkaSettingsFrom,
+} from '@otm/shared/kafka';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { BACKFILL_TIMEOUT_MS, MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
@@ -199,7 +207,12 @@ consumer.on(consumer.events.STOP, () => void (consuming = false));
 consumer.on(consumer.events.CRASH, ({ payload }) => {
   consuming = false;
   if (payload.restart || stopping) {
-    logger.warn({ err: payload.error.message }, 'consumer crashed; kafkajs restarts it');
+    // A group coordinator still loading at start is expected and passes by itself: info, not a warning.
+    const expected = isExpectedKafkaCondition(payload.error.message);
+    logger[expected ? 'info' : 'warn'](
+      { err: payload.error.message },
+      expected ? 'consumer restarting while Kafka finishes starting' : 'consumer crashed; kafkajs restarts it',
+    );
     return;
   }
   logger.fatal({ err: payload.error.message, stack: payload.error.stack }, 'consumer crashed and will not restart; exiting');

@@ -191,10 +191,16 @@ const levels: Record<number, 'error' | 'warn' | 'info' | 'debug'> = {
  * coordinator or a new topic's leaders are starting, and that it retries itself; and
  * it warns that bounded retries "may invalidate EoS", which ours are on purpose (the
  * gateway answers 503 rather than wait without end). Those go to debug: an error line
- * should mean something is wrong.
+ * should mean something is wrong. "Topic creation errors" is its line for a topic another
+ * service created first (ensureTopic throws every other creation failure itself).
  */
 const EXPECTED =
-  /coordinator is loading|group coordinator is not available|leadership election|does not host this topic-partition|Limiting retries for the idempotent producer/i;
+  /coordinator is loading|group coordinator is not available|leadership election|does not host this topic-partition|Limiting retries for the idempotent producer|Topic creation errors/i;
+
+/** Whether a Kafka error is one of the conditions a starting cluster answers for a moment, which the client retries itself. */
+export function isExpectedKafkaCondition(message: string): boolean {
+  return EXPECTED.test(message);
+}
 
 export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
   return new Kafka({
