@@ -38,7 +38,7 @@ function client(address: string): ClickHouseClient {
 const count = async (clickhouse: ClickHouseClient, query: string) => Number((await queryRows<{ n: string }>(clickhouse, query))[0]?.n);
 const localRows = (clickhouse: ClickHouseClient) => count(clickhouse, 'SELECT count() AS n FROM usage_events_local');
 const localRollup = (clickhouse: ClickHouseClient) =>
-  count(clickhouse, 'SELECT toString(countMerge(requests)) AS n FROM usage_rollup_minute_local');
+  count(clickhouse, 'SELECT toString(countMerge(requests)) AS n FROM usage_rollup_by_minute_local');
 
 // 900 records: 300 before the kill, 300 while replica 2 is down, 300 after it returns;
 // 100 of the first are delivered again while it is down (Redis marks them duplicates).
