@@ -39,21 +39,6 @@ describe('clusterStatements', () => {
     );
   });
 
-  it('makes a stage (engine Null) as a local table only, and points a view reading a view at the view itself', () => {
-    expect(clusterStatements('CREATE TABLE IF NOT EXISTS s\n(a String)\nENGINE = Null', target)).toEqual([
-      'CREATE TABLE IF NOT EXISTS otm.s_local ON CLUSTER otm (a String) ENGINE = Null',
-    ]);
-    const [fromView] = clusterStatements(
-      'CREATE MATERIALIZED VIEW IF NOT EXISTS r_cascade_mv TO r AS\nSELECT a FROM s_mv GROUP BY a',
-      target,
-    );
-    expect(fromView).toBe(
-      'CREATE MATERIALIZED VIEW IF NOT EXISTS otm.r_cascade_mv ON CLUSTER otm TO otm.r_local AS\nSELECT a FROM otm.s_mv GROUP BY a',
-    );
-    const [fromStage] = clusterStatements('CREATE MATERIALIZED VIEW IF NOT EXISTS r_mv TO r AS\nSELECT a FROM s GROUP BY a', target);
-    expect(fromStage).toContain('FROM otm.s_local GROUP BY a');
-  });
-
   it('adds a column to the local tables and names the table whose Distributed table is made again', () => {
     const statement = 'ALTER TABLE usage_events ADD COLUMN x UInt8 DEFAULT 0 AFTER y';
     expect(clusterStatements(statement, target)).toEqual([

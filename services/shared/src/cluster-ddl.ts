@@ -52,9 +52,6 @@ export function clusterStatements(statement: string, target: ClusterTarget): str
   const table = createTable.exec(sql);
   if (table) {
     const [, name, columns, engine, engineArgs, rest] = table as unknown as [string, string, string, string, string | undefined, string];
-    // A stage (engine Null) stores nothing: each host's views write into their own, so it
-    // has a local table only, which the views name.
-    if (engine === 'Null') return [`CREATE TABLE IF NOT EXISTS ${db(name + LOCAL_SUFFIX)} ${on} ${columns} ENGINE = Null`];
     if (!mergeTreeEngines.test(engine)) throw new Error(`cluster mode: no replicated form of engine ${engine} (table ${name})`);
     const local = `${name}${LOCAL_SUFFIX}`;
     const replicated = [
@@ -74,11 +71,7 @@ export function clusterStatements(statement: string, target: ClusterTarget): str
     const [, name, to, select] = view as unknown as [string, string, string, string];
     const source = /\bFROM (\w+)/.exec(select);
     if (!source) throw new Error(`cluster mode: materialized view ${name} reads from no table`);
-    // A view reading another view (the form 18.x fires, migration 0013) names it as it is:
-    // a view has no local table.
-    const localSelect = select.replace(/\bFROM (\w+)/, (_, from: string) =>
-      from.endsWith('_mv') ? `FROM ${target.database}.${from}` : `FROM ${target.database}.${from}${LOCAL_SUFFIX}`,
-    );
+    const localSelect = select.replace(/\bFROM (\w+)/, `FROM ${target.database}.$1${LOCAL_SUFFIX}`);
     return [`CREATE MATERIALIZED VIEW IF NOT EXISTS ${db(name)} ${on} TO ${db(to + LOCAL_SUFFIX)} AS\n${localSelect}`];
   }
 

@@ -9,7 +9,6 @@ import { formatDateTime } from './clickhouse-values.js';
 import { clickhouseErrorCode } from './clickhouse-errors.js';
 import { alteredTable, clusterStatements, onCluster, recreateDistributed } from './cluster-ddl.js';
 import { DependencyError } from './dependency-failure.js';
-import { cascadeForm, reformStageViews, stageTables, stageViewStatement, type CascadeForm } from './stage-views.js';
 
 export const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../migrations');
 
@@ -55,37 +54,15 @@ export async function migrate(
     .readdirSync(migrationsDir)
     .filter((file) => file.endsWith('.sql'))
     .sort();
-  const wanted = files.filter((file) => upTo === undefined || file <= upTo);
-  const written = new Map(wanted.map((file) => [file, splitStatements(fs.readFileSync(path.join(migrationsDir, file), 'utf8'))]));
-  const stages = stageTables([...written.values()].flat());
-  // The rollups fed from stages (0013): their views in the form this server fires,
-  // asked at every run (stage-views.ts).
-  const form: CascadeForm | undefined = stages.size > 0 ? await cascadeForm(inDatabase) : undefined;
-  const inClusterForm = (statement: string) => (cluster ? clusterStatements(statement, { cluster, database }) : [statement]);
-  if (form) {
-    const before = [...written].filter(([file]) => applied.has(file)).flatMap(([, statements]) => statements);
-    const reformed = await reformStageViews(inDatabase, database, form, before, async (statement) => {
-      for (const one of inClusterForm(statement)) await apply(inDatabase, 'stage views', one, log);
-    });
-    if (reformed.length > 0) log(`the views over the stages made again in the form this server fires (${form}): ${reformed.join(', ')}`);
-  }
   const appliedNow: string[] = [];
   for (const file of files) {
     if (applied.has(file) || (upTo !== undefined && file > upTo)) continue;
-    const statements = written
-      .get(file)!
-      .flatMap((statement) => inClusterForm(form ? stageViewStatement(statement, form, stages) : statement));
+    const written = splitStatements(fs.readFileSync(path.join(migrationsDir, file), 'utf8'));
+    const statements = cluster ? written.flatMap((statement) => clusterStatements(statement, { cluster, database })) : written;
     for (const statement of statements) await apply(inDatabase, file, statement, log);
     // Cluster mode: a Distributed table over a local table that gained columns is made
     // again, so that it reads and writes them (cluster-ddl.ts).
-    const altered = cluster
-      ? new Set(
-          written
-            .get(file)!
-            .map(alteredTable)
-            .filter((table) => table !== undefined),
-        )
-      : new Set<string>();
+    const altered = cluster ? new Set(written.map(alteredTable).filter((table) => table !== undefined)) : new Set<string>();
     for (const table of altered) {
       const shown = await inDatabase.query({ query: `SHOW CREATE TABLE ${database}.${table}`, format: 'TabSeparatedRaw' });
       for (const statement of recreateDistributed(table, await shown.text(), { cluster, database })) {

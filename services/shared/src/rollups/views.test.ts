@@ -17,14 +17,6 @@ describe('rebuildRollupSql', () => {
       /^INSERT INTO usage_errors_minute SELECT[\s\S]+FROM usage_events WHERE \(status = 'error'\) AND \(x = 1\) GROUP BY minute, environment, provider, model_id, error_code, error_message$/,
     );
   });
-
-  it('rebuilds a rollup fed from a stage (migration 0013) with its SELECT over usage_events, never over the stage', () => {
-    for (const view of ['usage_rollup_by_day_mv', 'usage_errors_by_hour_mv', 'usage_ttft_hist_total_by_day_mv'] as const) {
-      const sql = rebuildRollupSql(view, '1');
-      expect(sql).toMatch(/FROM usage_events WHERE /);
-      expect(sql).not.toMatch(/_stage/);
-    }
-  });
 });
 
 describe('aggregateViews', () => {

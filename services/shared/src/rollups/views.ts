@@ -1,15 +1,10 @@
 // The rollups' materialized views, as the migrations define them, for the jobs that
 // rebuild rollup rows from usage_events (erasure, re-costing): the rebuild runs the
 // view's own SELECT with a narrower WHERE, so it can never count differently from the
-// view. A later migration that redefines a view over usage_events replaces it here (the
-// last one wins). Since migration 0013 most rollups are filled from a stage (a Null
-// table one view over usage_events aggregates into) with -MergeState: such a view counts
-// what its SELECT over usage_events counted, which stays its definition here. The stages'
-// own views are not rollups (nothing is stored in a Null table) and are left out.
+// view. A later migration that redefines a view replaces it here (the last one wins).
 import fs from 'node:fs';
 import path from 'node:path';
-import { migrationsDir, splitStatements } from '../migrate.js';
-import { stageTables } from '../stage-views.js';
+import { migrationsDir } from '../migrate.js';
 
 export type RollupView =
   | 'usage_rollup_minute_mv'
@@ -149,7 +144,6 @@ let views: Map<string, ViewQuery> | undefined;
 
 function load(): Map<string, ViewQuery> {
   const found = new Map<string, ViewQuery>();
-  const retired = new Map<string, ViewQuery>();
   const files = fs
     .readdirSync(migrationsDir)
     .filter((file) => file.endsWith('.sql'))
@@ -158,34 +152,19 @@ function load(): Map<string, ViewQuery> {
   // usage_events [WHERE …] GROUP BY …;`: cut at its markers (no backtracking regex).
   const marker = 'CREATE MATERIALIZED VIEW IF NOT EXISTS ';
   const from = 'FROM usage_events';
-  // The stages: tables of engine Null, which their own views over usage_events fill.
-  const stages = new Set<string>();
   for (const file of files) {
     const text = fs.readFileSync(path.join(migrationsDir, file), 'utf8');
-    for (const table of stageTables(splitStatements(text))) stages.add(table);
-    // A view a later migration drops (`DROP TABLE IF EXISTS <view>;`) is gone, unless the
-    // migration makes it again over a stage (its definition over usage_events stays).
-    for (const dropped of text.matchAll(/^DROP TABLE IF EXISTS (\w+);/gm)) {
-      const query = found.get(dropped[1]!);
-      if (query) retired.set(dropped[1]!, query);
-      found.delete(dropped[1]!);
-    }
+    // A view a later migration drops (`DROP TABLE IF EXISTS <view>;`) is gone.
+    for (const dropped of text.matchAll(/^DROP TABLE IF EXISTS (\w+);/gm)) found.delete(dropped[1]!);
     for (const chunk of text.split(marker).slice(1)) {
       const statement = chunk.slice(0, chunk.indexOf(';'));
       const head = /^(\w+) TO (\w+) AS\s/.exec(statement);
-      if (!head) continue;
-      const [, view, table] = head as unknown as [string, string, string];
-      if (stages.has(table)) continue;
-      const fromAt = statement.search(/FROM usage_events\b/);
+      const fromAt = statement.indexOf(from);
       const groupAt = statement.indexOf('GROUP BY ', fromAt);
-      const between = fromAt < 0 ? '' : statement.slice(fromAt + from.length, groupAt).trim();
-      if (fromAt < 0 || groupAt < 0 || (between !== '' && !between.startsWith('WHERE '))) {
-        // Over a stage: the view keeps the definition it had over usage_events.
-        const kept = retired.get(view);
-        if (kept && kept.table === table) found.set(view, kept);
-        continue;
-      }
-      found.set(view, {
+      if (!head || fromAt < 0 || groupAt < 0) continue;
+      const between = statement.slice(fromAt + from.length, groupAt).trim();
+      if (between !== '' && !between.startsWith('WHERE ')) continue;
+      found.set(head[1]!, {
         view: head[1]!,
         table: head[2]!,
         select: statement.slice(head[0].length, fromAt + from.length).trim(),
