@@ -248,10 +248,12 @@ async function expectExactContent(clickhouse: ClickHouseClient, load: ReturnType
   expect(await rollupCount()).toBe(distinct);
 }
 
+// The fault cases below are smokes of the scenarios `npm run chaos` runs at length under
+// sustained load (kills, a broker, ClickHouse and Redis down): short outages, small loads.
 describe('crash safety', () => {
-  it('kill -9 at random points during a 20,000-record load: every record once, none missing', async () => {
+  it('kill -9 at random points during an 8,000-record load: every record once, none missing', async () => {
     const n = names('crash');
-    const load = duplicatedLoad(20_000, 7);
+    const load = duplicatedLoad(8000, 7);
     await produceQueued(n.topic, load.messages);
     const random = seededRandom(99);
     const extraEnv = { INGEST_BATCH_MAX_ROWS: 500 };
@@ -295,7 +297,7 @@ describe('Kafka broker restart', () => {
     await eventually(async () => (await distinctCount(clickhouse)) > 1000, 60_000, 20);
     await broker.stop();
     const loadedWhileDown = await distinctCount(clickhouse);
-    await new Promise((resolve) => setTimeout(resolve, 10_000));
+    await new Promise((resolve) => setTimeout(resolve, 5000));
     await broker.start();
     console.log(`broker restart: ${loadedWhileDown} of ${load.distinct} distinct records loaded when the broker stopped`);
     await expectExactContent(clickhouse, load, 120_000).catch(async (error: unknown) => {
@@ -335,7 +337,7 @@ describe('rebalance', () => {
 });
 
 describe('ClickHouse outage', () => {
-  it('ClickHouse stopped for 30 s under load, then started: same content, nothing skipped', async () => {
+  it('ClickHouse stopped for 12 s under load, then started: same content, nothing skipped', async () => {
     const n = names('chdown');
     const privateClickHouse = await startPrivateClickHouse(28123);
     cleanups.push(() => privateClickHouse.stop());
@@ -354,13 +356,13 @@ describe('ClickHouse outage', () => {
     await privateClickHouse.stop();
     // Under load while it is down.
     await produceQueued(n.topic, load.messages.slice(half));
-    await new Promise((resolve) => setTimeout(resolve, 30_000));
+    await new Promise((resolve) => setTimeout(resolve, 12_000));
     expect(ingester.child.exitCode).toBeNull(); // still running, retrying
     // The operator's signals: the lag per partition and the age of what waits.
     const during = await lagSignals('http://127.0.0.1:29465/metrics');
     expect(during.partitions).toBe(3);
     expect(during.lag).toBeGreaterThan(0);
-    expect(during.oldestAgeSeconds).toBeGreaterThan(20);
+    expect(during.oldestAgeSeconds).toBeGreaterThan(8);
     await privateClickHouse.start();
     await expectExactContent(clickhouse, load, 90_000);
     await eventually(async () => (await lagSignals('http://127.0.0.1:29465/metrics')).lag === 0, 30_000, 1000);
@@ -385,7 +387,7 @@ async function ingesterOnPrivateRedis(label: string, port: number) {
 }
 
 describe('Redis outage', () => {
-  it('Redis stopped for 15 s under load, then started: same content, nothing skipped', async () => {
+  it('Redis stopped for 6 s under load, then started: same content, nothing skipped', async () => {
     const { n, privateRedis, ingester, clickhouse } = await ingesterOnPrivateRedis('redisdown', 26379);
 
     const load = duplicatedLoad(4000, 13);
@@ -394,7 +396,7 @@ describe('Redis outage', () => {
     await eventually(async () => (await distinctCount(clickhouse)) > 0, 30_000);
     await privateRedis.stop();
     await produceQueued(n.topic, load.messages.slice(half));
-    await new Promise((resolve) => setTimeout(resolve, 15_000));
+    await new Promise((resolve) => setTimeout(resolve, 6000));
     expect(ingester.child.exitCode).toBeNull();
     await privateRedis.start();
     await expectExactContent(clickhouse, load, 90_000);
