@@ -26,6 +26,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 const topic = uniqueName('gw-cost');
 const keyPrefix = `${uniqueName('gwc')}:`;
+const adminToken = `admin-${uniqueName('t')}-0123456789abcdef`;
 let gateway: ServiceProcess;
 let admin: ServiceProcess;
 let apiKey: string;
@@ -35,11 +36,7 @@ let port: number;
 beforeAll(async () => {
   [gateway, admin] = await Promise.all([
     startGateway({ topic, keyPrefix }),
-    startService(
-      'admin',
-      stackEnv({ REDIS_KEY_PREFIX: keyPrefix, ADMIN_TOKEN: `admin-${uniqueName('t')}-0123456789abcdef`, ADMIN_PORT: 0 }),
-      /admin listening/,
-    ),
+    startService('admin', stackEnv({ REDIS_KEY_PREFIX: keyPrefix, ADMIN_TOKEN: adminToken, ADMIN_PORT: 0 }), /admin listening/),
   ]);
   apiKey = (await createTestKey(keyPrefix, 'qa', 'hostile')).key;
   probeKey = (await createTestKey(keyPrefix, 'qa', 'probe')).key;
@@ -289,6 +286,28 @@ describe('4. sockets released after an error answer, whatever the client does', 
     await sleep(500);
     expect(processFacts(gateway).fds).toBeLessThanOrEqual(before + 5);
   }, 60_000);
+
+  it('admin service: a request whose body never completes is answered 408 RequestTimeout with the documented body, then closed', async () => {
+    const adminPort = Number(new URL(admin.url).port);
+    const started = Date.now();
+    const answer = await new Promise<string>((resolve) => {
+      const socket = net.connect({ host: '127.0.0.1', port: adminPort }, () =>
+        // Whole headers announcing 100 bytes, 2 of them sent, then nothing.
+        socket.write(
+          `POST /v1/keys HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${adminToken}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"`,
+        ),
+      );
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString()));
+      socket.on('error', () => undefined);
+      socket.once('close', () => resolve(text));
+    });
+    const closedAfterMs = Date.now() - started;
+    console.log(`admin, unfinished body: closed after ${closedAfterMs} ms: ${answer.split('\r\n')[0]}`);
+    expect(answer).toMatch(/^HTTP\/1.1 408/);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ statusCode: 408, errorType: 'RequestTimeout' });
+    expect(closedAfterMs).toBeLessThan(15_000);
+  }, 30_000);
 
   it('admin service: the same, on its plain-HTTP port', async () => {
     const adminPort = Number(new URL(admin.url).port);
