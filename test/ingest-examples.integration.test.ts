@@ -114,6 +114,10 @@ console.log(JSON.stringify(telemetry.stats()));
       expect(JSON.parse(stdout)).toMatchObject({ sent: 120, failed: 0, dropped: 0, queued: 0 });
       await eventually(async () => (await stored(user)) === 120, 60_000);
       expect(await rows(user)).toBe(120);
+      // A CommonJS application loads it with require() too (Node.js loads the ES module).
+      fs.writeFileSync(path.join(project, 'load.cjs'), "console.log(typeof require('@otm/client').createClient);\n");
+      const required = await run(process.execPath, ['load.cjs'], { cwd: project, timeout: 30_000 });
+      expect(required.stdout.trim()).toBe('function');
     } finally {
       fs.rmSync(project, { recursive: true, force: true });
     }
