@@ -8,6 +8,7 @@ import { Command, Option } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { migrate } from '@otm/shared/migrate';
+import { markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
 import { reachClickHouse, runCommand } from '@otm/shared/dependency-failure';
 
 const options = new Command('migrate')
@@ -33,6 +34,9 @@ await runCommand('migrate', async () => {
     // The server first, without the database (migrate creates it).
     await reachClickHouse(probe, settings.url);
     const applied = await migrate(server, inDatabase, settings.database, console.log, settings.cluster);
+    // A new installation has nothing to backfill; once the backfill of 0008 is done, the
+    // legacy minute rollup's view is dropped here too, for services without DDL rights.
+    await markBackfilledIfEmpty(inDatabase, settings.cluster);
     const where = settings.cluster ? `${settings.database} on cluster ${settings.cluster}` : settings.database;
     console.log(applied.length ? `migrated ${where}: ${applied.length} applied` : `${where} is up to date`);
   } finally {

@@ -1,11 +1,13 @@
 // A Python virtual environment for tests that run Python code (the validator parity
-// check, the example consumer and producer): made once per set of requirement files
-// under .stack/python/ and reused while those files are unchanged. Packages come from
-// pip's configured index. Without a python3 on the PATH it answers undefined, and the
+// check, the example consumer and producer): made once per set of requirement files and
+// interpreter, kept per machine (not per checkout: a new clone reuses them) under
+// ~/.cache/otm-telemetry/python/ (OTM_PYTHON_CACHE to move it), and reused while those
+// files are unchanged. Packages come from pip's configured index. Without a python3 on the PATH it answers undefined, and the
 // test says it skipped and why.
 import { createHash } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { projectRoot } from './stack.js';
@@ -30,11 +32,42 @@ export async function pythonWith(requirementFiles: string[]): Promise<string | u
   const python = await systemPython();
   if (!python) return undefined;
   const digest = createHash('sha256');
+  digest.update((await run(python, ['--version'])).stdout);
   for (const file of requirementFiles) digest.update(fs.readFileSync(path.join(projectRoot, file)));
-  const home = path.join(projectRoot, '.stack', 'python', digest.digest('hex').slice(0, 16));
+  const cache =
+    process.env.OTM_PYTHON_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'otm-telemetry', 'python');
+  const home = path.join(cache, digest.digest('hex').slice(0, 16));
   const interpreter = path.join(home, 'bin', 'python');
   const ready = path.join(home, '.installed');
   if (fs.existsSync(ready)) return interpreter;
+  // One checkout makes it at a time (a venv cannot be moved once made: its scripts name
+  // its path): the others wait for it. A lock older than the longest install is one a
+  // killed run left: taken over.
+  const lock = `${home}.lock`;
+  fs.mkdirSync(cache, { recursive: true });
+  for (;;) {
+    try {
+      fs.mkdirSync(lock);
+      break;
+    } catch {
+      if (fs.existsSync(ready)) return interpreter;
+      const age = Date.now() - (fs.statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+      if (age > 600_000) fs.rmSync(lock, { recursive: true, force: true });
+      else await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+  try {
+    // Made by another run between the look and the lock.
+    if (!fs.existsSync(ready)) await makeVirtualenv(python, home, requirementFiles);
+  } finally {
+    fs.rmSync(lock, { recursive: true, force: true });
+  }
+  return interpreter;
+}
+
+async function makeVirtualenv(python: string, home: string, requirementFiles: string[]): Promise<void> {
+  const interpreter = path.join(home, 'bin', 'python');
+  const ready = path.join(home, '.installed');
   fs.rmSync(home, { recursive: true, force: true });
   await run(python, ['-m', 'venv', home]);
   const requirements = requirementFiles.flatMap((file) => ['-r', path.join(projectRoot, file)]);
@@ -42,7 +75,6 @@ export async function pythonWith(requirementFiles: string[]): Promise<string | u
     maxBuffer: 16 * 1024 * 1024,
   });
   fs.writeFileSync(ready, `${requirementFiles.join('\n')}\n`);
-  return interpreter;
 }
 
 /** Runs a Python program with the interpreter; its stdout, or the error with stderr. */

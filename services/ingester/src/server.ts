@@ -231,7 +231,7 @@ if (config.CANARY_API_KEY) await findCanaryKey();
 // A new installation (no record yet) has nothing to backfill: recorded before consuming.
 // Either way, once 0008's backfill is done the legacy minute rollup's view is dropped.
 if (!config.INGEST_MIGRATIONS_UP_TO) {
-  await markBackfilledIfEmpty(clickhouse, clickhouseSettings.cluster).catch((error: Error) => {
+  await markBackfilledIfEmpty(clickhouse, clickhouseSettings.cluster, config.MIGRATE_ON_START).catch((error: Error) => {
     logger.warn({ err: error.message }, 'recording the backfill or retiring the legacy rollup failed; tried again by the backfill');
     return false;
   });
@@ -279,6 +279,7 @@ const backfillRun = async () => {
   try {
     const outcome = await backfillRollups(backfilling, erasureStore, {
       cluster: clickhouseSettings.cluster,
+      retireLegacy: config.MIGRATE_ON_START,
       log: (line) => logger.info(line),
     });
     if (outcome.done) clearInterval(backfillTimer);

@@ -27,6 +27,8 @@ const DAY_S = 86_400;
 export interface BackfillOptions {
   mutationTimeoutMs?: number;
   cluster?: string;
+  /** Whether to drop the legacy minute rollup's view once 0008 is done (a user with DDL rights); true by default. */
+  retireLegacy?: boolean;
   log?: (line: string) => void;
 }
 
@@ -98,7 +100,8 @@ export async function isFullyBackfilled(clickhouse: ClickHouseClient): Promise<b
  * (docs/ingester.md, "The tables"). The analytics API reads that table only until the
  * backfill of migration 0008 has finished (rollup-plan.ts), so from then on nothing
  * needs it filled: its view is dropped. The table stays, as it was (erasure still deletes
- * a user's rows from it; retention drops its old partitions). Idempotent.
+ * a user's rows from it; retention drops its old partitions). Idempotent. It needs DDL
+ * rights: a service started with MIGRATE_ON_START=false leaves it to npm run migrate.
  */
 export async function retireLegacyRollup(clickhouse: ClickHouseClient, cluster = ''): Promise<void> {
   await clickhouse.command({ query: `DROP TABLE IF EXISTS ${LEGACY_ROLLUP_VIEW}${onCluster(cluster)}` });
@@ -110,22 +113,25 @@ export async function retireLegacyRollup(clickhouse: ClickHouseClient, cluster =
  * nothing to copy. A new installation never runs the backfill. Once 0008's backfill is
  * done (now or before), its legacy view is retired.
  */
-export async function markBackfilledIfEmpty(clickhouse: ClickHouseClient, cluster = ''): Promise<boolean> {
+export async function markBackfilledIfEmpty(clickhouse: ClickHouseClient, cluster = '', retireLegacy = true): Promise<boolean> {
   const states = await generationStates(clickhouse);
   const pending = BACKFILL_GENERATIONS.filter(({ migration }) => states.get(migration) === 'pending');
+  const retire = async () => {
+    if (retireLegacy) await retireLegacyRollup(clickhouse, cluster);
+  };
   if (pending.length === 0) {
-    if (states.get('0008') === 'done') await retireLegacyRollup(clickhouse, cluster);
+    if (states.get('0008') === 'done') await retire();
     return [...states.values()].every((state) => state === 'done');
   }
   const [row] = await rows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events');
   if (Number(row?.n ?? 0) > 0) {
-    if (states.get('0008') === 'done') await retireLegacyRollup(clickhouse, cluster);
+    if (states.get('0008') === 'done') await retire();
     return false;
   }
   for (const generation of pending) {
     await clickhouse.insert({ table: generation.done, format: 'JSONEachRow', values: [{ done_at: formatDateTime(Date.now()) }] });
   }
-  if (states.get('0008') !== 'absent') await retireLegacyRollup(clickhouse, cluster);
+  if (states.get('0008') !== 'absent') await retire();
   return true;
 }
 
@@ -140,8 +146,14 @@ export async function backfillRollups(
   const states = await generationStates(clickhouse);
   const pending = BACKFILL_GENERATIONS.filter(({ migration }) => states.get(migration) === 'pending');
   const absent = BACKFILL_GENERATIONS.some(({ migration }) => states.get(migration) === 'absent');
+  const retire = async () => {
+    if (options.retireLegacy === false) return;
+    await retireLegacyRollup(clickhouse, options.cluster).catch((error: Error) =>
+      log(`rollup backfill: the legacy minute rollup's view stays (${error.message.slice(0, 200)}); npm run migrate drops it`),
+    );
+  };
   if (pending.length === 0) {
-    if (states.get('0008') === 'done') await retireLegacyRollup(clickhouse, options.cluster);
+    if (states.get('0008') === 'done') await retire();
     return { days: 0, rows: 0, done: !absent };
   }
   const stored = (
@@ -227,7 +239,7 @@ export async function backfillRollups(
   for (const generation of pending) {
     await clickhouse.insert({ table: generation.done, format: 'JSONEachRow', values: [{ done_at: formatDateTime(Date.now()) }] });
   }
-  await retireLegacyRollup(clickhouse, options.cluster);
+  await retire();
   log(`rollup backfill: done (${days} days, ${copied} records); analytics read the new rollups`);
   return { days, rows: copied, done: !absent };
 }
