@@ -92,8 +92,15 @@ describe('recounting the rollups of an insert that ended without an answer', () 
     await clickhouse.command({ query: rebuildRollupSql('usage_rollup_user_by_day_mv', `event_key IN (${twice.join(',')})`) });
 
     const broken = await allDifferences();
+    // Each table once (the per-user days may be among the views left out too).
     expect(Object.keys(broken).sort()).toEqual(
-      [...views.filter((_, index) => index % 2 === 1).map((view) => view.table), 'usage_events_by_user', 'usage_rollup_user_by_day'].sort(),
+      [
+        ...new Set([
+          ...views.filter((_, index) => index % 2 === 1).map((view) => view.table),
+          'usage_events_by_user',
+          'usage_rollup_user_by_day',
+        ]),
+      ].sort(),
     );
 
     const fence = new RollupFence(redis, `${n.keyPrefix}`);
