@@ -116,23 +116,16 @@ export async function retireLegacyRollup(clickhouse: ClickHouseClient, cluster =
 export async function markBackfilledIfEmpty(clickhouse: ClickHouseClient, cluster = '', retireLegacy = true): Promise<boolean> {
   const states = await generationStates(clickhouse);
   const pending = BACKFILL_GENERATIONS.filter(({ migration }) => states.get(migration) === 'pending');
-  const retire = async () => {
-    if (retireLegacy) await retireLegacyRollup(clickhouse, cluster);
-  };
-  if (pending.length === 0) {
-    if (states.get('0008') === 'done') await retire();
-    return [...states.values()].every((state) => state === 'done');
+  const empty =
+    pending.length > 0 && Number((await rows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events'))[0]?.n ?? 0) === 0;
+  if (empty) {
+    for (const generation of pending) {
+      await clickhouse.insert({ table: generation.done, format: 'JSONEachRow', values: [{ done_at: formatDateTime(Date.now()) }] });
+    }
   }
-  const [row] = await rows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events');
-  if (Number(row?.n ?? 0) > 0) {
-    if (states.get('0008') === 'done') await retire();
-    return false;
-  }
-  for (const generation of pending) {
-    await clickhouse.insert({ table: generation.done, format: 'JSONEachRow', values: [{ done_at: formatDateTime(Date.now()) }] });
-  }
-  if (states.get('0008') !== 'absent') await retire();
-  return true;
+  const done = (migration: RollupMigration) => states.get(migration) === 'done' || (empty && states.get(migration) === 'pending');
+  if (retireLegacy && done('0008')) await retireLegacyRollup(clickhouse, cluster);
+  return pending.length === 0 ? [...states.values()].every((state) => state === 'done') : empty;
 }
 
 export async function backfillRollups(
