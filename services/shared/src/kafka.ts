@@ -214,7 +214,7 @@ export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
     logCreator: () => (entry) => {
       if (!logger) return;
       const { message, ...rest } = entry.log;
-      const level = EXPECTED.test(`${message} ${String(rest.error ?? '')}`) ? 'debug' : (levels[entry.level] ?? 'info');
+      const level = isExpectedKafkaCondition(`${message} ${String(rest.error ?? '')}`) ? 'debug' : (levels[entry.level] ?? 'info');
       logger[level]({ kafka: rest, namespace: entry.namespace }, message);
     },
   });
