@@ -1,6 +1,6 @@
 // Re-costs stored rows with the current price table (services/shared/src/rollups/recost.ts):
 //   npm run recost -- --from 2026-10-01T00:00:00Z --to 2026-11-01T00:00:00Z [--provider openai] [--model gpt-4o] [--dry-run]
-// The table is the shipped one plus PRICE_TABLE_FILE, as the ingester reads it. The
+// The prices are the price database this build carries plus PRICE_TABLE_FILE, as the ingester reads them. The
 // change is written to the audit log first (no entry, no change).
 import os from 'node:os';
 import { Command } from 'commander';
@@ -14,7 +14,7 @@ import { PriceTable } from '../services/ingester/src/prices.js';
 import { recost } from '@otm/shared/rollups/recost';
 
 const options = new Command('recost')
-  .description('recompute cost_usd of stored rows with the current price table and rebuild the rollups of the range')
+  .description('recompute cost_usd of stored rows with the current prices and rebuild the rollups of the range')
   .requiredOption('--from <time>', 'RFC 3339 start of the range (by event time; widened to whole minutes)')
   .requiredOption('--to <time>', 'RFC 3339 end of the range, exclusive')
   .option('--provider <provider>', 'only this provider')
@@ -59,12 +59,19 @@ await runCommand('recost', async () => {
     console.log(
       `price table ${outcome.priceTableVersion}; ${new Date(outcome.fromMs).toISOString()} .. ${new Date(outcome.toMs).toISOString()}`,
     );
+    const usd = (value: number) => `$${value.toFixed(6)}`;
     for (const pair of outcome.pairs) {
-      const price = pair.price ? `${pair.price.input} / ${pair.price.output} USD per 1M tokens` : 'no price (cost stays empty)';
-      console.log(`  ${pair.provider} ${pair.model}: ${pair.rows} rows, ${price}`);
+      const source = pair.schedule
+        ? `${pair.schedule.source} ${pair.schedule.provider}/${pair.schedule.model}`
+        : 'no price (cost stays empty)';
+      console.log(
+        `  ${pair.provider} ${pair.model}: ${pair.rows} rows, ${pair.rowsChanged} changed, ${usd(pair.costBefore)} -> ${usd(pair.costAfter)} (${source})`,
+      );
     }
+    const verb = options.dryRun ? 'would change' : 'changed';
     console.log(
-      options.dryRun ? `${outcome.rows} rows would be re-costed` : `${outcome.rows} rows re-costed; the rollups of the range rebuilt`,
+      `${outcome.rows} rows in range; ${outcome.rowsChanged} ${verb}; cost ${usd(outcome.costBefore)} -> ${usd(outcome.costAfter)}` +
+        (options.dryRun ? '' : '; the rollups of the range rebuilt'),
     );
   } catch (error) {
     if (!(error instanceof AuditUnavailableError)) throw error;

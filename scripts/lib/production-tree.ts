@@ -1,6 +1,6 @@
 // What the services need to run in production, and nothing else: the built dist/ of
-// each workspace they load, the files those read at run time (schemas, migrations, the
-// price table) and the production dependencies, installed with `npm ci --omit=dev`.
+// each workspace they load, the files those read at run time (schemas, migrations)
+// and the production dependencies (the price database among them), installed with `npm ci --omit=dev`.
 // The services image is made from this tree (scripts/images.ts), and a test runs the
 // services from it with plain Node.js (test/build.integration.test.ts).
 import { spawnSync } from 'node:child_process';
@@ -12,7 +12,7 @@ const runtimeWorkspaces: Record<string, string[]> = {
   schemas: ['usage-record.schema.json', 'queued-record.schema.json', 'erasure-announcement.schema.json', 'openapi.json', 'history', 'otlp'],
   'services/shared': ['migrations'],
   'services/gateway': [],
-  'services/ingester': ['data'],
+  'services/ingester': [],
   'services/admin': [],
 };
 

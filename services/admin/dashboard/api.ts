@@ -27,14 +27,17 @@ export async function api<T>(path: string, init: RequestInit = {}): Promise<T> {
   return (response.status === 204 ? undefined : await response.json()) as T;
 }
 
-export function analytics(kind: 'usage' | 'latency' | 'errors', params: Record<string, string>): Promise<Answer> {
+export function analytics(kind: 'usage' | 'latency' | 'errors' | 'unpriced', params: Record<string, string>): Promise<Answer> {
   const query = new URLSearchParams({ since: state.since, ...params });
   if (state.environment) query.set('environment', state.environment);
   return api<Answer>(`/v1/analytics/${kind}?${query}`);
 }
 
 /** An analytics answer, or its failure as an empty answer with the message: each chart shows that message in its own place. */
-export async function analyticsOrFailure(kind: 'usage' | 'latency' | 'errors', params: Record<string, string>): Promise<Answer> {
+export async function analyticsOrFailure(
+  kind: 'usage' | 'latency' | 'errors' | 'unpriced',
+  params: Record<string, string>,
+): Promise<Answer> {
   try {
     return await analytics(kind, params);
   } catch (error) {

@@ -5,10 +5,12 @@ import { bucketFor, card, empty, failure, h, lineChart, money, ms, number, orFai
 
 export async function overview(root: HTMLElement) {
   const bucket = bucketFor(state.since);
-  const [totals, series, latency, pipeline] = await Promise.all([
+  const [totals, series, latency, unpriced, pipeline] = await Promise.all([
     analytics('usage', { bucket: 'none' }),
     analytics('usage', { bucket }),
     analytics('latency', { bucket }),
+    // The models without a price: what an operator adds to the price overrides.
+    analytics('unpriced', { limit: '20' }),
     // The ingesters' backlog: records accepted and not yet loaded (absent when Kafka does not answer).
     api<{ lag: number }>('/v1/pipeline').catch((error: unknown) => {
       if (error instanceof Unauthorized) throw error;
@@ -73,6 +75,24 @@ export async function overview(root: HTMLElement) {
       ),
     ),
   );
+  if (unpriced.rows.length > 0 || unpriced.failed !== undefined) {
+    root.append(
+      h('div', { class: 'gap-above' }),
+      panel(
+        'Unpriced models (cost counted as 0: add them to the price overrides)',
+        orFailure([unpriced], () =>
+          table(
+            [
+              ['name', 'Provider / model'],
+              ['unpricedRequests', 'Unpriced requests', number],
+              ['requests', 'Requests', number],
+            ],
+            unpriced.rows.map((row) => ({ ...row, name: `${row.provider}/${row.model}` })),
+          ),
+        ),
+      ),
+    );
+  }
 }
 
 export async function models(root: HTMLElement) {

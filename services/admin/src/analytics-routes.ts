@@ -1,4 +1,4 @@
-// GET /v1/analytics/{usage,latency,errors}: JSON over the rollups, behind the
+// GET /v1/analytics/{usage,latency,errors,unpriced}: JSON over the rollups, behind the
 // admin token. Query parameters are validated (400 with the usual error body);
 // results are bounded by `limit` (at most 10,000 rows).
 import type { FastifyInstance } from 'fastify';
@@ -15,6 +15,7 @@ import {
   parseAnalyticsQuery,
   usageAnalytics,
   type AnalyticsQuery,
+  unpricedAnalytics,
   type AnalyticsStore,
 } from './analytics.js';
 
@@ -23,6 +24,11 @@ type Runner = (store: AnalyticsStore, query: AnalyticsQuery) => Promise<unknown[
 // The error rollup has no user or key columns: those filters are refused (400), never ignored.
 const { userId, keyId, userType, ...errorFilters } = analyticsQuerySchema.properties;
 void [userId, keyId, userType];
+// The unpriced models: always over the whole range, by provider and model.
+const { bucket, groupBy, orderBy, ...unpricedFilters } = analyticsQuerySchema.properties;
+void [bucket, groupBy, orderBy];
+const unpricedQuerySchema = { ...analyticsQuerySchema, properties: unpricedFilters } as const;
+
 const errorQuerySchema = {
   ...analyticsQuerySchema,
   properties: { ...errorFilters, errorCode: { type: 'string', maxLength: 1024 } },
@@ -69,6 +75,13 @@ export const analyticsRoutes = [
     runner: errorAnalytics as Runner,
     dimensions: ERROR_DIMENSIONS as readonly string[],
     querystring: errorQuerySchema,
+  },
+  {
+    name: 'unpriced',
+    summary: 'The (provider, model) pairs without a price in the range, with their requests, the most unpriced first',
+    runner: unpricedAnalytics as Runner,
+    dimensions: USAGE_DIMENSIONS as readonly string[],
+    querystring: unpricedQuerySchema,
   },
 ].map((route) => ({ ...route, url: `/v1/analytics/${route.name}` }));
 

@@ -170,6 +170,26 @@ describe('rollups', () => {
     );
   });
 
+  it('the unpriced models: the pairs without a price, with their requests, as the raw rows; no bucket or groupBy', async () => {
+    const raw = (await rawByModel()).filter((row) => Number(row.unpricedRequests) > 0);
+    expect(raw.length).toBeGreaterThan(0);
+    const answer = await httpRequest(`${admin.url}/v1/analytics/unpriced?from=${from}&to=${to}`, { headers: auth });
+    expect(answer.status, answer.text).toBe(200);
+    expect(answer.body).toMatchObject({ bucket: 'none', groupBy: ['provider', 'model'], truncated: false });
+    expect(answer.body.rows).toEqual(
+      raw.map((row) => ({
+        provider: row.provider,
+        model: row.model,
+        unpricedRequests: Number(row.unpricedRequests),
+        requests: Number(row.requests),
+      })),
+    );
+    for (const param of ['bucket=hour', 'groupBy=model', 'orderBy=requests']) {
+      const refused = await httpRequest(`${admin.url}/v1/analytics/unpriced?since=24h&${param}`, { headers: auth });
+      expect(refused.status, param).toBe(400);
+    }
+  });
+
   it('latency and time to first token per hour and per day, overall, by model and per environment (the histograms of migration 0010), equal the raw rows', async () => {
     const environment = (await queryRows<{ e: string }>(clickhouse, 'SELECT any(environment) AS e FROM usage_events'))[0]!.e;
     const cases = [

@@ -662,6 +662,21 @@ export async function usageAnalytics(store: AnalyticsStore, query: AnalyticsQuer
   }));
 }
 
+/**
+ * The (provider, model) pairs that went unpriced in the range, the most unpriced
+ * requests first, with their requests: what an operator adds to the price overrides
+ * (docs/pricing.md). Usage grouped by provider and model over the whole range.
+ */
+export async function unpricedAnalytics(store: AnalyticsStore, query: AnalyticsQuery): Promise<Row[]> {
+  query.bucket = 'none';
+  query.groupBy = ['provider', 'model'];
+  query.orderBy = 'unpricedRequests';
+  const rows = await usageAnalytics(store, query);
+  return rows
+    .filter((row) => Number(row.unpricedRequests) > 0)
+    .map(({ provider, model, unpricedRequests, requests }) => ({ provider, model, unpricedRequests, requests }) as Row);
+}
+
 /** Latency over usage_rollup_minute: its quantile states (reservoir samples of up to 8,192 values each). */
 export const LATENCY_SQL = `
     countMerge(requests) AS requests,

@@ -129,6 +129,14 @@ describe('dashboard', () => {
     expect(drawn).toBeGreaterThan(1000);
     // Every posted record is loaded and committed: nothing waits in the ingesters' backlog.
     expect(await page.textContent('[data-metric="Ingest backlog"]')).toBe('0');
+    // The sample's in-house model has no price: listed with its requests, and nothing else is.
+    const unpriced = await page
+      .locator(
+        '#page-overview section.panel:has(h3:text-is("Unpriced models (cost counted as 0: add them to the price overrides)")) tbody tr',
+      )
+      .allTextContents();
+    expect(unpriced).toHaveLength(1);
+    expect(unpriced[0]).toMatch(/^acme\/in-house-7b\d+\d+$/);
   });
 
   it('GET /v1/pipeline reports the consumer lag per partition, behind the admin token', async () => {
@@ -260,9 +268,9 @@ describe('a query stopped at its execution limit', () => {
     await limitedPage.fill('#token', adminToken);
     await limitedPage.click('#sign-in');
     await limitedPage.waitForSelector('body[data-ready="overview"]', { timeout: 15_000 });
-    // The totals and each of the five charts: the message where each would be.
+    // The totals, each of the five charts and the unpriced models: the message where each would be.
     const shown = await limitedPage.locator('#page-overview .query-error').allTextContents();
-    expect(shown).toHaveLength(6);
+    expect(shown).toHaveLength(7);
     for (const text of shown) expect(text).toContain('The query would read more than 1 rows; narrow it');
     expect(await limitedPage.locator('#page-overview canvas').count()).toBe(0);
     await limitedPage.screenshot({ path: path.join(shots, 'overview-query-limit.png'), fullPage: true });

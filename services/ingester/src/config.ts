@@ -20,7 +20,10 @@ export const ingesterSpec = {
   INGEST_RETRY_MAX_MS: positiveInt({ default: 5000, desc: 'Longest pause between retries of a failed dependency' }),
   INGEST_SESSION_TIMEOUT_MS: positiveInt({ default: 10_000, desc: 'Consumer group session timeout' }),
   DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),
-  PRICE_TABLE_FILE: str({ default: '', desc: 'JSON file adding to or overriding the model price table' }),
+  PRICE_TABLE_FILE: str({
+    default: '',
+    desc: 'JSON file of price overrides (negotiated or private prices, optionally dated) that win over the price database: docs/pricing.md',
+  }),
   ...retentionSpec,
   ...metricsPortSpec(9465, 'Prometheus metrics, /healthz and /readyz'),
   INGEST_HEAP_GROWING_PERCENT: nonNegativeInt({

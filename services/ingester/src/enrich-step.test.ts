@@ -7,9 +7,12 @@ import { formatDateTime } from '@otm/shared/clickhouse-values';
 import { decodeWire, encodeWire } from '@otm/shared/registry';
 import { sampleUsageRecords, seededRandom } from '../../../test/fixtures/sample-records.js';
 
-const prices = new PriceTable('test-1', {
-  openai: { 'gpt-4o': { input: 2.5, output: 10 }, 'gpt-4o-mini': { input: 0.15, output: 0.6 } },
-});
+// Overrides alone (no price database): the prices these tests expect stay put.
+const prices = new PriceTable(
+  'test-1',
+  { openai: { 'gpt-4o': { input: 2.5, output: 10 }, 'gpt-4o-mini': { input: 0.15, output: 0.6 } } },
+  false,
+);
 
 function queued(record: UsageRecord): QueuedUsageRecord {
   return {
@@ -134,11 +137,11 @@ describe('formatDateTime', () => {
   });
 });
 
-describe('cost with token detail (schema v2), by the shipped price table', () => {
-  // Hand-computed from each provider's published rules, USD per million tokens:
-  // OpenAI bills cache reads at its cached-input price, cache writes at the input
-  // price, reasoning as output; Anthropic bills cache writes 1.25x and reads 0.1x the
-  // input price; Google bills cached context at its cached price, thinking as output.
+describe('cost with token detail (schema v2), by the price database', () => {
+  // Hand-computed from each provider's published rules (as the database holds them),
+  // USD per million tokens: OpenAI bills cache reads at its cached-input price, cache
+  // writes at the input price, reasoning as output; Anthropic bills cache writes 1.25x
+  // and reads 0.1x the input price; Google bills cache reads at 0.1x, thinking as output.
   const shipped = PriceTable.load();
   const costOf = (provider: string, modelId: string, tokens: UsageRecord['tokens']) =>
     enrich(queued({ ...structuredClone(base), request: { modelId, provider, status: 'success' }, tokens }), shipped).event;
@@ -158,9 +161,9 @@ describe('cost with token detail (schema v2), by the shipped price table', () =>
   });
 
   it('Google gemini-2.5-pro: 100,000 prompt of which 80,000 cached, 1,000 candidates + 3,000 thoughts', () => {
-    // 20,000 x 1.25 + 80,000 x 0.31 + 4,000 x 10 = 89,800 micro-dollars
+    // 20,000 x 1.25 + 80,000 x 0.125 (cache reads, 90 % off) + 4,000 x 10 = 75,000 micro-dollars
     const event = costOf('google', 'gemini-2.5-pro', { input: 100_000, output: 4_000, cachedInput: 80_000, reasoning: 3_000 });
-    expect(event.cost_usd).toBeCloseTo(0.0898, 12);
+    expect(event.cost_usd).toBeCloseTo(0.075, 12);
   });
 
   it('a v1 record (no detail) costs input and output at their prices, as before', () => {

@@ -11,7 +11,7 @@
 import { isUtf8 } from 'node:buffer';
 import { hash } from 'node:crypto';
 import { parseTimestamp, type QueuedUsageRecord } from '@otm/schemas';
-import { costUsd, type PriceTable } from './prices.js';
+import { costUsd, priceAt, pricesTokens, type PriceTable } from './prices.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
 import { HEADER_BYTES } from '@otm/shared/registry';
 
@@ -167,11 +167,16 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
   const streamSeconds = first !== null && last !== null && last > first ? (last - first) / 1000 : null;
   const tokensPerSecond = output !== null && streamSeconds !== null ? output / streamSeconds : null;
 
-  const price = prices.find(record.request.provider, record.request.modelId);
-  const cost = price && input !== null && output !== null ? costUsd(price, { input, output, cachedInput, cacheWrite, reasoning }) : null;
-
   // Bucketing time: when the call started, else when the gateway received it.
   const eventMs = start ?? receivedMs;
+
+  // Priced at the price in force at the event time, in the whole seconds event_time keeps
+  // (re-costing reads that column: both pick the same entry).
+  const eventS = Math.floor(eventMs / 1000);
+  const schedule = prices.find(record.request.provider, record.request.modelId);
+  const priced = schedule !== undefined && pricesTokens(priceAt(schedule, eventS));
+  const cost =
+    priced && input !== null && output !== null ? costUsd(schedule, { input, output, cachedInput, cacheWrite, reasoning }, eventS) : null;
   const ingestedAt = formatDateTime(now);
   const eventDate = formatDateTime(eventMs).slice(0, 10);
   const eventKey = text(meta.eventKey, 'meta.eventKey');
@@ -212,7 +217,7 @@ export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date
     ttft_ms: ttft,
     output_tokens_per_sec: tokensPerSecond,
     cost_usd: cost,
-    price_known: price ? 1 : 0,
+    price_known: priced ? 1 : 0,
     price_table_version: prices.version,
     flag_out_of_order: outOfOrder ? 1 : 0,
     flag_total_mismatch: sentTotal !== null && input !== null && output !== null && sentTotal !== input + output ? 1 : 0,

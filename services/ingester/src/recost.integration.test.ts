@@ -18,7 +18,7 @@ import {
   withRedis,
   type ServiceProcess,
 } from '../../../test/helpers/stack.js';
-import { PriceTable } from './prices.js';
+import { PriceTable, costUsd } from './prices.js';
 import { recost } from '@otm/shared/rollups/recost';
 
 const names = testNames('recost');
@@ -32,11 +32,16 @@ afterAll(async () => {
 const inRange = Date.UTC(2026, 9, 14, 9, 30); // a past month, whole minutes around it
 const outOfRange = inRange - 86_400_000;
 
-function call(model: string, startMs: number): UsageRecord {
+function call(
+  model: string,
+  startMs: number,
+  provider = 'openai',
+  tokens: UsageRecord['tokens'] = { input: 1000, output: 500, total: 1500 },
+): UsageRecord {
   const record = fixture('valid/success.json') as UsageRecord;
-  record.request.provider = 'openai';
+  record.request.provider = provider;
   record.request.modelId = model;
-  record.tokens = { input: 1000, output: 500, total: 1500 };
+  record.tokens = tokens;
   const at = (ms: number) => new Date(startMs + ms).toISOString();
   record.timing = { startTime: at(0), firstTokenTime: at(300), lastTokenTime: at(1200), latencyMs: 1200 };
   return record;
@@ -68,7 +73,7 @@ describe('recost', () => {
 
     const range = { fromMs: inRange - 600_000, toMs: inRange + 600_000 };
     const day = { fromMs: outOfRange - 600_000, toMs: outOfRange + 600_000 };
-    // The shipped table: gpt-4o at 2.5 / 10 USD per million; mystery-model unpriced.
+    // The price database: gpt-4o at 2.5 / 10 USD per million; mystery-model unpriced.
     const before = await rollup(range.fromMs, range.toMs);
     expect(before.requests).toBe(4);
     expect(before.unpriced).toBe(1);
@@ -81,13 +86,21 @@ describe('recost', () => {
     const run = () => withRedis((redis) => recost(clickhouse, new RollupFence(redis, names.keyPrefix), corrected, range));
     const first = await run();
     expect(first.rows).toBe(4);
-    expect(first.pairs.map((pair) => [pair.model, pair.rows, pair.price])).toEqual([
-      ['gpt-4o', 2, { input: 5, output: 20 }],
-      ['gpt-4o-2024-08-06', 1, { input: 5, output: 20 }],
-      ['mystery-model', 1, { input: 1, output: 1 }],
+    // The report: per model, the rows, how many changed, and the cost before and after.
+    const old = (1000 * 2.5 + 500 * 10) / 1e6;
+    const now = (1000 * 5 + 500 * 20) / 1e6;
+    expect(first.pairs.map((pair) => [pair.model, pair.rows, pair.rowsChanged, pair.schedule?.model])).toEqual([
+      ['gpt-4o', 2, 2, 'gpt-4o'],
+      ['gpt-4o-2024-08-06', 1, 1, 'gpt-4o'],
+      ['mystery-model', 1, 1, 'mystery-model'],
     ]);
+    expect(first.pairs[0]!.costBefore).toBeCloseTo(2 * old, 12);
+    expect(first.pairs[0]!.costAfter).toBeCloseTo(2 * now, 12);
+    expect(first.pairs[2]!.costBefore).toBe(0);
+    expect(first).toMatchObject({ rowsChanged: 4 });
+    expect(first.costAfter - first.costBefore).toBeCloseTo(0.024, 12);
     const afterFirst = await rollup(range.fromMs, range.toMs);
-    await run();
+    expect((await run()).rowsChanged).toBe(0);
     expect(await rollup(range.fromMs, range.toMs)).toEqual(afterFirst);
 
     const after = await rollup(range.fromMs, range.toMs);
@@ -133,5 +146,107 @@ describe('recost', () => {
     );
     expect(Number(byUser!.cost)).toBeCloseTo(Number(all!.cost), 12);
     expect(Number(byUser!.unpriced)).toBe(0);
+  });
+
+  it('re-prices under a new price database: tiers, start dates and hours of the day in ClickHouse as in the ingester', async () => {
+    const day = Date.UTC(2026, 9, 3); // another past day
+    const change = day + 10 * 3_600_000; // the new price's start: 10:00 UTC
+    const small = { input: 150_000, output: 2_000, cachedInput: 50_000 };
+    const large = { input: 250_000, output: 2_000, cachedInput: 50_000, reasoning: 500 };
+    const records = [
+      call('gemini-2.5-pro', day + 3_600_000, 'gemini', small),
+      call('gemini-2.5-pro', day + 3_600_000 + 5_000, 'gemini', large),
+      call('gemini-2.5-pro', change + 60_000, 'vertex_ai', small),
+      call('gemini-2.5-pro', change + 65_000, 'vertex_ai', large),
+      // Unchanged by the new database: re-costing must compute in SQL what the ingester computed.
+      call('deepseek-chat', day + 2 * 3_600_000, 'deepseek', { input: 3_000, output: 900, cachedInput: 1_000 }),
+      call('deepseek-chat', day + 12 * 3_600_000, 'deepseek', { input: 3_000, output: 900, cachedInput: 1_000 }),
+      call('claude-sonnet-4-20250514', day + 4 * 3_600_000, 'anthropic', {
+        input: 71_000,
+        output: 800,
+        cachedInput: 50_000,
+        cacheWrite: 20_000,
+      }),
+      call('gpt-4o-2024-08-06', day + 5 * 3_600_000, 'openai', { input: 10_000, output: 2_000, cachedInput: 6_000, reasoning: 500 }),
+      call('us.anthropic.claude-3-7-sonnet-20250219-v1:0', day + 6 * 3_600_000, 'bedrock'),
+    ];
+    await produceQueued(names.topic, queuedRecords(records, { eventKey: (index) => `${names.topic}-next-${index}` }));
+    const range = { fromMs: day, toMs: day + 86_400_000 };
+    const stored = async () =>
+      queryRows<{
+        provider: string;
+        model_id: string;
+        input_tokens: string;
+        output_tokens: string;
+        cached_input_tokens: string | null;
+        cache_write_tokens: string | null;
+        reasoning_tokens: string | null;
+        at: string;
+        cost_usd: number | null;
+        price_table_version: string;
+      }>(
+        clickhouse,
+        `SELECT provider, model_id, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens,
+                toUnixTimestamp(event_time) AS at, cost_usd, price_table_version
+         FROM usage_events FINAL WHERE event_time >= toDateTime(${range.fromMs / 1000}) AND event_time < toDateTime(${range.toMs / 1000})
+         ORDER BY event_time`,
+      );
+    await eventually(async () => (await stored()).length === records.length, 60_000);
+
+    const next = new PriceTable('genai-prices@next-test', {
+      google: {
+        'gemini-2.5-pro': [
+          {
+            input: { base: 1.5, tiers: [{ start: 200_000, price: 3 }] },
+            output: { base: 12, tiers: [{ start: 200_000, price: 18 }] },
+            cachedInput: 0.15,
+          },
+          { from: new Date(change).toISOString(), input: { base: 1, tiers: [{ start: 200_000, price: 2 }] }, output: 8 },
+        ],
+      },
+    });
+    const outcome = await withRedis((redis) => recost(clickhouse, new RollupFence(redis, names.keyPrefix), next, range));
+    const changed = Object.fromEntries(outcome.pairs.map((pair) => [`${pair.provider} ${pair.model}`, pair.rowsChanged]));
+    expect(changed).toEqual({
+      'anthropic claude-sonnet-4-20250514': 0,
+      'bedrock us.anthropic.claude-3-7-sonnet-20250219-v1:0': 0,
+      'deepseek deepseek-chat': 0,
+      'gemini gemini-2.5-pro': 2,
+      'openai gpt-4o-2024-08-06': 0,
+      'vertex_ai gemini-2.5-pro': 2,
+    });
+    expect(outcome.rowsChanged).toBe(4);
+
+    // Every row costs what the ingester's costUsd() gives under the new prices at its event time.
+    const rows = await stored();
+    const costs = rows.map((row) => {
+      const schedule = next.find(row.provider, row.model_id)!;
+      const tokens = {
+        input: Number(row.input_tokens),
+        output: Number(row.output_tokens),
+        cachedInput: row.cached_input_tokens === null ? null : Number(row.cached_input_tokens),
+        cacheWrite: row.cache_write_tokens === null ? null : Number(row.cache_write_tokens),
+        reasoning: row.reasoning_tokens === null ? null : Number(row.reasoning_tokens),
+      };
+      expect(row.price_table_version).toBe('genai-prices@next-test');
+      expect(Number(row.cost_usd), `${row.provider} ${row.model_id} at ${row.at}`).toBeCloseTo(
+        costUsd(schedule, tokens, Number(row.at))!,
+        12,
+      );
+      return Number(row.cost_usd);
+    });
+    // The four Gemini calls: base and upper tier before the start date, both tiers of the new price after it.
+    expect(costs.slice(0, 2)).toEqual([
+      expect.closeTo((100_000 * 1.5 + 50_000 * 0.15 + 2_000 * 12) / 1e6, 12),
+      expect.closeTo((200_000 * 3 + 50_000 * 0.15 + 2_000 * 18) / 1e6, 12),
+    ]);
+    const afterChange = rows.flatMap((row, index) => (row.provider === 'vertex_ai' ? [costs[index]] : []));
+    expect(afterChange).toEqual([expect.closeTo((150_000 * 1 + 2_000 * 8) / 1e6, 12), expect.closeTo((250_000 * 2 + 2_000 * 8) / 1e6, 12)]);
+    // The rollups of the day agree with the raw rows.
+    const [raw] = await queryRows<{ cost: number }>(
+      clickhouse,
+      `SELECT sum(ifNull(cost_usd, 0)) AS cost FROM usage_events WHERE event_time >= toDateTime(${range.fromMs / 1000}) AND event_time < toDateTime(${range.toMs / 1000})`,
+    );
+    expect((await rollup(range.fromMs, range.toMs)).cost).toBeCloseTo(Number(raw!.cost), 12);
   });
 });

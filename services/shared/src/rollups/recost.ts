@@ -15,7 +15,7 @@ import type { RollupFence, FenceInterval } from './fence.js';
 import { mutate } from '../mutations.js';
 import { LEGACY_ROLLUP_VIEW, SCALED_ROLLUPS, rebuildRollupSql } from './views.js';
 import { isBackfilled } from './backfill.js';
-import type { Price, PriceLookup } from '../price.js';
+import { costSql, knownSql, type PriceLookup, type PriceSchedule } from '../price.js';
 
 export interface RecostScope {
   fromMs: number;
@@ -28,8 +28,13 @@ export interface RecostPair {
   provider: string;
   model: string;
   rows: number;
-  /** USD per million tokens under the table used, or null when the table has no price. */
-  price: Price | null;
+  /** The prices applied (null when the book has none: cost becomes empty, the rows unpriced). */
+  schedule: PriceSchedule | null;
+  /** Rows whose cost or pricedness the new prices change. */
+  rowsChanged: number;
+  /** Sum of cost_usd over the pair's rows before and after (null costs count as 0). */
+  costBefore: number;
+  costAfter: number;
 }
 
 export interface RecostOutcome {
@@ -38,6 +43,9 @@ export interface RecostOutcome {
   priceTableVersion: string;
   pairs: RecostPair[];
   rows: number;
+  rowsChanged: number;
+  costBefore: number;
+  costAfter: number;
 }
 
 const MINUTE_MS = 60_000;
@@ -64,40 +72,57 @@ export async function recost(
   const found = await rows<{ provider: string; model_id: string; n: string }>(
     `SELECT provider, model_id, count() AS n FROM usage_events WHERE ${where} GROUP BY provider, model_id ORDER BY provider, model_id`,
   );
-  const pairs: RecostPair[] = found.map((row) => ({
-    provider: row.provider,
-    model: row.model_id,
-    rows: Number(row.n),
-    price: prices.find(row.provider, row.model_id) ?? null,
-  }));
-  const outcome = { fromMs, toMs, priceTableVersion: prices.version, pairs, rows: pairs.reduce((sum, pair) => sum + pair.rows, 0) };
-  if (options.dryRun || pairs.length === 0) return outcome;
-
-  // The cost as the ingester's costUsd() (services/ingester/src/prices.ts) computes it,
-  // pair by pair, in the same order of operations.
-  const priced = pairs.filter((pair) => pair.price !== null);
-  const isPair = (pair: RecostPair) => `(provider = ${sqlString(pair.provider)} AND model_id = ${sqlString(pair.model)})`;
-  const input = 'toFloat64(assumeNotNull(input_tokens))';
-  const output = 'toFloat64(assumeNotNull(output_tokens))';
-  const cached = `least(toFloat64(ifNull(cached_input_tokens, 0)), ${input})`;
-  const written = `least(toFloat64(ifNull(cache_write_tokens, 0)), ${input} - ${cached})`;
-  const reasoning = `least(toFloat64(ifNull(reasoning_tokens, 0)), ${output})`;
-  const costOf = ({ price }: RecostPair) => {
-    const p = price!;
-    const micro = [
-      `(${input} - ${cached} - ${written}) * ${p.input}`,
-      `${cached} * ${p.cachedInput ?? p.input}`,
-      `${written} * ${p.cacheWrite ?? p.input}`,
-      `(${output} - ${reasoning}) * ${p.output}`,
-      `${reasoning} * ${p.reasoning ?? p.output}`,
-    ].join(' + ');
-    return `if(isNull(input_tokens) OR isNull(output_tokens), NULL, (${micro}) / 1000000)`;
-  };
+  const schedules = found.map((row) => prices.find(row.provider, row.model_id) ?? null);
+  // The cost and pricedness under the new prices, pair by pair: costSql() computes what
+  // the ingester's costUsd() does, at each row's event time.
+  const priced = found.flatMap((row, index) => (schedules[index] ? [{ row, schedule: schedules[index] }] : []));
+  const isPair = (row: { provider: string; model_id: string }) =>
+    `(provider = ${sqlString(row.provider)} AND model_id = ${sqlString(row.model_id)})`;
   const cost =
     priced.length === 0
       ? 'CAST(NULL AS Nullable(Float64))'
-      : `multiIf(${priced.map((pair) => `${isPair(pair)}, ${costOf(pair)}`).join(', ')}, NULL)`;
-  const known = priced.length === 0 ? '0' : `multiIf(${priced.map((pair) => `${isPair(pair)}, 1`).join(', ')}, 0)`;
+      : `multiIf(${priced.map(({ row, schedule }) => `${isPair(row)}, ${costSql(schedule)}`).join(', ')}, CAST(NULL AS Nullable(Float64)))`;
+  const known =
+    priced.length === 0
+      ? 'toUInt8(0)'
+      : `toUInt8(multiIf(${priced.map(({ row, schedule }) => `${isPair(row)}, ${knownSql(schedule)}`).join(', ')}, 0))`;
+
+  // What the new prices change, per pair (also what a dry run shows).
+  const changes =
+    found.length === 0
+      ? []
+      : await rows<{ provider: string; model_id: string; changed: string; before: number; after: number }>(
+          `SELECT provider, model_id,
+             countIf(isNull(new_cost) != isNull(cost_usd) OR abs(ifNull(new_cost, 0) - ifNull(cost_usd, 0)) > 1e-12 OR new_known != price_known) AS changed,
+             sum(ifNull(cost_usd, 0)) AS before, sum(ifNull(new_cost, 0)) AS after
+           FROM (SELECT provider, model_id, cost_usd, price_known, ${cost} AS new_cost, ${known} AS new_known FROM usage_events WHERE ${where})
+           GROUP BY provider, model_id`,
+        );
+  const changeOf = new Map(changes.map((row) => [`${row.provider}\u0000${row.model_id}`, row]));
+  const pairs: RecostPair[] = found.map((row, index) => {
+    const change = changeOf.get(`${row.provider}\u0000${row.model_id}`);
+    return {
+      provider: row.provider,
+      model: row.model_id,
+      rows: Number(row.n),
+      schedule: schedules[index] ?? null,
+      rowsChanged: Number(change?.changed ?? 0),
+      costBefore: Number(change?.before ?? 0),
+      costAfter: Number(change?.after ?? 0),
+    };
+  });
+  const total = (pick: (pair: RecostPair) => number) => pairs.reduce((sum, pair) => sum + pick(pair), 0);
+  const outcome: RecostOutcome = {
+    fromMs,
+    toMs,
+    priceTableVersion: prices.version,
+    pairs,
+    rows: total((pair) => pair.rows),
+    rowsChanged: total((pair) => pair.rowsChanged),
+    costBefore: total((pair) => pair.costBefore),
+    costAfter: total((pair) => pair.costAfter),
+  };
+  if (options.dryRun || pairs.length === 0) return outcome;
 
   const dayFromS = Math.floor(fromMs / DAY_MS) * 86_400;
   const dayToS = Math.ceil(toMs / DAY_MS) * 86_400;
