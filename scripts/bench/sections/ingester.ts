@@ -7,6 +7,8 @@ import { insertEncoded, insertLines } from '../../../services/ingester/src/load-
 import { migrate } from '../../../services/shared/src/migrate.js';
 import { markBackfilledIfEmpty } from '../../../services/shared/src/rollups/backfill.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';
+import { calcPrice } from '@pydantic/genai-prices';
+import type { QueuedUsageRecord } from '@otm/schemas';
 import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import {
   runs,
@@ -33,6 +35,45 @@ import {
 /** ClickHouse's CPU counts until its merges of a database have stopped for a second (at most a minute). */
 const MERGES_SETTLED = { quietMs: 1000, pollMs: 100, timeoutMs: 60_000 };
 
+/**
+ * The enrich step's CPU per record (this process, the same records, median of `runs`):
+ * priced from the price database as the ingester does (each (provider, model) resolved
+ * once), with no prices at all (the floor: what pricing adds is the difference), and the
+ * database's own calcPrice() per record (what pricing would cost without the cache).
+ */
+function measureEnrich(queued: QueuedUsageRecord[], prices: PriceTable) {
+  const unpriced = new PriceTable('none', {}, false);
+  const usPerRecord = (work: (record: QueuedUsageRecord) => unknown) => {
+    const samples: number[] = [];
+    for (let run = 0; run < runs; run++) {
+      const start = process.cpuUsage();
+      for (const record of queued) work(record);
+      const used = process.cpuUsage(start);
+      samples.push((used.user + used.system) / queued.length);
+    }
+    return figure(samples);
+  };
+  // Warm: the book's look-ups resolved, the code compiled.
+  for (const record of queued.slice(0, 1000)) enrich(record, prices);
+  const priced = usPerRecord((record) => enrich(record, prices));
+  const floor = usPerRecord((record) => enrich(record, unpriced));
+  const calc = usPerRecord(({ record }) =>
+    calcPrice(
+      {
+        input_tokens: record.tokens?.input ?? 0,
+        output_tokens: record.tokens?.output ?? 0,
+        cache_read_tokens: Math.min(record.tokens?.cachedInput ?? 0, record.tokens?.input ?? 0),
+      },
+      record.request.modelId,
+      { providerId: record.request.provider },
+    ),
+  );
+  log(
+    `   enrich CPU per record: ${priced.median.toFixed(2)} µs priced, ${floor.median.toFixed(2)} µs without prices; calcPrice alone ${calc.median.toFixed(2)} µs`,
+  );
+  return { enrichUsPerRecord: priced, enrichUnpricedUsPerRecord: floor, calcPriceUsPerRecord: calc };
+}
+
 export async function benchIngester(): Promise<void> {
   log(`3. ingester throughput: ${scale.ingestRecords} records pre-filled (baseline: bare kafkajs consumer + JSON.parse)`);
   const topic = `bench.ingest.${runId}`;
@@ -53,7 +94,9 @@ export async function benchIngester(): Promise<void> {
   // (its process's user and system time over the inserts, /proc).
   const ceilingRows = sampleUsageRecords(Math.min(scale.ingestRecords, 100_000), { seed: 11, startMs: Date.now() - 3600_000 });
   const prices = PriceTable.load();
-  const enriched = queuedRecords(ceilingRows, { eventKey: (i) => `c-${runId}-${i}` }).map((record) => enrich(record, prices));
+  const queued = queuedRecords(ceilingRows, { eventKey: (i) => `c-${runId}-${i}` });
+  const enrichCost = measureEnrich(queued, prices);
+  const enriched = queued.map((record) => enrich(record, prices));
   const encoded = enriched.map(encodeRow);
   const ceilingBatch = Number(process.env.INGEST_BATCH_MAX_ROWS ?? 20_000);
   const formats = ['JSONEachRow', 'RowBinary'] as const;
@@ -215,6 +258,7 @@ export async function benchIngester(): Promise<void> {
     records: scale.ingestRecords,
     ingester: ingest,
     baseline: bare,
+    ...enrichCost,
   };
   results.memory = { ...results.memory, ingesterRssMb: figure(rss).median, ingesterRss: figure(rss) };
 }
