@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RECORD_BOUNDS, checkRecordBounds, exceedsJsonDepth, isSafeIdentifier, parseTimestamp } from './bounds.js';
+import { DEFAULT_RECORD_BOUNDS, checkPlausible, checkRecordBounds, exceedsJsonDepth, isSafeIdentifier, parseTimestamp } from './bounds.js';
 
 describe('parseTimestamp', () => {
   it.each([
@@ -153,5 +153,53 @@ describe('isSafeIdentifier', () => {
   it('refuses control characters, bidi overrides and isolates, lone surrogates', () => {
     expect(isSafeIdentifier('checkout-service ✓')).toBe(true);
     for (const bad of ['a\u0007', 'a\u0085', 'a\u202Eb', 'a\u2069', 'a\ud800', 'a\n']) expect(isSafeIdentifier(bad)).toBe(false);
+  });
+});
+
+describe('checkPlausible', () => {
+  const bounds = { maxTokens: 100, maxCallMs: 3_600_000 };
+  const start = '2026-11-22T10:00:00.000Z';
+  const after = (ms: number) => new Date(Date.parse(start) + ms).toISOString();
+
+  it('accepts every value at its bound, total at twice the token bound', () => {
+    expect(
+      checkPlausible(
+        {
+          tokens: { input: 100, output: 100, total: 200, cachedInput: 50, cacheWrite: 50, reasoning: 100 },
+          timing: { startTime: start, firstTokenTime: after(3_600_000), lastTokenTime: after(3_600_000), latencyMs: 3_600_000 },
+        },
+        bounds,
+      ),
+    ).toEqual([]);
+  });
+
+  it('names each value one past its bound', () => {
+    const errors = checkPlausible(
+      {
+        tokens: { input: 101, output: 101, total: 201, cachedInput: 101, cacheWrite: 101, reasoning: 101 },
+        timing: { startTime: start, firstTokenTime: after(3_600_001), lastTokenTime: after(3_600_001), latencyMs: 3_600_001 },
+      },
+      bounds,
+    );
+    expect(errors).toEqual([
+      { path: '/tokens/input', message: 'must be at most 100' },
+      { path: '/tokens/output', message: 'must be at most 100' },
+      { path: '/tokens/total', message: 'must be at most 200' },
+      { path: '/tokens/cachedInput', message: 'must be at most 100' },
+      { path: '/tokens/cacheWrite', message: 'must be at most 100' },
+      { path: '/tokens/reasoning', message: 'must be at most 100' },
+      { path: '/timing/latencyMs', message: 'must be at most 3,600,000 (1 h)' },
+      { path: '/timing/firstTokenTime', message: 'must be at most 1 h after timing.startTime' },
+      { path: '/timing/lastTokenTime', message: 'must be at most 1 h after timing.startTime' },
+    ]);
+  });
+
+  it('is part of checkRecordBounds, with the defaults of 100,000,000 tokens and 48 h', () => {
+    expect(DEFAULT_RECORD_BOUNDS).toMatchObject({ maxTokens: 100_000_000, maxCallMs: 48 * 3_600_000 });
+    const record = { tokens: { input: 100_000_001, output: 1 }, timing: { startTime: start, latencyMs: 48 * 3_600_000 + 1 } };
+    expect(checkRecordBounds(record, DEFAULT_RECORD_BOUNDS, Date.parse(start)).map((error) => error.path)).toEqual([
+      '/tokens/input',
+      '/timing/latencyMs',
+    ]);
   });
 });

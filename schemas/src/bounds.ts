@@ -164,7 +164,28 @@ export function exceedsJsonDepth(text: string, maxDepth: number): boolean {
   return false;
 }
 
-export interface RecordBounds {
+/**
+ * What one real call can plausibly report (docs/limits.md, "Plausible values"): the
+ * gateway refuses a record beyond them, the ingester stores a direct producer's record
+ * beyond them with the value nulled and named in its anomalies. One bad value in a sum
+ * is unrecoverable for its reader.
+ */
+export interface PlausibleBounds {
+  /** Each token count (input, output and their detail; `total` at most twice it: input and output at their most). */
+  maxTokens: number;
+  /** `timing.latencyMs`, and the span from `startTime` to the first and to the last token, ms. */
+  maxCallMs: number;
+  /** Derived output tokens per second (the ingester's; a record is never refused for it). */
+  maxOutputTokensPerSec: number;
+}
+
+export const DEFAULT_PLAUSIBLE_BOUNDS: PlausibleBounds = {
+  maxTokens: 100_000_000,
+  maxCallMs: 48 * 3_600_000,
+  maxOutputTokensPerSec: 100_000,
+};
+
+export interface RecordBounds extends Omit<PlausibleBounds, 'maxOutputTokensPerSec'> {
   /** Earliest timestamp accepted, epoch ms. */
   earliestMs: number;
   /** How far after `now` a timestamp may lie, ms. */
@@ -177,7 +198,59 @@ export const DEFAULT_RECORD_BOUNDS: RecordBounds = {
   earliestMs: Date.parse('2000-01-01T00:00:00Z'),
   maxFutureMs: 24 * 3600 * 1000,
   maxContextArrayItems: 256,
+  maxTokens: DEFAULT_PLAUSIBLE_BOUNDS.maxTokens,
+  maxCallMs: DEFAULT_PLAUSIBLE_BOUNDS.maxCallMs,
 };
+
+/** The token fields, in the order they are checked. */
+export const TOKEN_FIELDS = ['input', 'output', 'total', 'cachedInput', 'cacheWrite', 'reasoning'] as const;
+
+/** The bound of one token field: `total` may hold input and output at their most. */
+export function tokenBound(field: (typeof TOKEN_FIELDS)[number], maxTokens: number): number {
+  return field === 'total' ? 2 * maxTokens : maxTokens;
+}
+
+/** `N` as people read it in a message: 100,000,000; 48 h. */
+const grouped = (value: number) => value.toLocaleString('en-US');
+const hours = (ms: number) => (ms % 3_600_000 === 0 ? `${ms / 3_600_000} h` : `${grouped(ms)} ms`);
+
+/**
+ * Token counts and call durations beyond what one call can be: each named by its path.
+ * Expects a schema-valid record (numbers where the schema says so).
+ */
+export function checkPlausible(
+  record: { tokens?: Partial<Record<(typeof TOKEN_FIELDS)[number], number>>; timing?: Record<string, unknown> },
+  bounds: Pick<PlausibleBounds, 'maxTokens' | 'maxCallMs'>,
+  fromStart = true,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  const tokens = record.tokens;
+  if (tokens) {
+    for (const field of TOKEN_FIELDS) {
+      const value = tokens[field];
+      const max = tokenBound(field, bounds.maxTokens);
+      if (typeof value === 'number' && value > max) errors.push({ path: `/tokens/${field}`, message: `must be at most ${grouped(max)}` });
+    }
+  }
+  const timing = record.timing;
+  if (timing) {
+    const latency = timing.latencyMs;
+    if (typeof latency === 'number' && latency > bounds.maxCallMs) {
+      errors.push({ path: '/timing/latencyMs', message: `must be at most ${grouped(bounds.maxCallMs)} (${hours(bounds.maxCallMs)})` });
+    }
+    const start = fromStart && typeof timing.startTime === 'string' ? parseTimestamp(timing.startTime) : null;
+    if (start !== null) {
+      for (const field of ['firstTokenTime', 'lastTokenTime'] as const) {
+        const text = timing[field];
+        const at = typeof text === 'string' ? parseTimestamp(text) : null;
+        if (at !== null && at - start > bounds.maxCallMs) {
+          errors.push({ path: `/timing/${field}`, message: `must be at most ${hours(bounds.maxCallMs)} after timing.startTime` });
+        }
+      }
+    }
+  }
+  return errors;
+}
 
 const TIMING_FIELDS = ['startTime', 'firstTokenTime', 'lastTokenTime'] as const;
 const IDENTIFIERS: [string, string][] = [
@@ -209,6 +282,9 @@ export function checkRecordBounds(record: Record<string, unknown>, bounds: Recor
     }
   }
   errors.push(...checkTokenDetail(record.tokens as TokenCounts | undefined));
+  // A start already refused is not measured from again.
+  const startRefused = errors.some((error) => error.path === '/timing/startTime');
+  errors.push(...checkPlausible(record as Parameters<typeof checkPlausible>[0], bounds, !startRefused));
   for (const [parent, field] of IDENTIFIERS) {
     const value = (record[parent] as Record<string, unknown> | undefined)?.[field];
     if (typeof value === 'string' && value.isWellFormed() && UNSAFE_IN_IDENTIFIER.test(value)) {

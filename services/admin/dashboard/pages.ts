@@ -1,7 +1,24 @@
 // The dashboard's pages: Overview, Models, Errors, Users and AI Module Configurations
 // (keys). Each renders into the element it is given, from the admin APIs.
 import { Unauthorized, analyticsOrFailure as analytics, api, state, type Row } from './api.js';
-import { bucketFor, card, empty, failure, h, lineChart, money, ms, number, orFailure, panel, percent, table, timeLabel } from './ui.js';
+import {
+  bucketFor,
+  card,
+  empty,
+  failure,
+  h,
+  isPartial,
+  lineChart,
+  money,
+  moneyTick,
+  ms,
+  number,
+  orFailure,
+  panel,
+  percent,
+  table,
+  timeLabel,
+} from './ui.js';
 
 export async function overview(root: HTMLElement) {
   const bucket = bucketFor(state.since);
@@ -22,13 +39,13 @@ export async function overview(root: HTMLElement) {
     h(
       'div',
       { class: 'cards' },
-      card('Requests', number(total.requests)),
-      card('Total tokens', number(total.totalTokens)),
-      card('Cost (USD)', money(total.costUsd)),
+      card('Requests', number(total.requests), total.requests),
+      card('Total tokens', number(total.totalTokens), total.totalTokens),
+      card('Cost (USD)', money(total.costUsd), total.costUsd),
       card('Error rate', percent(total.errorRate)),
       card('Unpriced share', percent(total.unknownPriceShare)),
       card('Cache hit ratio', percent(total.cacheHitRatio)),
-      card('Ingest backlog', pipeline ? number(pipeline.lag) : '—'),
+      card('Ingest backlog', pipeline ? number(pipeline.lag) : '—', pipeline?.lag),
     ),
     ...(totals.failed !== undefined ? [failure(totals.failed)] : []),
   );
@@ -38,13 +55,17 @@ export async function overview(root: HTMLElement) {
   }
   const labels = series.rows.map((row) => timeLabel(row.bucket));
   const latencyByBucket = new Map(latency.rows.map((row) => [row.bucket, row]));
+  // The current bucket is still filling: drawn as partial, so it does not read as a drop.
+  const partialLast = isPartial(series.rows.at(-1)?.bucket, bucket);
   root.append(
     h(
       'div',
       { class: 'grid' },
       panel(
         'Requests',
-        orFailure([series], () => lineChart(labels, [{ label: 'requests', data: series.rows.map((row) => row.requests) }])),
+        orFailure([series], () =>
+          lineChart(labels, [{ label: 'requests', data: series.rows.map((row) => row.requests) }], { bar: true, partialLast }),
+        ),
       ),
       panel(
         'Tokens',
@@ -55,22 +76,32 @@ export async function overview(root: HTMLElement) {
               { label: 'input', data: series.rows.map((row) => row.inputTokens) },
               { label: 'output', data: series.rows.map((row) => row.outputTokens) },
             ],
-            { stacked: true, bar: true },
+            { stacked: true, bar: true, partialLast },
           ),
         ),
       ),
       panel(
         'Cost (USD)',
-        orFailure([series], () => lineChart(labels, [{ label: 'cost', data: series.rows.map((row) => row.costUsd) }])),
+        orFailure([series], () =>
+          lineChart(labels, [{ label: 'cost', data: series.rows.map((row) => row.costUsd) }], {
+            bar: true,
+            partialLast,
+            format: moneyTick,
+          }),
+        ),
       ),
       panel(
         'Error rate',
-        orFailure([series], () => lineChart(labels, [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }])),
+        orFailure([series], () =>
+          lineChart(labels, [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }], { partialLast, format: percent }),
+        ),
       ),
       panel(
         'p99 latency (ms)',
         orFailure([series, latency], () =>
-          lineChart(labels, [{ label: 'p99', data: series.rows.map((row) => latencyByBucket.get(row.bucket)?.latencyP99Ms ?? null) }]),
+          lineChart(labels, [{ label: 'p99', data: series.rows.map((row) => latencyByBucket.get(row.bucket)?.latencyP99Ms ?? null) }], {
+            partialLast,
+          }),
         ),
       ),
     ),
@@ -117,10 +148,13 @@ export async function models(root: HTMLElement) {
         'div',
         { class: 'grid' },
         panel('Tokens by model', lineChart(labels, [{ label: 'total tokens', data: rows.map((row) => row.totalTokens) }], { bar: true })),
-        panel('Cost by model (USD)', lineChart(labels, [{ label: 'cost', data: rows.map((row) => row.costUsd) }], { bar: true })),
+        panel(
+          'Cost by model (USD)',
+          lineChart(labels, [{ label: 'cost', data: rows.map((row) => row.costUsd) }], { bar: true, format: moneyTick }),
+        ),
         panel(
           'Cache hit ratio by model (cache reads / input)',
-          lineChart(labels, [{ label: 'cache hit ratio', data: rows.map((row) => row.cacheHitRatio) }], { bar: true }),
+          lineChart(labels, [{ label: 'cache hit ratio', data: rows.map((row) => row.cacheHitRatio) }], { bar: true, format: percent }),
         ),
         panel(
           'Latency percentiles (ms)',
@@ -182,6 +216,7 @@ export async function errors(root: HTMLElement) {
             ? lineChart(
                 series.rows.map((row) => timeLabel(row.bucket)),
                 [{ label: 'error rate', data: series.rows.map((row) => row.errorRate) }],
+                { partialLast: isPartial(series.rows.at(-1)?.bucket, bucket), format: percent },
               )
             : empty(),
         ),
@@ -244,7 +279,7 @@ export async function users(root: HTMLElement) {
             ? lineChart(
                 split.rows.map((row) => row.userType),
                 [{ label: 'cost', data: split.rows.map((row) => row.costUsd) }],
-                { bar: true },
+                { bar: true, format: moneyTick },
               )
             : empty(),
         ),

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { ensureChromium } from '../../../scripts/stack/services.js';
 import { sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
+import { DEFAULT_PLAUSIBLE_BOUNDS } from '@otm/schemas';
 import {
   createTestKey,
   eventually,
@@ -62,11 +63,25 @@ beforeAll(async () => {
       }
     }
   }
+  // One outlier at the plausible bounds (100,000,000 input and output tokens, a 48-hour
+  // call, started an hour ago): it dominates every sum, and every card and axis must still read.
+  const outlier = structuredClone(records[0]!);
+  const hourAgo = Date.now() - 3_600_000;
+  outlier.user.id = 'outlier';
+  outlier.request = { modelId: 'gpt-4o', provider: 'openai', status: 'success' };
+  outlier.tokens = { input: DEFAULT_PLAUSIBLE_BOUNDS.maxTokens, output: DEFAULT_PLAUSIBLE_BOUNDS.maxTokens };
+  outlier.timing = {
+    startTime: new Date(hourAgo).toISOString(),
+    firstTokenTime: new Date(hourAgo + 500).toISOString(),
+    lastTokenTime: new Date(hourAgo + 2000).toISOString(),
+    latencyMs: DEFAULT_PLAUSIBLE_BOUNDS.maxCallMs,
+  };
+  records.push(outlier);
   const answers = await Promise.all(records.map((record) => postUsage(gateway.url, record, { 'x-api-key': key.key })));
-  expect(answers.every((answer) => answer.status === 202)).toBe(true);
+  expect(answers.map((answer) => answer.status)).toEqual(records.map(() => 202));
   const clickhouse = testClickHouse(n.database);
   await eventually(
-    async () => Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events'))[0]?.n) === 240,
+    async () => Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events'))[0]?.n) === 241,
     30_000,
   );
   await clickhouse.close();
@@ -116,7 +131,7 @@ describe('dashboard', () => {
 
   it('Overview draws charts from the posted records', async () => {
     await openPage('overview');
-    expect(await page.textContent('[data-metric="Requests"]')).toBe('240');
+    expect(await page.textContent('[data-metric="Requests"]')).toBe('241');
     expect(await page.locator('#page-overview canvas').count()).toBe(5);
     // A drawn chart has non-blank pixels.
     const drawn = await page.evaluate(() => {
@@ -137,6 +152,38 @@ describe('dashboard', () => {
       .allTextContents();
     expect(unpriced).toHaveLength(1);
     expect(unpriced[0]).toMatch(/^acme\/in-house-7b\d+\d+$/);
+  });
+
+  it('stays readable with an outlier at the plausible bounds and a partial current hour', async () => {
+    await openPage('overview');
+    // Cards: compact (201 M tokens: the outlier's 200 M and the rest), the exact value on hover, nothing cut off by its box.
+    const tokens = page.locator('[data-metric="Total tokens"]');
+    expect(await tokens.textContent()).toMatch(/^20[01] M$/);
+    expect(await tokens.getAttribute('title')).toMatch(/^200,\d{3},\d{3}$/);
+    expect(await page.textContent('[data-metric="Cost (USD)"]')).toMatch(/^\$1,2\d\d\.\d{2,4}$/);
+    const overflowing = await page.$$eval('.card .value', (values) =>
+      values.filter((value) => value.scrollWidth > value.clientWidth).map((value) => value.textContent),
+    );
+    expect(overflowing).toEqual([]);
+    // Axes: compact ticks, the y axis a small part of its chart.
+    const axes = await page.$$eval('#page-overview .chart', (holders) =>
+      holders.map((holder) => ({
+        axis: Number((holder as HTMLElement).dataset.yAxisWidth),
+        width: Number((holder as HTMLElement).dataset.width),
+        ticks: (holder as HTMLElement).dataset.yTicks ?? '',
+        partial: (holder as HTMLElement).dataset.partial,
+      })),
+    );
+    expect(axes).toHaveLength(5);
+    for (const { axis, width, ticks, partial } of axes) {
+      expect(axis).toBeGreaterThan(0);
+      expect(axis / width, ticks).toBeLessThan(0.2);
+      for (const tick of ticks.split('|')) expect(tick.length, ticks).toBeLessThanOrEqual(9);
+      // The records end now: the last hour is still filling, and every time chart says so.
+      expect(partial).toBe('last');
+    }
+    expect(axes[1]!.ticks).toMatch(/\d+ M/);
+    await page.screenshot({ path: path.join(shots, 'overview-outlier.png'), fullPage: true });
   });
 
   it('GET /v1/pipeline reports the consumer lag per partition, behind the admin token', async () => {
@@ -172,7 +219,7 @@ describe('dashboard', () => {
     await page.waitForSelector('text=No data in this time range yet.', { timeout: 15_000 });
     await page.screenshot({ path: path.join(shots, 'overview-empty.png'), fullPage: true });
     await page.selectOption('#environment', '');
-    await page.waitForSelector('[data-metric="Requests"]:has-text("240")', { timeout: 15_000 });
+    await page.waitForSelector('[data-metric="Requests"]:has-text("241")', { timeout: 15_000 });
   });
 
   it('AI Module Configurations: create a key, post with it, delete it, and the next post is refused', async () => {

@@ -1,6 +1,15 @@
 import os from 'node:os';
 import { parseTimestamp } from '@otm/schemas';
-import { bool, infrastructureSpec, metricsPortSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
+import {
+  bool,
+  infrastructureSpec,
+  metricsPortSpec,
+  nonNegativeInt,
+  parseConfig,
+  plausibleSpec,
+  positiveInt,
+  str,
+} from '@otm/shared/config';
 import { connectionLimitsSpec } from '@otm/shared/http-edge';
 
 export const gatewaySpec = {
@@ -59,6 +68,7 @@ export const gatewaySpec = {
   TIMESTAMP_EARLIEST: str({ default: '2000-01-01T00:00:00Z', desc: 'Timestamps before this are refused (RFC 3339)' }),
   TIMESTAMP_MAX_FUTURE_HOURS: positiveInt({ default: 24, desc: "Timestamps more than this after the gateway's clock are refused" }),
   CONTEXT_MAX_ARRAY_ITEMS: positiveInt({ default: 256, desc: 'Items in one array inside context' }),
+  ...plausibleSpec,
   KEY_CACHE_TTL_MS: positiveInt({ default: 1000, desc: 'Lifetime of a cached key look-up (must stay under 2000)' }),
   KEY_CACHE_OUTAGE_TTL_MS: nonNegativeInt({
     default: 600_000,

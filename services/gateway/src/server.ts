@@ -147,6 +147,8 @@ const app = await buildApp(
       earliestMs: parseTimestamp(config.TIMESTAMP_EARLIEST)!,
       maxFutureMs: config.TIMESTAMP_MAX_FUTURE_HOURS * 3_600_000,
       maxContextArrayItems: config.CONTEXT_MAX_ARRAY_ITEMS,
+      maxTokens: config.TOKENS_MAX,
+      maxCallMs: config.CALL_DURATION_MAX_HOURS * 3_600_000,
     },
     https: config.GATEWAY_PLAIN_HTTP
       ? undefined

@@ -1,5 +1,5 @@
 import { retentionSpec } from '@otm/shared/rollups/retention';
-import { infrastructureSpec, metricsPortSpec, nonNegativeInt, parseConfig, positiveInt, str } from '@otm/shared/config';
+import { infrastructureSpec, metricsPortSpec, nonNegativeInt, parseConfig, plausibleSpec, positiveInt, str } from '@otm/shared/config';
 
 export const ingesterSpec = {
   ...infrastructureSpec,
@@ -23,6 +23,11 @@ export const ingesterSpec = {
   PRICE_TABLE_FILE: str({
     default: '',
     desc: 'JSON file of price overrides (negotiated or private prices, optionally dated) that win over the price database: docs/pricing.md',
+  }),
+  ...plausibleSpec,
+  OUTPUT_TOKENS_PER_SEC_MAX: positiveInt({
+    default: 100_000,
+    desc: 'Derived output tokens per second at most; beyond it the value is stored as null and named in anomalies (the record is kept)',
   }),
   ...retentionSpec,
   ...metricsPortSpec(9465, 'Prometheus metrics, /healthz and /readyz'),

@@ -19,7 +19,7 @@
 // before the latest rebalance is never inserted: its partition may belong to another
 // member by now.
 import { undecodableBatch, type Consumer, type EachBatchPayload, type KafkaMessage, type UndecodableBatch } from '@otm/shared/kafka';
-import type { QueuedUsageRecord } from '@otm/schemas';
+import type { PlausibleBounds, QueuedUsageRecord } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
 import { enrich } from './enrich-step.js';
 import { encodeRow, type EncodedRow } from './encode-step.js';
@@ -66,6 +66,8 @@ export interface ConsumerDeps {
   erasures: Erasures;
   deadLetters: DeadLetterSink;
   prices: PriceTable;
+  /** What one call can plausibly report; beyond it a value is stored as null (enrich). Default: DEFAULT_PLAUSIBLE_BOUNDS. */
+  plausible?: PlausibleBounds;
   metrics: IngesterMetrics;
   logger: Logger;
 }
@@ -222,7 +224,7 @@ export class UsageConsumer {
     alive: () => boolean,
     heartbeat: () => Promise<void>,
   ): Promise<DecodedChunk> {
-    const { decoder, prices } = this.deps;
+    const { decoder, prices, plausible } = this.deps;
     let oldestMs = Infinity;
     for (const message of chunk) oldestMs = Math.min(oldestMs, Number(message.timestamp));
     const decodedChunk: DecodedChunk = {
@@ -260,7 +262,7 @@ export class UsageConsumer {
       // throw out of the consumer loop.
       let row: EncodedRow;
       try {
-        row = encodeRow(enrich(decoded.value, prices, Date.now(), message.value));
+        row = encodeRow(enrich(decoded.value, prices, Date.now(), message.value, plausible));
       } catch (error) {
         addDeadLetter(decodedChunk, message, 'enrich_failed', deadLetterReason('enrich_failed', { detail: (error as Error).message }));
         continue;

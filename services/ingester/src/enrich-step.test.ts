@@ -137,6 +137,68 @@ describe('formatDateTime', () => {
   });
 });
 
+describe('plausible values (a record that did not come through the gateway)', () => {
+  const bounds = { maxTokens: 1_000, maxCallMs: 60_000, maxOutputTokensPerSec: 10_000 };
+
+  it('stores a value past its bound as null, named in anomalies, and derives nothing from it', () => {
+    const record = structuredClone(base);
+    record.tokens = { input: 1_001, output: 500, total: 2_001, reasoning: 1_001 };
+    record.timing = {
+      startTime: '2026-11-22T10:00:00Z',
+      firstTokenTime: '2026-11-22T10:00:00.250Z',
+      lastTokenTime: '2026-11-22T10:01:00.001Z',
+      latencyMs: 60_001,
+    };
+    const { event } = enrich(queued(record), prices, Date.now(), null, bounds);
+    expect(event).toMatchObject({
+      input_tokens: null,
+      output_tokens: 500,
+      sent_total_tokens: null,
+      reasoning_tokens: null,
+      total_tokens: 500,
+      sent_latency_ms: null,
+      first_token_time_ms: Date.parse('2026-11-22T10:00:00.250Z'),
+      last_token_time_ms: null,
+      latency_ms: null,
+      ttft_ms: 250,
+      output_tokens_per_sec: null,
+      cost_usd: null,
+    });
+    expect(event.anomalies).toEqual([
+      'timing.lastTokenTime:implausible',
+      'tokens.input:implausible',
+      'tokens.total:implausible',
+      'tokens.reasoning:implausible',
+      'timing.latencyMs:implausible',
+    ]);
+  });
+
+  it('keeps every value at its bound; a derived rate past its bound is nulled, the record kept', () => {
+    const atBounds = structuredClone(base);
+    atBounds.tokens = { input: 1_000, output: 1_000, total: 2_000 };
+    atBounds.timing = {
+      startTime: '2026-11-22T10:00:00Z',
+      firstTokenTime: '2026-11-22T10:00:59.900Z',
+      lastTokenTime: '2026-11-22T10:01:00Z',
+      latencyMs: 60_000,
+    };
+    const { event } = enrich(queued(atBounds), prices, Date.now(), null, bounds);
+    expect(event).toMatchObject({
+      input_tokens: 1_000,
+      output_tokens: 1_000,
+      sent_total_tokens: 2_000,
+      latency_ms: 60_000,
+      ttft_ms: 59_900,
+    });
+    // 1,000 tokens in 100 ms: 10,000 per second, at the bound.
+    expect(event.output_tokens_per_sec).toBeCloseTo(10_000, 6);
+    expect(event.anomalies).toEqual([]);
+    atBounds.timing.firstTokenTime = '2026-11-22T10:00:59.901Z';
+    const past = enrich(queued(atBounds), prices, Date.now(), null, bounds).event;
+    expect(past).toMatchObject({ output_tokens_per_sec: null, input_tokens: 1_000, anomalies: ['output_tokens_per_sec:implausible'] });
+  });
+});
+
 describe('cost with token detail (schema v2), by the price database', () => {
   // Hand-computed from each provider's published rules (as the database holds them),
   // USD per million tokens: OpenAI bills cache reads at its cached-input price, cache

@@ -10,7 +10,7 @@
 // `anomalies`; nothing here throws on a schema-valid record.
 import { isUtf8 } from 'node:buffer';
 import { hash } from 'node:crypto';
-import { parseTimestamp, type QueuedUsageRecord } from '@otm/schemas';
+import { DEFAULT_PLAUSIBLE_BOUNDS, parseTimestamp, tokenBound, type PlausibleBounds, type QueuedUsageRecord } from '@otm/schemas';
 import { costUsd, priceAt, pricesTokens, type PriceTable } from './prices.js';
 import { formatDateTime } from '@otm/shared/clickhouse-values';
 import { HEADER_BYTES } from '@otm/shared/registry';
@@ -140,32 +140,56 @@ function wellFormed<T extends string | null | undefined>(text: T, field: string,
   return text.toWellFormed() as T;
 }
 
-/** `wire`: the Kafka message `queued` was decoded from, when there is one (its digest is then read from it: recordDigest). */
-export function enrich(queued: QueuedUsageRecord, prices: PriceTable, now = Date.now(), wire?: Buffer | null): EnrichedRecord {
+/**
+ * `wire`: the Kafka message `queued` was decoded from, when there is one (its digest is
+ * then read from it: recordDigest). `plausible`: the bounds the gateway refuses beyond; a
+ * record that came another way is stored with such a value nulled, named in `anomalies`.
+ */
+export function enrich(
+  queued: QueuedUsageRecord,
+  prices: PriceTable,
+  now = Date.now(),
+  wire?: Buffer | null,
+  plausible: PlausibleBounds = DEFAULT_PLAUSIBLE_BOUNDS,
+): EnrichedRecord {
   const { meta, record } = queued;
   const anomalies: string[] = [];
   const text = <T extends string | null | undefined>(value: T, field: string) => wellFormed(value, field, anomalies);
+  const atMost = (value: number | null, max: number, field: string) => {
+    if (value === null || value <= max) return value;
+    anomalies.push(`${field}:implausible`);
+    return null;
+  };
   const receivedMs = storableInstant(meta.receivedAt, 'meta.receivedAt', anomalies) ?? now;
   const start = storableInstant(record.timing?.startTime, 'timing.startTime', anomalies);
-  const first = storableInstant(record.timing?.firstTokenTime, 'timing.firstTokenTime', anomalies);
-  const last = storableInstant(record.timing?.lastTokenTime, 'timing.lastTokenTime', anomalies);
-  const input = record.tokens?.input ?? null;
-  const output = record.tokens?.output ?? null;
-  const sentTotal = record.tokens?.total ?? null;
-  const cachedInput = record.tokens?.cachedInput ?? null;
-  const cacheWrite = record.tokens?.cacheWrite ?? null;
-  const reasoning = record.tokens?.reasoning ?? null;
+  // A first or last token further after the start than any call lasts is not kept (nor what it would derive).
+  const sinceStart = (at: number | null, field: string) =>
+    at !== null && start !== null && atMost(at - start, plausible.maxCallMs, field) === null ? null : at;
+  const first = sinceStart(storableInstant(record.timing?.firstTokenTime, 'timing.firstTokenTime', anomalies), 'timing.firstTokenTime');
+  const last = sinceStart(storableInstant(record.timing?.lastTokenTime, 'timing.lastTokenTime', anomalies), 'timing.lastTokenTime');
+  const tokens = (value: number | undefined, field: 'input' | 'output' | 'total' | 'cachedInput' | 'cacheWrite' | 'reasoning') =>
+    atMost(value ?? null, tokenBound(field, plausible.maxTokens), `tokens.${field}`);
+  const input = tokens(record.tokens?.input, 'input');
+  const output = tokens(record.tokens?.output, 'output');
+  const sentTotal = tokens(record.tokens?.total, 'total');
+  const cachedInput = tokens(record.tokens?.cachedInput, 'cachedInput');
+  const cacheWrite = tokens(record.tokens?.cacheWrite, 'cacheWrite');
+  const reasoning = tokens(record.tokens?.reasoning, 'reasoning');
   // The gateway refuses detail larger than its whole; a direct producer's is stored as sent, named here, capped in the cost.
   if (input !== null && (cachedInput ?? 0) + (cacheWrite ?? 0) > input) anomalies.push('tokens.cachedInput:exceeds_input');
   if (output !== null && (reasoning ?? 0) > output) anomalies.push('tokens.reasoning:exceeds_output');
-  const sentLatency = record.timing?.latencyMs ?? null;
+  const sentLatency = atMost(record.timing?.latencyMs ?? null, plausible.maxCallMs, 'timing.latencyMs');
 
   const outOfOrder = start !== null && first !== null && last !== null && (first < start || last < first || last < start);
   const span = start !== null && last !== null && last >= start ? last - start : null;
   const latency = sentLatency ?? span;
   const ttft = start !== null && first !== null && first >= start ? first - start : null;
   const streamSeconds = first !== null && last !== null && last > first ? (last - first) / 1000 : null;
-  const tokensPerSecond = output !== null && streamSeconds !== null ? output / streamSeconds : null;
+  const tokensPerSecond = atMost(
+    output !== null && streamSeconds !== null ? output / streamSeconds : null,
+    plausible.maxOutputTokensPerSec,
+    'output_tokens_per_sec',
+  );
 
   // Bucketing time: when the call started, else when the gateway received it.
   const eventMs = start ?? receivedMs;

@@ -163,6 +163,11 @@ const usageConsumer = new UsageConsumer(
     }),
     deadLetters: new KafkaDeadLetters(dlqProducer, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),
+    plausible: {
+      maxTokens: config.TOKENS_MAX,
+      maxCallMs: config.CALL_DURATION_MAX_HOURS * 3_600_000,
+      maxOutputTokensPerSec: config.OUTPUT_TOKENS_PER_SEC_MAX,
+    },
     metrics,
     logger,
   },

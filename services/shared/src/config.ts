@@ -39,6 +39,19 @@ export function metricsPortSpec(defaultPort: number, serves = 'Prometheus metric
 }
 
 /** Validators shared by every service that talks to the stack. */
+/**
+ * What one call can plausibly report (docs/limits.md, "Plausible values"): the gateway
+ * refuses a record beyond them; the ingester stores a record beyond them that came
+ * another way with the value nulled and named in its anomalies. Keep both services alike.
+ */
+export const plausibleSpec = {
+  TOKENS_MAX: positiveInt({ default: 100_000_000, desc: 'Each token count of a record at most (input, output, total and their detail)' }),
+  CALL_DURATION_MAX_HOURS: positiveInt({
+    default: 48,
+    desc: 'timing.latencyMs, and the time from timing.startTime to the first and to the last token, at most',
+  }),
+};
+
 export const infrastructureSpec = {
   KAFKA_BROKERS: csv({ default: ['127.0.0.1:19092'], desc: 'Kafka bootstrap brokers, comma-separated' }),
   KAFKA_CLIENT_ID: str({ default: 'otm-telemetry', desc: 'Prefix of the Kafka client ids (the service name is appended)' }),
