@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projectRoot, stackEnv } from './helpers/stack.js';
+import { createTestKey, fixture, postUsage, projectRoot, stackEnv, startGateway, uniqueName } from './helpers/stack.js';
 
 const tsx = path.join(projectRoot, 'node_modules/.bin/tsx');
 
@@ -223,4 +223,42 @@ describe('services, dependencies they cannot use at start', () => {
     },
     60_000,
   );
+});
+
+describe('a registry the services may only read (SCHEMA_REGISTRY_REGISTER=false)', () => {
+  const subject = `${uniqueName('readonly')}-value`;
+  const env = {
+    SCHEMA_SUBJECT: subject,
+    SCHEMA_REGISTRY_REGISTER: 'false',
+    GATEWAY_PORT: '0',
+    METRICS_PORT: '0',
+    GATEWAY_PLAIN_HTTP: 'true',
+  };
+
+  it('the gateway ends with one fatal line naming the subject when the schema is not registered, and starts once it is', async () => {
+    const refused = await run('services/gateway/src/server.ts', [], env);
+    expect(fatalLines(refused.stdout), refused.stdout).toEqual([
+      `the schema registry: the schema this release writes is not registered under subject "${subject}": register it first (npm run register-schemas, with rights to write the registry), or let the service register it (SCHEMA_REGISTRY_REGISTER=true); check SCHEMA_REGISTRY_REGISTER`,
+    ]);
+    expect(refused.code).toBe(1);
+
+    const registered = await run('register-schemas', [], { SCHEMA_SUBJECT: subject });
+    expect(registered.code, registered.stderr).toBe(0);
+    expect(registered.stdout).toMatch(new RegExp(`^${subject}: schema id \\d+$`, 'm'));
+
+    // Registered: the gateway only looks the schema up, and takes records.
+    const keyPrefix = `${uniqueName('ro')}:`;
+    const gateway = await startGateway({
+      topic: uniqueName('readonly'),
+      keyPrefix,
+      extraEnv: { SCHEMA_SUBJECT: subject, SCHEMA_REGISTRY_REGISTER: 'false' },
+    });
+    try {
+      const { key } = await createTestKey(keyPrefix, 'qa', 'readonly');
+      const answer = await postUsage(gateway.url, fixture('valid/success.json'), { 'x-api-key': key });
+      expect(answer.status, answer.text).toBe(202);
+    } finally {
+      await gateway.stop();
+    }
+  }, 90_000);
 });

@@ -481,6 +481,53 @@ export async function keys(root: HTMLElement) {
       ),
     ),
   );
+  // Records that should never have been counted: removed by request id or event key.
+  const removeIds = h('textarea', {
+    id: 'remove-ids',
+    rows: 3,
+    'aria-label': 'Request ids or event keys',
+    placeholder: 'Request ids or event keys, one per line',
+  }) as HTMLTextAreaElement;
+  const removeReason = h('input', {
+    id: 'remove-reason',
+    'aria-label': 'Reason',
+    placeholder: 'Reason, e.g. a load test record',
+  }) as HTMLInputElement;
+  const removalState = h('div', { id: 'removal-state', class: 'muted' });
+  const remove = h(
+    'button',
+    {
+      class: 'danger',
+      id: 'remove-records',
+      onClick: async () => {
+        const ids = [
+          ...new Set(
+            removeIds.value
+              .split('\n')
+              .map((line) => line.trim())
+              .filter(Boolean),
+          ),
+        ].slice(0, 1000);
+        if (ids.length === 0) return removeIds.focus();
+        if (!removeReason.value.trim()) return removeReason.focus();
+        if (!confirm(`Remove ${ids.length} record id(s) from history? Every total and chart they were counted in changes.`)) return;
+        // A request id is the event key of a record sent without an Idempotency-Key: each line is tried as both.
+        let job = await api<Row>('/v1/admin/records/removals', {
+          method: 'POST',
+          body: JSON.stringify({ requestIds: ids, eventKeys: ids, reason: removeReason.value.trim() }),
+        });
+        removalState.textContent = 'Removing…';
+        while (job.state === 'running') {
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+          job = await api<Row>(`/v1/admin/records/removals/${job.id}`);
+        }
+        removalState.textContent =
+          job.state === 'done' ? `${job.records} record(s) removed; every rollup they were counted in rebuilt.` : `Failed: ${job.error}`;
+        await renderAudit();
+      },
+    },
+    'Remove',
+  );
   root.append(
     panel('Create an ingest key', h('div', {}, h('div', { class: 'row' }, name, environment, capture, create), created)),
     h('div', { class: 'gap-above' }),
@@ -497,6 +544,21 @@ export async function keys(root: HTMLElement) {
           "What is kept of prompts and responses: full, redact (personal data and credentials replaced), or metadata-only (never stored). A key keeps the stricter of its own policy and its environment's.",
         ),
         environmentPolicies,
+      ),
+    ),
+    h('div', { class: 'gap-above' }),
+    panel(
+      'Remove records from history',
+      h(
+        'div',
+        {},
+        h(
+          'p',
+          { class: 'muted' },
+          'Records that should never have been counted (a test record, a producer bug) are deleted and every total they were counted in is rebuilt. Written to the audit log.',
+        ),
+        h('div', { class: 'row' }, removeIds, removeReason, remove),
+        removalState,
       ),
     ),
     h('div', { class: 'gap-above' }),

@@ -71,6 +71,40 @@ const environmentCaptures = {
   },
 } as const;
 
+/** Records to remove from history: by event key, by request id, or both (1,000 of each at most). */
+export const removalBody = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['reason'],
+  properties: {
+    eventKeys: { type: 'array', maxItems: 1000, items: { type: 'string', minLength: 1, maxLength: 1024 } },
+    requestIds: { type: 'array', maxItems: 1000, items: { type: 'string', minLength: 1, maxLength: 1024 } },
+    reason: { type: 'string', minLength: 1, maxLength: 1024, description: 'Why the records go (kept in the audit log)' },
+  },
+  anyOf: [
+    { required: ['eventKeys'], properties: { eventKeys: { minItems: 1 } } },
+    { required: ['requestIds'], properties: { requestIds: { minItems: 1 } } },
+  ],
+} as const;
+
+const removalJob = {
+  type: 'object',
+  required: ['id', 'state', 'eventKeys', 'requestIds', 'reason', 'requestedAt'],
+  properties: {
+    id: { type: 'string' },
+    state: { type: 'string', enum: ['running', 'done', 'failed'] },
+    eventKeys: { type: 'array', items: { type: 'string' } },
+    requestIds: { type: 'array', items: { type: 'string' } },
+    reason: { type: 'string' },
+    requestedAt: { type: 'string', format: 'date-time' },
+    finishedAt: { type: 'string', format: 'date-time' },
+    records: { type: 'integer', description: 'Records found and removed (0 when none is left: asking again is harmless)' },
+    removed: { type: 'object', properties: { events: { type: 'integer' }, io: { type: 'integer' } } },
+    error: { type: 'string' },
+    statusUrl: { type: 'string', description: 'Where to follow the job (in the 202 answer)' },
+  },
+} as const;
+
 const erasureJob = {
   type: 'object',
   required: ['id', 'environment', 'userId', 'state', 'step', 'requestedAt'],
@@ -229,6 +263,25 @@ export const adminRouteDocs: AdminRouteDoc[] = [
     operationId: 'erasureJob',
     summary: 'An erasure job',
     answers: { 200: { description: 'The job', schema: erasureJob } },
+    errors: ['AuthError', 'NotFound', 'Unavailable'],
+  },
+  {
+    method: 'post',
+    url: '/v1/admin/records/removals',
+    operationId: 'removeRecords',
+    summary: 'Remove records from history by event key or request id (a job: follow statusUrl)',
+    description:
+      'Deletes the records from usage_events, usage_io and usage_events_by_user and fixes every rollup they were counted in; written to the audit log. Asking again is harmless: records already gone are not found.',
+    body: removalBody,
+    answers: { 202: { description: 'The job, started', schema: removalJob } },
+    errors: ['ValidationError', 'AuthError', 'Unavailable'],
+  },
+  {
+    method: 'get',
+    url: '/v1/admin/records/removals/:id',
+    operationId: 'removalJob',
+    summary: 'A record removal job',
+    answers: { 200: { description: 'The job', schema: removalJob } },
     errors: ['AuthError', 'NotFound', 'Unavailable'],
   },
 ];

@@ -33,6 +33,7 @@ let admin: ServiceProcess;
 let browser: Browser;
 let page: Page;
 const consoleErrors: string[] = [];
+let outlierRequestId: string;
 
 beforeAll(async () => {
   const executablePath = ensureChromium();
@@ -79,6 +80,7 @@ beforeAll(async () => {
   records.push(outlier);
   const answers = await Promise.all(records.map((record) => postUsage(gateway.url, record, { 'x-api-key': key.key })));
   expect(answers.map((answer) => answer.status)).toEqual(records.map(() => 202));
+  outlierRequestId = answers.at(-1)!.body.requestId;
   const clickhouse = testClickHouse(n.database);
   await eventually(
     async () => Number((await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events'))[0]?.n) === 241,
@@ -281,6 +283,21 @@ describe('the page under its own security policy', () => {
 });
 
 describe('a query stopped at its execution limit', () => {
+  it('removes the outlier from history in AI Module Configurations: the totals drop back', async () => {
+    await openPage('overview');
+    const requests = async () => Number((await page.textContent('[data-metric="Requests"]'))!.replaceAll(',', ''));
+    const before = await requests();
+    await openPage('keys');
+    await page.fill('#remove-ids', outlierRequestId);
+    await page.fill('#remove-reason', 'the outlier of the browser test');
+    await page.click('#remove-records');
+    await page.waitForSelector('#removal-state:has-text("1 record(s) removed")', { timeout: 60_000 });
+    expect(await page.locator('#audit-log').textContent()).toContain('records.remove.done');
+    await openPage('overview');
+    expect(await requests()).toBe(before - 1);
+    expect(await page.textContent('[data-metric="Total tokens"]')).not.toMatch(/M$/);
+  });
+
   it('is answered 504 QueryTimeout with the documented body, and the dashboard shows its message in place of the charts', async () => {
     // The same data behind a second admin service whose queries may read at most 1 row.
     const limited = await startService(

@@ -8,6 +8,8 @@ import { AuditLog } from '@otm/shared/audit';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import { ErasureJobs } from '@otm/shared/rollups/erasure';
 import { registerErasureRoutes } from './erasure-routes.js';
+import { registerRemovalRoutes } from './removal-routes.js';
+import { RemovalJobs } from '@otm/shared/rollups/removal';
 import { ErasureAnnouncer } from '@otm/shared/erasure-announcements';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { migrate, requireMigrated } from '@otm/shared/migrate';
@@ -97,6 +99,7 @@ const erasureAnnouncer = new ErasureAnnouncer(
   kafka,
   createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config)),
   config.ERASURE_TOPIC,
+  config.SCHEMA_REGISTRY_REGISTER,
 );
 const erasureJobs = new ErasureJobs(
   redis,
@@ -112,6 +115,19 @@ const erasureJobs = new ErasureJobs(
   },
   // Connected at the first erasure: the admin service starts without Kafka.
   erasureAnnouncer,
+);
+
+const removalJobs = new RemovalJobs(
+  redis,
+  config.REDIS_KEY_PREFIX,
+  clickhouse,
+  new RollupFence(redis, config.REDIS_KEY_PREFIX),
+  audit,
+  logger,
+  {
+    mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
+    cluster: config.CLICKHOUSE_CLUSTER,
+  },
 );
 
 const app = await buildAdminApp(
@@ -142,6 +158,7 @@ const app = await buildAdminApp(
         }),
       (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
       (secured) => registerErasureRoutes(secured, erasureJobs),
+      (secured) => registerRemovalRoutes(secured, removalJobs),
     ],
     publicRoutes: [registerDashboard],
     metrics,

@@ -7,7 +7,7 @@ import { buildQueuedRecordSchema, compileValidators, parseTimestamp, QUEUED_CONT
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createLogger } from '@otm/shared/logger';
 import { createKafka, ensureTopic, kafkaSettingsFrom } from '@otm/shared/kafka';
-import { createRegistry, fetchJsonSchema, registerJsonSchema, registryAccessFrom } from '@otm/shared/registry';
+import { createRegistry, fetchJsonSchema, schemaIdFor, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { buildApp } from './app.js';
@@ -48,7 +48,7 @@ const registry = createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(c
 const { schemaId, validators } = await startStep(
   logger,
   async () => {
-    const id = await registerJsonSchema(registry, config.SCHEMA_SUBJECT, buildQueuedRecordSchema());
+    const id = await schemaIdFor(registry, config.SCHEMA_SUBJECT, buildQueuedRecordSchema(), config.SCHEMA_REGISTRY_REGISTER);
     return { schemaId: id, validators: compileValidators(await fetchJsonSchema(registry, id)) };
   },
   (error) => registryFailure(error, config.SCHEMA_REGISTRY_URL),

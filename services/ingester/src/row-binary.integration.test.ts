@@ -28,7 +28,11 @@ function records(): EnrichedRecord[] {
   odd[3]!.error = { code: 'é_code', message: '' };
   odd[3]!.request.status = 'error';
   const prices = PriceTable.load();
-  const enriched = queuedRecords(sample, { eventKey: (index) => `rb-${index}` }).map((record) => enrich(record, prices));
+  // No plausible bounds: the encoding of the largest integers the schema allows is what is tested here.
+  const unbounded = { maxTokens: Number.MAX_SAFE_INTEGER, maxCallMs: Number.MAX_SAFE_INTEGER, maxOutputTokensPerSec: Infinity };
+  const enriched = queuedRecords(sample, { eventKey: (index) => `rb-${index}` }).map((record) =>
+    enrich(record, prices, Date.now(), null, unbounded),
+  );
   enriched[5]!.event.anomalies = ['timing.startTime:unreadable', 'io.prompt:not_well_formed'];
   enriched[6]!.event.output_tokens_per_sec = 1 / 3;
   return enriched;

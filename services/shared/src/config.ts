@@ -90,6 +90,10 @@ export const infrastructureSpec = {
   SCHEMA_REGISTRY_PASSWORD: str({ default: '', desc: 'Registry basic-auth password' }),
   SCHEMA_REGISTRY_CA_FILE: str({ default: '', desc: "PEM file of the CAs that sign an https registry's certificate; empty: the system's" }),
   SCHEMA_SUBJECT: str({ default: 'telemetry.usage.v1-value', desc: 'Registry subject of the queued-record schema' }),
+  SCHEMA_REGISTRY_REGISTER: bool({
+    default: true,
+    desc: "Register the schemas this release writes and set their subjects' compatibility at start (rights to write the registry); false: only look them up (rights to read), and fail at start naming the subject when one is not registered (npm run register-schemas registers them)",
+  }),
   REDIS_URL: url({ default: 'redis://127.0.0.1:16379', desc: 'Redis: API keys, revocation messages, dedupe keys' }),
   REDIS_TLS_CA_FILE: str({
     default: '',

@@ -2,6 +2,7 @@
 // wrong in a few words, and the variables to fix. The command-line tools check their
 // dependencies first with these (reachRedis, reachClickHouse) and print the line
 // instead of a stack trace; runCommand does the printing and the exit code.
+import { SchemaNotRegisteredError } from './registry.js';
 import type { ClickHouseClient } from './clickhouse.js';
 import { createRedis, lastRedisError, type Redis } from './redis.js';
 
@@ -220,6 +221,8 @@ export function kafkaFailure(error: unknown, brokers: string): DependencyError {
 
 export function registryFailure(error: unknown, url: string): DependencyError {
   const address = safeAddress(url);
+  if (error instanceof SchemaNotRegisteredError)
+    return new DependencyError('the schema registry', error.message, ['SCHEMA_REGISTRY_REGISTER']);
   for (const { message } of chain(error)) {
     if (/\b(401|403)\b|Unauthorized|Forbidden/i.test(message))
       return new DependencyError(

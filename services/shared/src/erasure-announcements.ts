@@ -9,7 +9,7 @@
 import { erasureAnnouncementSchema, QUEUED_CONTENT_TYPE, type ErasureAnnouncement } from '@otm/schemas';
 import { createDurableProducer, ensureTopic, type Kafka, type Producer } from './kafka.js';
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
-import { encodeWire, registerJsonSchema } from './registry.js';
+import { encodeWire, schemaIdFor } from './registry.js';
 
 /** The compacted topic's settings: one message per key kept, none deleted by age. */
 export const ERASURE_TOPIC_CONFIG = { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' } as const;
@@ -24,6 +24,8 @@ export class ErasureAnnouncer {
     private readonly kafka: Kafka,
     private readonly registry: SchemaRegistry,
     private readonly topic: string,
+    /** Register the announcement schema (rights to write the registry), else only look it up. */
+    private readonly register = true,
   ) {}
 
   /** Writes the announcement, acknowledged by every in-sync replica; throws when Kafka or the registry is away. */
@@ -45,7 +47,7 @@ export class ErasureAnnouncer {
   private connected(): Promise<{ producer: Producer; schemaId: number }> {
     this.ready ??= (async () => {
       await ensureTopic(this.kafka, this.topic, 1, 30_000, ERASURE_TOPIC_CONFIG);
-      const schemaId = await registerJsonSchema(this.registry, `${this.topic}-value`, erasureAnnouncementSchema);
+      const schemaId = await schemaIdFor(this.registry, `${this.topic}-value`, erasureAnnouncementSchema, this.register);
       const producer = createDurableProducer(this.kafka, { retries: 5, maxRetryTimeMs: 30_000 });
       await producer.connect();
       return { producer, schemaId };

@@ -198,6 +198,7 @@ export const refusals = {
   // Admin.
   keyNotFound: { errorType: 'NotFound', message: 'No key with this id.' },
   erasureNotFound: { errorType: 'NotFound', message: 'No erasure job with this id.' },
+  removalNotFound: { errorType: 'NotFound', message: 'No removal job with this id.' },
   keyNameInvalid: { errorType: 'ValidationError', message: 'The key name cannot be used.' },
   queryInvalid: { errorType: 'ValidationError', message: 'Invalid query parameters.' },
   queryTimeout: { errorType: 'QueryTimeout', message: ({ detail }: { detail: string }) => detail },

@@ -82,6 +82,31 @@ export async function registerJsonSchema(registry: SchemaRegistry, subject: stri
   }
 }
 
+/**
+ * The id of `schema` under `subject`: registered (registerJsonSchema; rights to write the
+ * registry) when `register`, else only looked up (rights to read), a schema not
+ * registered there failing with SchemaNotRegisteredError.
+ */
+export async function schemaIdFor(registry: SchemaRegistry, subject: string, schema: object, register: boolean): Promise<number> {
+  if (register) return registerJsonSchema(registry, subject, schema);
+  try {
+    return await registry.getRegistryIdBySchema(subject, { type: SchemaType.JSON, schema: JSON.stringify(schema) });
+  } catch (error) {
+    // The client turns the registry's 404 (no such subject, or not this schema under it) into this error.
+    if ((error as Error).name === 'ConfluentSchemaRegistryError') throw new SchemaNotRegisteredError(subject);
+    throw error;
+  }
+}
+
+export class SchemaNotRegisteredError extends Error {
+  constructor(readonly subject: string) {
+    super(
+      `the schema this release writes is not registered under subject "${subject}": register it first (npm run register-schemas, with rights to write the registry), or let the service register it (SCHEMA_REGISTRY_REGISTER=true)`,
+    );
+    this.name = 'SchemaNotRegisteredError';
+  }
+}
+
 /** The schema document the registry holds for id, as parsed JSON. */
 export async function fetchJsonSchema(registry: SchemaRegistry, id: number): Promise<Record<string, unknown>> {
   // getSchema() would build the registry client's own validator; the raw

@@ -26,6 +26,7 @@ import { sqlString } from '../clickhouse-values.js';
 import type { RollupFence, FenceInterval } from './fence.js';
 import type { Logger } from '../logger.js';
 import type { Redis } from '../redis.js';
+import { JobStore } from '../job-store.js';
 import { mutate } from '../mutations.js';
 import { SCALED_ROLLUPS, aggregateViews, derivedRollupSql, rebuildRollupSql, rollupsFinestFirst } from './views.js';
 import { isBackfilled } from './backfill.js';
@@ -76,31 +77,28 @@ export interface ErasureOptions {
  */
 type ErrorKey = { minute: string; minute_ms: string; provider: string; model_id: string; error_code: string; error_message_hex: string };
 
-const JOB_TTL_SECONDS = 30 * 86_400;
-
 export class ErasureJobs {
   constructor(
-    private readonly redis: Redis,
-    private readonly prefix: string,
+    redis: Redis,
+    prefix: string,
     private readonly clickhouse: ClickHouseClient,
     private readonly erasures: RollupFence,
     private readonly audit: Pick<AuditLog, 'record'>,
     private readonly logger: Logger,
     private readonly options: ErasureOptions,
     private readonly announcer: { announce(announcement: ErasureAnnouncement): Promise<void> },
-  ) {}
-
-  private jobKey(id: string): string {
-    return `${this.prefix}erasure-job:${id}`;
+  ) {
+    this.jobs = new JobStore(redis, prefix, 'erasure');
   }
+
+  private readonly jobs: JobStore<ErasureJob>;
 
   async get(id: string): Promise<ErasureJob | null> {
-    const text = await this.redis.get(this.jobKey(id));
-    return text ? (JSON.parse(text) as ErasureJob) : null;
+    return this.jobs.get(id);
   }
 
-  private async save(job: ErasureJob): Promise<void> {
-    await this.redis.set(this.jobKey(job.id), JSON.stringify(job), 'EX', JOB_TTL_SECONDS);
+  private save(job: ErasureJob): Promise<void> {
+    return this.jobs.save(job);
   }
 
   /** Writes the audit entry and the job, then runs it in the background. */

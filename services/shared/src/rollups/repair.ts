@@ -81,7 +81,7 @@ const rowsOf =
   async <T>(query: string): Promise<T[]> =>
     (await clickhouse.query({ query, format: 'JSONEachRow', clickhouse_settings: LONG_QUERY })).json<T>();
 
-const chunked = <T>(list: readonly T[], size: number): T[][] =>
+export const chunked = <T>(list: readonly T[], size: number): T[][] =>
   Array.from({ length: Math.ceil(list.length / size) }, (_, index) => list.slice(index * size, (index + 1) * size));
 
 export async function recountRollups(
@@ -144,6 +144,137 @@ export async function recountRollups(
   return outcome;
 }
 
+/**
+ * The groups of one aggregating view that given records fall in, noted from usage_events
+ * while it holds them: compared (records usage_events holds against records the rollup
+ * counts) and rebuilt from usage_events group by group. Used by the recount below and by
+ * record removal (removal.ts), which notes the groups before deleting the records.
+ */
+export class RollupGroups {
+  readonly groups = new Map<string, Group>();
+
+  private constructor(
+    private readonly clickhouse: ClickHouseClient,
+    readonly view: AggregateView,
+  ) {}
+
+  /** The view's groups of the records of `keyChunks` (event key literals, comma-joined), with how many each holds. */
+  static async note(clickhouse: ClickHouseClient, view: AggregateView, keyChunks: readonly string[]): Promise<RollupGroups> {
+    const noted = new RollupGroups(clickhouse, view);
+    for (const [chunk, keys] of keyChunks.entries()) {
+      const found = await rowsOf(clickhouse)<Record<string, string>>(
+        `SELECT ${noted.read(noted.expressions)}, count() AS k FROM usage_events WHERE ${noted.where(`event_key IN (${keys})`)} GROUP BY ${noted.aliases}`,
+      );
+      for (const row of found) {
+        const id = noted.idOf(row);
+        const group = noted.groups.get(id) ?? {
+          values: view.groups.map((_, index) => String(row[`g${index}`])),
+          records: 0,
+          chunks: new Set(),
+        };
+        group.records += Number(row.k);
+        group.chunks.add(chunk);
+        noted.groups.set(id, group);
+      }
+    }
+    return noted;
+  }
+
+  private where(condition: string): string {
+    return [this.view.where, condition]
+      .filter(Boolean)
+      .map((part) => `(${part})`)
+      .join(' AND ');
+  }
+
+  // The group's values as the comparison reads them: the time bucket as epoch seconds, the
+  // others as text (a histogram's bucket is a number) in hex (an error message cut at 200
+  // bytes may end inside a UTF-8 character); matched as text too.
+  private read(expressions: readonly string[]): string {
+    return expressions
+      .map((expression, index) => (index === 0 ? `toUInt32(${expression}) AS g0` : `hex(${expression}) AS g${index}`))
+      .join(', ');
+  }
+
+  private get aliases(): string {
+    return this.view.groups.map((_, index) => `g${index}`).join(', ');
+  }
+
+  private static asText(expression: string, index: number): string {
+    return index === 0 ? expression : `toString(${expression})`;
+  }
+
+  get expressions(): string[] {
+    return this.view.groups.map((group, index) => RollupGroups.asText(group.expression, index));
+  }
+
+  private get columns(): string[] {
+    return this.view.groups.map((group, index) => RollupGroups.asText(group.name, index));
+  }
+
+  private idOf(row: Record<string, unknown>): string {
+    return this.view.groups.map((_, index) => String(row[`g${index}`])).join('\u0000');
+  }
+
+  /** The groups of `ids` as a list of tuples of the view's group expressions. */
+  tuples(ids: readonly string[]): string {
+    return ids
+      .map(
+        (id) =>
+          `(${this.groups
+            .get(id)!
+            .values.map((value, index) => (index === 0 ? `toDateTime(${Number(value)})` : `unhex(${sqlString(value)})`))
+            .join(', ')})`,
+      )
+      .join(', ');
+  }
+
+  /** Records usage_events holds (within `range`) and the rollup counts, per group. */
+  async compare(ids: readonly string[], range: string): Promise<{ stored: Map<string, number>; counted: Map<string, number> }> {
+    const rows = rowsOf(this.clickhouse);
+    const stored = new Map<string, number>();
+    const counted = new Map<string, number>();
+    for (const part of chunked(ids, GROUPS_PER_QUERY)) {
+      const tuples = this.tuples(part);
+      const raw = await rows<Record<string, string>>(
+        `SELECT ${this.read(this.expressions)}, count() AS n FROM usage_events WHERE ${this.where(`${range} AND (${this.expressions.join(', ')}) IN (${tuples})`)} GROUP BY ${this.aliases}`,
+      );
+      for (const row of raw) stored.set(this.idOf(row), Number(row.n));
+      const rollup = await rows<Record<string, string>>(
+        `SELECT ${this.read(this.columns)}, ${this.view.count.merge}(${this.view.count.column}) AS n FROM ${this.view.table} WHERE (${this.columns.join(', ')}) IN (${tuples}) GROUP BY ${this.aliases}`,
+      );
+      for (const row of rollup) counted.set(this.idOf(row), Number(row.n));
+    }
+    return { stored, counted };
+  }
+
+  /** The groups' rows deleted and rebuilt from what usage_events holds within `range`. */
+  async rebuild(ids: readonly string[], range: string, options: Pick<RecountOptions, 'mutationTimeoutMs' | 'cluster'>): Promise<void> {
+    for (const part of chunked(ids, GROUPS_PER_QUERY)) {
+      const tuples = this.tuples(part);
+      await mutate(
+        this.clickhouse,
+        this.view.table,
+        `DELETE WHERE (${this.columns.join(', ')}) IN (${tuples})`,
+        options.mutationTimeoutMs,
+        options.cluster,
+      );
+      await this.clickhouse.command({
+        query: rebuildRollupSql(this.view.view, `${range} AND (${this.expressions.join(', ')}) IN (${tuples})`),
+        clickhouse_settings: LONG_QUERY,
+      });
+    }
+  }
+
+  /** Throws when a group of `ids` still differs between usage_events and the rollup. */
+  async verify(ids: readonly string[], range: string, after: string): Promise<void> {
+    if (ids.length === 0) return;
+    const { stored, counted } = await this.compare(ids, range);
+    const left = ids.filter((id) => (stored.get(id) ?? 0) !== (counted.get(id) ?? 0));
+    if (left.length > 0) throw new Error(`${this.view.table}: ${left.length} groups still differ from usage_events after ${after}`);
+  }
+}
+
 async function recountView(
   clickhouse: ClickHouseClient,
   view: AggregateView,
@@ -151,60 +282,10 @@ async function recountView(
   range: string,
   options: RecountOptions,
 ): Promise<TableRecount> {
-  const rows = rowsOf(clickhouse);
-  const where = (condition: string) =>
-    [view.where, condition]
-      .filter(Boolean)
-      .map((part) => `(${part})`)
-      .join(' AND ');
-  // The group's values as the comparison reads them: the time bucket as epoch seconds, the
-  // others as text (a histogram's bucket is a number) in hex (an error message cut at 200
-  // bytes may end inside a UTF-8 character); matched as text too.
-  const read = (expressions: readonly string[]) =>
-    expressions.map((expression, index) => (index === 0 ? `toUInt32(${expression}) AS g0` : `hex(${expression}) AS g${index}`)).join(', ');
-  const aliases = view.groups.map((_, index) => `g${index}`).join(', ');
-  const asText = (expression: string, index: number) => (index === 0 ? expression : `toString(${expression})`);
-  const expressions = view.groups.map((group, index) => asText(group.expression, index));
-  const columns = view.groups.map((group, index) => asText(group.name, index));
-  const idOf = (row: Record<string, unknown>) => view.groups.map((_, index) => String(row[`g${index}`])).join('\u0000');
-  const tuple = (values: readonly string[]) =>
-    `(${values.map((value, index) => (index === 0 ? `toDateTime(${Number(value)})` : `unhex(${sqlString(value)})`)).join(', ')})`;
-
-  // The groups the records fall in, with how many of them each holds.
-  const groups = new Map<string, Group>();
-  for (const [chunk, keys] of keyChunks.entries()) {
-    const found = await rows<Record<string, string>>(
-      `SELECT ${read(expressions)}, count() AS k FROM usage_events WHERE ${where(`event_key IN (${keys})`)} GROUP BY ${aliases}`,
-    );
-    for (const row of found) {
-      const id = idOf(row);
-      const group = groups.get(id) ?? { values: view.groups.map((_, index) => String(row[`g${index}`])), records: 0, chunks: new Set() };
-      group.records += Number(row.k);
-      group.chunks.add(chunk);
-      groups.set(id, group);
-    }
-  }
-
-  /** Records usage_events holds and the rollup counts, per group. */
-  const compare = async (ids: readonly string[]) => {
-    const stored = new Map<string, number>();
-    const counted = new Map<string, number>();
-    for (const part of chunked(ids, GROUPS_PER_QUERY)) {
-      const tuples = part.map((id) => tuple(groups.get(id)!.values)).join(', ');
-      const raw = await rows<Record<string, string>>(
-        `SELECT ${read(expressions)}, count() AS n FROM usage_events WHERE ${where(`${range} AND (${expressions.join(', ')}) IN (${tuples})`)} GROUP BY ${aliases}`,
-      );
-      for (const row of raw) stored.set(idOf(row), Number(row.n));
-      const rollup = await rows<Record<string, string>>(
-        `SELECT ${read(columns)}, ${view.count.merge}(${view.count.column}) AS n FROM ${view.table} WHERE (${columns.join(', ')}) IN (${tuples}) GROUP BY ${aliases}`,
-      );
-      for (const row of rollup) counted.set(idOf(row), Number(row.n));
-    }
-    return { stored, counted };
-  };
-
+  const noted = await RollupGroups.note(clickhouse, view, keyChunks);
+  const { groups } = noted;
   const ids = [...groups.keys()];
-  const { stored, counted } = await compare(ids);
+  const { stored, counted } = await noted.compare(ids, range);
   const append: string[] = [];
   const rebuild: string[] = [];
   for (const id of ids) {
@@ -218,29 +299,15 @@ async function recountView(
   for (const [chunk, keys] of keyChunks.entries()) {
     const inChunk = append.filter((id) => groups.get(id)!.chunks.has(chunk));
     for (const part of chunked(inChunk, GROUPS_PER_QUERY)) {
-      const tuples = part.map((id) => tuple(groups.get(id)!.values)).join(', ');
       await clickhouse.command({
-        query: rebuildRollupSql(view.view, `event_key IN (${keys}) AND (${expressions.join(', ')}) IN (${tuples})`),
+        query: rebuildRollupSql(view.view, `event_key IN (${keys}) AND (${noted.expressions.join(', ')}) IN (${noted.tuples(part)})`),
         clickhouse_settings: LONG_QUERY,
       });
     }
   }
   // Any other difference: the group's rows deleted and rebuilt from what usage_events holds.
-  for (const part of chunked(rebuild, GROUPS_PER_QUERY)) {
-    const tuples = part.map((id) => tuple(groups.get(id)!.values)).join(', ');
-    await mutate(clickhouse, view.table, `DELETE WHERE (${columns.join(', ')}) IN (${tuples})`, options.mutationTimeoutMs, options.cluster);
-    await clickhouse.command({
-      query: rebuildRollupSql(view.view, `${range} AND (${expressions.join(', ')}) IN (${tuples})`),
-      clickhouse_settings: LONG_QUERY,
-    });
-  }
-
-  const changed = [...append, ...rebuild];
-  if (changed.length > 0) {
-    const after = await compare(changed);
-    const left = changed.filter((id) => (after.stored.get(id) ?? 0) !== (after.counted.get(id) ?? 0));
-    if (left.length > 0) throw new Error(`${view.table}: ${left.length} groups still differ from usage_events after the recount`);
-  }
+  await noted.rebuild(rebuild, range, options);
+  await noted.verify([...append, ...rebuild], range, 'the recount');
   return { table: view.table, groups: groups.size, appended: append.length, rebuilt: rebuild.length };
 }
 
