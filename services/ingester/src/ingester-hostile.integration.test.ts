@@ -61,6 +61,11 @@ describe('records that reach the topic without the gateway (older gateways, dire
       queued('surrogate-prompt', (record) => (record.io!.prompt = 'half a pair: \ud83d')),
       queued('leap-second', (record) => (record.timing!.startTime = '2026-06-30T23:59:60Z')),
       queued('offset-plus-01', (record) => (record.timing!.firstTokenTime = '2026-11-22T10:00:00+01')),
+      // Past the plausible bounds the gateway refuses beyond (the schema allows it): stored, the value null.
+      queued('implausible', (record) => {
+        record.tokens = { input: 2 ** 53 - 1, output: 7 };
+        record.timing = { ...record.timing!, latencyMs: 49 * 3_600_000 };
+      }),
     ];
     const good = queuedRecords(sampleUsageRecords(20, { seed: 3 }), { eventKey: (index) => `after-${index}` });
     // One partition, hostile first: what follows must load all the same.
@@ -88,7 +93,22 @@ describe('records that reach the topic without the gateway (older gateways, dire
       "SELECT event_key, anomalies, user_id, start_time_ms, toString(event_time) AS event_time FROM usage_events WHERE event_key NOT LIKE 'after-%' ORDER BY event_key",
     );
     const byKey = Object.fromEntries(rows.map((row) => [row.event_key, row]));
-    expect(Object.keys(byKey).sort()).toEqual(['far-future', 'pre-1970', 'surrogate-context', 'surrogate-prompt', 'surrogate-user']);
+    expect(Object.keys(byKey).sort()).toEqual([
+      'far-future',
+      'implausible',
+      'pre-1970',
+      'surrogate-context',
+      'surrogate-prompt',
+      'surrogate-user',
+    ]);
+    expect(byKey['implausible']!.anomalies).toEqual(['tokens.input:implausible', 'timing.latencyMs:implausible']);
+    const [implausible] = await queryRows<{
+      input_tokens: string | null;
+      output_tokens: string;
+      sent_latency_ms: string | null;
+      cost_usd: number | null;
+    }>(clickhouse, "SELECT input_tokens, output_tokens, sent_latency_ms, cost_usd FROM usage_events WHERE event_key = 'implausible'");
+    expect(implausible).toEqual({ input_tokens: null, output_tokens: '7', sent_latency_ms: null, cost_usd: null });
     expect(byKey['pre-1970']).toMatchObject({ anomalies: ['timing.startTime:out_of_range'], start_time_ms: null });
     // Bucketed at the gateway's receive time instead of an instant it cannot hold.
     expect(byKey['pre-1970']!.event_time).toBe('2026-11-22 12:00:00');
