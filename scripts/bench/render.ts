@@ -314,7 +314,7 @@ Analytics at scale (\`--only analytics\`; docs/analytics-api.md): ${f(an.first)}
 | --- | --- | --- | --- | --- | --- | --- | --- |
 ${analyticsRows || '| not measured | | | | | | | |'}
 
-At ${f(an.events)} events: one user's erasure ${f(an.erasureSeconds, 1)} s (${an.erasureState ?? 'n/a'}), one day's re-costing (${f(an.recostRows)} records) ${f(an.recostSeconds, 1)} s. Each dashboard page over the last 30 days in Chromium, from choosing it to its charts drawn:
+At ${f(an.events)} events: one user's erasure ${f(an.erasureSeconds, 1)} s (${an.erasureState ?? 'n/a'}), one day's re-costing (${f(an.recostRows)} records) ${f(an.recostSeconds, 1)} s${an.removalSeconds === undefined ? '' : `, ${f(an.removalRecords)} records removed from history by event key ${f(an.removalSeconds, 1)} s (${an.removalState})`}. Each dashboard page over the last 30 days in Chromium, from choosing it to its charts drawn:
 
 | page | time | charts | error messages |
 | --- | --- | --- | --- |

@@ -7,7 +7,8 @@
 // a real admin service once (its time reported as the first answer: pages not yet in
 // memory), then TIMED_ANSWERS more times: p50 and p95 of those answers' times, and the
 // rows and bytes ClickHouse read for it (system.query_log, found by the request's id). At the
-// full size: one user's erasure, one day's re-costing, and each dashboard page's time
+// full size: one user's erasure, one day's re-costing, ten records removed from history,
+// and each dashboard page's time
 // until its charts are drawn in Chromium.
 //
 // The two sizes are timed side by side, not twenty minutes apart: the tenth, once merged,
@@ -355,6 +356,30 @@ export async function benchAnalytics(): Promise<void> {
     });
     out.recostSeconds = (Date.now() - started) / 1000;
     out.recostRows = recosted.rows;
+
+    // Ten records of one day removed from history by event key (the job of the admin API).
+    const picked = await (
+      await clickhouse.query({
+        query: `SELECT event_key FROM usage_events WHERE event_time >= toDateTime(${dayMs / 1000}) AND event_time < toDateTime(${dayMs / 1000 + 86_400}) LIMIT 10`,
+        format: 'JSONEachRow',
+      })
+    ).json<{ event_key: string }>();
+    started = Date.now();
+    const removal = (await (
+      await fetch(`${admin.url}/v1/admin/records/removals`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ eventKeys: picked.map((row) => row.event_key), reason: 'bench' }),
+      })
+    ).json()) as { statusUrl: string };
+    let removed: { state: string; records?: number } = { state: 'running' };
+    while (removed.state === 'running' && Date.now() - started < 1_800_000) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      removed = (await (await fetch(`${admin.url}${removal.statusUrl}`, { headers: auth })).json()) as typeof removed;
+    }
+    out.removalSeconds = (Date.now() - started) / 1000;
+    out.removalState = removed.state;
+    out.removalRecords = removed.records ?? 0;
 
     // Each dashboard page, in Chromium: from choosing the page to its charts drawn.
     const browser = await chromium.launch({ executablePath: ensureChromium(), args: ['--headless', '--no-sandbox', '--disable-gpu'] });
