@@ -217,7 +217,9 @@ export async function benchAnalytics(): Promise<void> {
     await migrate(server as never, tenthClient as never, tenth);
     await markBackfilledIfEmpty(tenthClient as never);
     const stored = (db: string) => `SELECT table, partition, sum(rows) AS rows FROM system.parts WHERE database = '${db}' AND active
-      AND table != 'schema_migrations' AND NOT startsWith(table, 'rollup_backfill') GROUP BY table, partition ORDER BY table, partition`;
+      AND table != 'schema_migrations' AND NOT startsWith(table, 'rollup_backfill')
+      -- The ingester's key look-up table: no query reads it, and its Date partition's text does not parse back as one on 18.16.
+      AND table != 'usage_event_keys' GROUP BY table, partition ORDER BY table, partition`;
     const list = async (db: string) =>
       (await server.query({ query: stored(db), format: 'JSONEachRow' })).json<{ table: string; partition: string; rows: string }>();
     const partitions = await list(database);
