@@ -3,8 +3,10 @@
 // tsx, TypeScript or esbuild is installed. The gateway, the ingester and the admin
 // service run from it with plain Node.js: a record posted to that gateway reaches
 // ClickHouse through that ingester, and that admin service serves the dashboard
-// bundled at build time and counts the record.
-import { execFileSync } from 'node:child_process';
+// bundled at build time and counts the record. The migrations run from the tree too
+// (the chart's migration Job), and the services then start without DDL rights' work
+// (MIGRATE_ON_START=false).
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -69,9 +71,29 @@ describe('the production tree', () => {
     expect(fs.existsSync(path.join(tree, 'node_modules/@node-rs/crc32/package.json'))).toBe(true);
   });
 
-  it('runs the gateway, the ingester and the admin service with plain Node.js, end to end', async () => {
+  it('migrates with its own migrate command, then runs the gateway, the ingester and the admin service with plain Node.js, end to end', async () => {
+    const migrateCommand = (...args: string[]) =>
+      spawnSync(process.execPath, [path.join(tree, 'services/ingester/dist/migrate.js'), ...args], {
+        env: stackEnv({ CLICKHOUSE_DATABASE: n.database }),
+        encoding: 'utf8',
+        timeout: 120_000,
+      });
+    const migrated = migrateCommand();
+    expect(migrated.status, migrated.stderr).toBe(0);
+    expect(migrated.stdout).toMatch(new RegExp(`migrated ${n.database}: \\d+ applied`));
+    const again = migrateCommand();
+    expect(again.stdout).toContain(`${n.database} is up to date`);
+    const unknown = migrateCommand('--clustr', 'x');
+    expect([unknown.status, unknown.stderr.trim()]).toEqual([1, expect.stringMatching(/^migrate: .*--clustr/)]);
+
     const tls = await testCertificate();
-    const common = { USAGE_TOPIC: n.topic, USAGE_TOPIC_PARTITIONS: 3, REDIS_KEY_PREFIX: n.keyPrefix, METRICS_PORT: 0 };
+    const common = {
+      USAGE_TOPIC: n.topic,
+      USAGE_TOPIC_PARTITIONS: 3,
+      REDIS_KEY_PREFIX: n.keyPrefix,
+      METRICS_PORT: 0,
+      MIGRATE_ON_START: 'false',
+    };
     const ingester = await startBuilt(
       'ingester',
       stackEnv({ ...common, DLQ_TOPIC: `${n.topic}.dlq`, CLICKHOUSE_DATABASE: n.database, INGEST_GROUP_ID: n.groupId }),

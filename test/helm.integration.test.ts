@@ -127,8 +127,86 @@ describe('helm chart', () => {
     expect(result.ok, result.output).toBe(true);
   });
 
+  it(
+    'what a cluster asks: a ServiceAccount with a cloud identity, pull secrets, placement, annotations, sidecars and volumes, ingresses, the migration Job; valid Kubernetes objects',
+    { timeout: 600_000 },
+    async () => {
+      const knobs = [
+        'serviceAccount.create=true',
+        'serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::123456789012:role/otm',
+        'imagePullSecrets[0].name=registry-pull',
+        'nodeSelector.pool=otm',
+        'gateway.nodeSelector.pool=edge',
+        'tolerations[0].key=dedicated,tolerations[0].operator=Equal,tolerations[0].value=otm,tolerations[0].effect=NoSchedule',
+        'podAnnotations.team=platform',
+        'gateway.podAnnotations.scrape=yes',
+        'extraEnv[0].name=AWS_REGION,extraEnv[0].value=eu-west-1',
+        'extraVolumes[0].name=token,extraVolumes[0].emptyDir.medium=Memory',
+        'extraVolumeMounts[0].name=token,extraVolumeMounts[0].mountPath=/var/run/otm-token',
+        'extraContainers[0].name=token-writer,extraContainers[0].image=example/token-writer:1',
+        'gateway.ingress.enabled=true,gateway.ingress.className=nginx,gateway.ingress.hosts[0].host=usage.example.com',
+        'gateway.ingress.tls[0].secretName=usage-tls,gateway.ingress.tls[0].hosts[0]=usage.example.com',
+        'admin.ingress.enabled=true,admin.ingress.hosts[0].host=admin.example.com',
+        'clickhouse.migrateOnStart=false,clickhouse.credentials.secretName=otm-clickhouse-writer',
+        'migrations.job.enabled=true,migrations.job.credentials.secretName=otm-clickhouse-ddl',
+      ];
+      const { file, kinds, text } = await template('cluster-knobs', ['--set', knobs.join(',')]);
+      expect(kinds.sort()).toEqual([
+        'Deployment',
+        'Deployment',
+        'Deployment',
+        'Ingress',
+        'Ingress',
+        'Job',
+        'Service',
+        'Service',
+        'ServiceAccount',
+      ]);
+      const objects = text.split(/^---$/m);
+      const object = (kind: string, name: string) =>
+        objects.find((doc) => doc.includes(`kind: ${kind}\n`) && doc.includes(`name: ${name}\n`)) ?? '';
+      expect(object('ServiceAccount', 'otm')).toContain('eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/otm');
+      for (const service of ['gateway', 'ingester', 'admin']) {
+        const deployment = object('Deployment', `otm-${service}`);
+        expect(deployment, service).toContain('serviceAccountName: otm');
+        expect(deployment, service).toMatch(/imagePullSecrets:\s+- name: registry-pull/);
+        expect(deployment, service).toMatch(new RegExp(`nodeSelector:\\s+pool: ${service === 'gateway' ? 'edge' : 'otm'}\\n`));
+        expect(deployment, service).toContain('key: dedicated');
+        expect(deployment, service).toContain('team: platform');
+        expect(deployment, service).toMatch(/name: AWS_REGION\s+value: eu-west-1/);
+        expect(deployment, service).toMatch(/- mountPath: \/var\/run\/otm-token\s+name: token/);
+        expect(deployment, service).toMatch(/- image: example\/token-writer:1\s+name: token-writer/);
+        expect(deployment, service).toMatch(/name: MIGRATE_ON_START\s+value: "false"/);
+      }
+      expect(object('Deployment', 'otm-gateway')).toContain('scrape: "yes"');
+      expect(object('Deployment', 'otm-admin')).not.toContain('scrape:');
+      expect(object('Ingress', 'otm-gateway')).toMatch(
+        /ingressClassName: nginx[\s\S]*host: "usage.example.com"[\s\S]*name: otm-gateway\s+port:\s+name: https/,
+      );
+      expect(object('Ingress', 'otm-admin')).toMatch(/name: otm-admin\s+port:\s+name: http\n/);
+      // The Job: a hook before install and upgrade, the image's own migrate command, the DDL user.
+      const job = object('Job', 'otm-migrate');
+      expect(job).toMatch(/helm.sh\/hook: pre-install,pre-upgrade/);
+      expect(job).toContain('args: ["node", "services/ingester/dist/migrate.js"]');
+      expect(job).toMatch(/name: CLICKHOUSE_PASSWORD\s+valueFrom:\s+secretKeyRef:\s+name: otm-clickhouse-ddl/);
+      expect(job).not.toContain('KAFKA_BROKERS');
+      expect(job).not.toContain('serviceAccountName');
+      const result = await validate(file);
+      expect(result.ok, result.output).toBe(true);
+    },
+  );
+
+  it('values.schema.json refuses a value of the wrong type and a key the chart does not know', { timeout: 600_000 }, async () => {
+    await expect(template('wrong-type', ['--set-string', 'admin.replicas=two'])).rejects.toThrow(
+      /\/admin\/replicas': got string, want integer/,
+    );
+    await expect(template('typo', ['--set', 'gateway.replica=2'])).rejects.toThrow(/additional properties 'replica' not allowed/);
+    await expect(template('protocol', ['--set', 'kafka.securityProtocol=TLS'])).rejects.toThrow(/securityProtocol/);
+  });
+
   it('the validation can fail: a replica count that is not a number is refused', { timeout: 600_000 }, async () => {
-    const { file } = await template('broken', ['--set-string', 'admin.replicas=two']);
+    // Past the chart's own schema, so the Kubernetes validation is what refuses it.
+    const { file } = await template('broken', ['--skip-schema-validation', '--set-string', 'admin.replicas=two']);
     const result = await validate(file);
     expect(result.ok).toBe(false);
     expect(result.output).toMatch(/replicas/);

@@ -160,3 +160,99 @@ securityContext:
   secret: { secretName: {{ . }} }
 {{- end }}
 {{- end -}}
+
+{{/* The ServiceAccount the services run as: created (the release's name by default) or named; empty: the default. */}}
+{{- define "otm.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "otm.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A pod's metadata: the chart's labels, the chart-wide and the component's labels and annotations. (dict "root" . "component" .Values.gateway "name" "gateway") */}}
+{{- define "otm.podMetadata" -}}
+labels:
+  {{- include "otm.labels" .root | nindent 2 }}
+  app.kubernetes.io/component: {{ .name }}
+  {{- with .root.Values.podLabels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with merge (dict) (.component.podAnnotations | default dict) .root.Values.podAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* A pod's scheduling, identity and pull secrets: the component's value, else the chart-wide one. (dict "root" . "component" .Values.gateway) */}}
+{{- define "otm.podPlacement" -}}
+{{- $values := .root.Values -}}
+{{- with include "otm.serviceAccountName" .root }}
+serviceAccountName: {{ . }}
+{{- end }}
+{{- with $values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .component.nodeSelector | default $values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .component.tolerations | default $values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .component.affinity | default $values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* An Ingress to a component's Service, when its values enable one. (dict "root" . "ingress" .Values.gateway.ingress "name" "gateway" "port" "https") */}}
+{{- define "otm.ingress" -}}
+{{- if .ingress.enabled }}
+{{- $service := printf "%s-%s" (include "otm.fullname" .root) .name }}
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: {{ $service }}
+  labels:
+    {{- include "otm.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .name }}
+  {{- with .ingress.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  {{- with .ingress.className }}
+  ingressClassName: {{ . }}
+  {{- end }}
+  {{- with .ingress.tls }}
+  tls:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  rules:
+    {{- range .ingress.hosts }}
+    - host: {{ .host | quote }}
+      http:
+        paths:
+          {{- range (.paths | default (list (dict "path" "/" "pathType" "Prefix"))) }}
+          - path: {{ .path }}
+            pathType: {{ .pathType | default "Prefix" }}
+            backend:
+              service:
+                name: {{ $service }}
+                port:
+                  name: {{ $.port }}
+          {{- end }}
+    {{- end }}
+{{- end }}
+{{- end -}}

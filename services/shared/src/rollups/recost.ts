@@ -32,7 +32,7 @@ export interface RecostPair {
   schedule: PriceSchedule | null;
   /** Rows whose cost or pricedness the new prices change. */
   rowsChanged: number;
-  /** Sum of cost_usd over the pair's rows before and after (null costs count as 0). */
+  /** Sum of cost_usd over the pair's rows before and after (null costs count as 0), to a billionth of a dollar. */
   costBefore: number;
   costAfter: number;
 }
@@ -50,6 +50,9 @@ export interface RecostOutcome {
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
+/** A sum of float costs depends on the order it was added in (which differs between
+ * ClickHouse releases and runs): reported to a billionth of a dollar, it does not. */
+const nanoUsd = (value: number) => Math.round(value * 1e9) / 1e9;
 
 export async function recost(
   clickhouse: ClickHouseClient,
@@ -107,8 +110,8 @@ export async function recost(
       rows: Number(row.n),
       schedule: schedules[index] ?? null,
       rowsChanged: Number(change?.changed ?? 0),
-      costBefore: Number(change?.before ?? 0),
-      costAfter: Number(change?.after ?? 0),
+      costBefore: nanoUsd(Number(change?.before ?? 0)),
+      costAfter: nanoUsd(Number(change?.after ?? 0)),
     };
   });
   const total = (pick: (pair: RecostPair) => number) => pairs.reduce((sum, pair) => sum + pick(pair), 0);
@@ -119,8 +122,8 @@ export async function recost(
     pairs,
     rows: total((pair) => pair.rows),
     rowsChanged: total((pair) => pair.rowsChanged),
-    costBefore: total((pair) => pair.costBefore),
-    costAfter: total((pair) => pair.costAfter),
+    costBefore: nanoUsd(total((pair) => pair.costBefore)),
+    costAfter: nanoUsd(total((pair) => pair.costAfter)),
   };
   if (options.dryRun || pairs.length === 0) return outcome;
 
