@@ -12,9 +12,11 @@ function smoke(brokenCommit: boolean): Promise<Awaited<ReturnType<typeof runChao
   const options: ChaosOptions = {
     rate: 400,
     scenarios: ['ingester-kill'],
-    warmSeconds: 6,
+    // The broken build loses the unit in flight at the kill: a short tail after the
+    // restart is enough to show it missing.
+    warmSeconds: brokenCommit ? 4 : 6,
     holdSeconds: 6,
-    afterSeconds: 12,
+    afterSeconds: brokenCommit ? 4 : 12,
     drainTimeoutSeconds: 60,
     stack: { addresses: { KAFKA_BROKERS, SCHEMA_REGISTRY_URL, REDIS_URL, CLICKHOUSE_URL } },
     brokenCommit,
