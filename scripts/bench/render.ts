@@ -1,7 +1,8 @@
-// BENCHMARKS.md from the figures (bench/results/latest.json) and the hand-written
-// reading of them (bench/analysis.md). Free of side effects, unlike the bench's context:
-// `npm run bench:render` rewrites BENCHMARKS.md after bench/analysis.md is edited, and a
-// unit test checks that the committed file is what the two give.
+// BENCHMARKS.md from the figures (bench/results/latest.json): the targets first, then
+// every figure; the dated, hand-written readings of past runs are the history
+// (bench/analysis.md), which the report links. Free of side effects, unlike the bench's
+// context: `npm run bench:render` rewrites BENCHMARKS.md, and a unit test checks that
+// the committed file is what the figures give.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Figure } from './context.js';
@@ -222,6 +223,17 @@ Machine: ${data.machine.cores} cores (${data.machine.cpu}), ${data.machine.memor
 Kafka ${data.machine.kafka} (KRaft, single node), ClickHouse ${data.machine.clickhouse}; Kafka, Apicurio, Redis,
 ClickHouse and the load generator all share the machine with the service under test.${otherMachines(data)}
 
+Targets, as measured by this run:
+
+| target | measured | |
+| --- | --- | --- |
+${targets}
+
+What was tried, measured, kept or taken back, run by run, is the history:
+[bench/analysis.md](bench/analysis.md). Raw figures: \`bench/results/latest.json\`.
+
+## Every figure
+
 | figure | measured | baseline | ratio | target |
 | --- | --- | --- | --- | --- |
 | gateway accepted records/s (1 process, mean body ${f(g.meanBodyBytes)} B) | ${range(g.single)} | bare Fastify+TLS ${range(g.baseline)} | ${f(g.ratio, 2)} | ≥ 0.6 |
@@ -339,14 +351,7 @@ is the process's per record, the client's own threads included${kc.error ? `. No
 | --- | --- | --- | --- | --- | --- | --- |
 ${clientRows || '| not measured | | | | | | |'}
 
-Targets, as measured by this run:
-
-| target | measured | |
-| --- | --- | --- |
-${targets}
-
-Raw figures: \`bench/results/latest.json\`.
-${analysis()}`;
+`;
 }
 
 const isQuick = (data: Output) => data.mode === 'quick';
@@ -359,11 +364,6 @@ function flags(data: Output): string {
   return list.length > 0 ? ` -- ${list.join(' ')}` : '';
 }
 
-/** The hand-written reading of the figures (bench/analysis.md), kept across runs. */
-function analysis(): string {
-  const file = path.join(root, 'bench/analysis.md');
-  return fs.existsSync(file) ? `\n${fs.readFileSync(file, 'utf8')}` : '';
-}
 
 /** The sections a partial run kept from a run on another machine, by that machine: compare them with each other only. */
 function otherMachines(data: Output): string {
@@ -379,13 +379,13 @@ function otherMachines(data: Output): string {
     .join('');
 }
 
-/** BENCHMARKS.md as bench/results/latest.json and bench/analysis.md give it. */
+/** BENCHMARKS.md as bench/results/latest.json gives it. */
 export function renderFromFiles(): string {
   const data = JSON.parse(fs.readFileSync(path.join(root, 'bench/results/latest.json'), 'utf8')) as Output;
   return renderMarkdown(data);
 }
 
-// `npm run bench:render`: rewrites BENCHMARKS.md (after an edit of bench/analysis.md), no run.
+// `npm run bench:render`: rewrites BENCHMARKS.md from the figures, no run.
 if (import.meta.url === `file://${process.argv[1]}`) {
   fs.writeFileSync(path.join(root, 'BENCHMARKS.md'), renderFromFiles());
   console.log('wrote BENCHMARKS.md');

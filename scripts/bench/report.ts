@@ -1,5 +1,5 @@
 // Writes the figures down: bench/results/latest.json, BENCHMARKS.md (rendered from
-// them, with the hand-written reading of bench/analysis.md) and, with --profile, one
+// them; it links the history, bench/analysis.md) and, with --profile, one
 // summary per profiled service.
 import fs from 'node:fs';
 import os from 'node:os';
