@@ -57,12 +57,19 @@ async function validate(file: string): Promise<{ ok: boolean; output: string }> 
 }
 
 describe('helm chart', () => {
-  it('default values: a gateway, an ingester, an admin service; valid Kubernetes objects', { timeout: 1_200_000 }, async () => {
-    const { file, kinds } = await template('default', []);
-    expect(kinds.sort()).toEqual(['Deployment', 'Deployment', 'Deployment', 'Service', 'Service']);
-    const result = await validate(file);
-    expect(result.ok, result.output).toBe(true);
-  });
+  it(
+    'default values: a gateway, an ingester, an admin service, the deploy step as a Job; valid Kubernetes objects',
+    { timeout: 1_200_000 },
+    async () => {
+      const { file, kinds, text } = await template('default', []);
+      expect(kinds.sort()).toEqual(['Deployment', 'Deployment', 'Deployment', 'Job', 'Service', 'Service']);
+      // Least privilege by default: the Job migrates and registers; the services only check.
+      expect(text.match(/name: MIGRATE_ON_START\s+value: "false"/g)).toHaveLength(3);
+      expect(text.match(/name: SCHEMA_REGISTRY_REGISTER\s+value: "false"/g)).toHaveLength(3);
+      const result = await validate(file);
+      expect(result.ok, result.output).toBe(true);
+    },
+  );
 
   it(
     'a metrics token Secret: every service reads METRICS_TOKEN from it; the admin service exposes its metrics port',
@@ -101,13 +108,15 @@ describe('helm chart', () => {
       const fromSecret = (variable: string, secret: string) =>
         text.match(new RegExp(`name: ${variable}\\s+valueFrom:\\s+secretKeyRef:\\s+name: ${secret}\\b`, 'g'))?.length ?? 0;
       // Every service: Kafka, registry and Redis credentials; the ingester and admin: ClickHouse's writer; the admin: the reader.
+      // The deploy Job: the registry's and ClickHouse's (its own Secrets when named; here the services').
       expect(fromSecret('KAFKA_SASL_PASSWORD', 'otm-kafka')).toBe(3);
-      expect(fromSecret('SCHEMA_REGISTRY_PASSWORD', 'otm-registry')).toBe(3);
+      expect(fromSecret('SCHEMA_REGISTRY_PASSWORD', 'otm-registry')).toBe(4);
       expect(fromSecret('REDIS_URL', 'otm-redis')).toBe(3);
-      expect(fromSecret('CLICKHOUSE_PASSWORD', 'otm-clickhouse-writer')).toBe(2);
+      expect(fromSecret('CLICKHOUSE_PASSWORD', 'otm-clickhouse-writer')).toBe(3);
       expect(fromSecret('ANALYTICS_CLICKHOUSE_PASSWORD', 'otm-clickhouse-reader')).toBe(1);
       expect(text.match(/mountPath: \/etc\/otm\/kafka/g)).toHaveLength(3);
-      expect(text.match(/value: \/etc\/otm\/clickhouse\/ca\.crt/g)).toHaveLength(3);
+      expect(text.match(/value: \/etc\/otm\/clickhouse\/ca\.crt/g)).toHaveLength(4);
+      expect(text.match(/value: \/etc\/otm\/registry\/ca\.crt/g)).toHaveLength(4);
       expect(text).toMatch(/name: ADMIN_TLS_CERT_FILE\s+value: \/tls\/tls\.crt/);
       expect(text).toMatch(/path: \/readyz, port: http, scheme: HTTPS/);
       // No credential is written into the objects themselves.
@@ -147,8 +156,8 @@ describe('helm chart', () => {
         'gateway.ingress.enabled=true,gateway.ingress.className=nginx,gateway.ingress.hosts[0].host=usage.example.com',
         'gateway.ingress.tls[0].secretName=usage-tls,gateway.ingress.tls[0].hosts[0]=usage.example.com',
         'admin.ingress.enabled=true,admin.ingress.hosts[0].host=admin.example.com',
-        'clickhouse.migrateOnStart=false,clickhouse.credentials.secretName=otm-clickhouse-writer',
-        'migrations.job.enabled=true,migrations.job.credentials.secretName=otm-clickhouse-ddl',
+        'clickhouse.credentials.secretName=otm-clickhouse-writer',
+        'migrations.job.credentials.secretName=otm-clickhouse-ddl,migrations.job.registryCredentials.secretName=otm-registry-writer',
       ];
       const { file, kinds, text } = await template('cluster-knobs', ['--set', knobs.join(',')]);
       expect(kinds.sort()).toEqual([
@@ -189,6 +198,9 @@ describe('helm chart', () => {
       expect(job).toMatch(/helm.sh\/hook: pre-install,pre-upgrade/);
       expect(job).toContain('args: ["node", "services/ingester/dist/migrate.js"]');
       expect(job).toMatch(/name: CLICKHOUSE_PASSWORD\s+valueFrom:\s+secretKeyRef:\s+name: otm-clickhouse-ddl/);
+      expect(job).toMatch(/initContainers:\s+- name: migrate[\s\S]*containers:\s+- name: register-schemas/);
+      expect(job).toContain('args: ["node", "services/ingester/dist/register-schemas.js"]');
+      expect(job).toMatch(/name: SCHEMA_REGISTRY_PASSWORD\s+valueFrom:\s+secretKeyRef:\s+name: otm-registry-writer/);
       expect(job).not.toContain('KAFKA_BROKERS');
       expect(job).not.toContain('serviceAccountName');
       const result = await validate(file);

@@ -364,7 +364,6 @@ function flags(data: Output): string {
   return list.length > 0 ? ` -- ${list.join(' ')}` : '';
 }
 
-
 /** The sections a partial run kept from a run on another machine, by that machine: compare them with each other only. */
 function otherMachines(data: Output): string {
   const other = new Map<string, string[]>();

@@ -119,7 +119,7 @@ export class OtmTelemetryStack {
       ];
 
       const adminToken = randomBytes(24).toString('base64url');
-      const common = {
+      const common: Record<string, string> = {
         KAFKA_BROKERS: 'kafka:9094',
         SCHEMA_REGISTRY_URL: 'http://registry:8080/apis/ccompat/v7',
         REDIS_URL: 'redis://redis:6379',
@@ -137,7 +137,28 @@ export class OtmTelemetryStack {
           .withEnvironment({ ...common, SERVICE: name, ...environment })
           .withWaitStrategy(Wait.forLogMessage(ready))
           .withStartupTimeout(120_000);
-      // The admin service applies the ClickHouse migrations before it listens.
+      // The deploy step as the chart's Job runs it, from the same image: the migrations,
+      // then the schemas' registration. The services then neither migrate nor register.
+      let deployLog = '';
+      const deploy = await new GenericContainer(imageOf(options, 'services'))
+        .withNetwork(network)
+        .withEnvironment(common)
+        .withCommand([
+          'sh',
+          '-c',
+          'if node services/ingester/dist/migrate.js && node services/ingester/dist/register-schemas.js; then echo "deploy step: done"; else echo "deploy step: failed"; fi',
+        ])
+        .withLogConsumer((stream) => stream.on('data', (line: Buffer | string) => (deployLog += String(line))))
+        .withWaitStrategy(Wait.forLogMessage(/deploy step: (done|failed)/))
+        .withStartupTimeout(180_000)
+        .start();
+      // The log consumer reads its own copy of the stream: give it the last line.
+      for (let waited = 0; !deployLog.includes('deploy step:') && waited < 5000; waited += 100)
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      await deploy.stop().catch(() => undefined);
+      if (!deployLog.includes('deploy step: done'))
+        throw new Error(`the deploy step (migrate, then register-schemas) failed:\n${deployLog}`);
+      Object.assign(common, { MIGRATE_ON_START: 'false', SCHEMA_REGISTRY_REGISTER: 'false' });
       const admin = await service('admin', { ADMIN_HOST: '0.0.0.0', ADMIN_PORT: '8480', ADMIN_TOKEN: adminToken }, /admin listening/)
         .withExposedPorts(8480)
         .start();

@@ -45,6 +45,8 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.clickhouse.cluster | default "" | quote }}
 - name: MIGRATE_ON_START
   value: {{ .Values.clickhouse.migrateOnStart | quote }}
+- name: SCHEMA_REGISTRY_REGISTER
+  value: {{ .Values.schemaRegistry.registerOnStart | quote }}
 - name: KAFKA_SECURITY_PROTOCOL
   value: {{ .Values.kafka.securityProtocol | quote }}
 - name: KAFKA_SASL_MECHANISM
