@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import { Command } from 'commander';
 import { ensureDebianPackage } from './stack/services.js';
 import { dockerPaths, engineAnswers, projectEngine } from './lib/docker-engine.js';
+import { recordMountOwner, releaseStaleMounts } from './stack/stale-mounts.js';
 
 const paths = dockerPaths();
 
@@ -38,6 +39,8 @@ async function up(): Promise<void> {
     console.log(`engine up: DOCKER_HOST=${projectEngine()}`);
     return;
   }
+  // What a killed engine or stack left mounted, in any checkout, goes first.
+  releaseStaleMounts();
   ensureDebianPackage('dockerd', 'docker.io');
   for (const folder of [paths.dataRoot, paths.execRoot]) fs.mkdirSync(folder, { recursive: true });
   fs.rmSync(paths.socket, { force: true });
@@ -61,6 +64,8 @@ async function up(): Promise<void> {
     if (daemon.exitCode !== null) throw new Error(`dockerd exited with ${daemon.exitCode}; see ${paths.logFile}`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
+  // Its data root's mounts are written down per machine, for a later start to release if it is killed.
+  recordMountOwner(paths.home);
   console.log(`engine up in ${((Date.now() - started) / 1000).toFixed(1)} s: DOCKER_HOST=${projectEngine()}`);
 }
 
@@ -68,6 +73,7 @@ async function down(): Promise<void> {
   const pid = ourPid();
   if (pid === undefined) {
     console.log('no engine of ours runs');
+    releaseStaleMounts();
     return;
   }
   process.kill(pid, 'SIGTERM');
@@ -75,6 +81,7 @@ async function down(): Promise<void> {
   while (ourPid() !== undefined && Date.now() - started < 30_000) await new Promise((resolve) => setTimeout(resolve, 250));
   if (ourPid() !== undefined) process.kill(pid, 'SIGKILL');
   console.log('engine stopped');
+  releaseStaleMounts();
 }
 
 const program = new Command('docker').description("A Docker engine of the project's own, for images and container tests");

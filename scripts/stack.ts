@@ -9,6 +9,7 @@ import { Command, Option } from 'commander';
 import { loadStackConfig, type StackConfig } from './stack/config.js';
 import { kafkaServices, stackServices, stackEnvLines, stackUp } from './stack/services.js';
 import { CLUSTER_NAME, clusterDown, clusterServices, clusterUp } from './stack/clickhouse-cluster.js';
+import { releaseStaleMounts } from './stack/stale-mounts.js';
 
 const program = new Command('stack')
   .description('Run the local otm-telemetry stack without Docker')
@@ -43,6 +44,7 @@ program
     'stop the services this stack started (never a process it did not start), the brokers of both Kafka profiles and the ClickHouse cluster profile',
   )
   .action(async () => {
+    releaseStaleMounts();
     await clusterDown(config);
     const replicated = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: '3', OTM_STACK_SECURE: '' });
     const single = loadStackConfig({ ...process.env, OTM_STACK_KAFKA_BROKERS: '1', OTM_STACK_SECURE: '' });

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { SECURE_USERS, ensureSecureMaterial } from './secure.js';
 import { ProcessService, ensureDebianPackage, httpOk, onPath } from './process-service.js';
 import { ensureVolume, releaseVolume } from './volume.js';
+import { recordMountOwner } from './stale-mounts.js';
 
 export class ClickHouseService extends ProcessService {
   readonly name: string = 'clickhouse';
@@ -42,6 +43,8 @@ export class ClickHouseService extends ProcessService {
     ensureDebianPackage('clickhouse-server', 'clickhouse-server');
     if (this.volumeGiB > 0) {
       const state = ensureVolume(this.volume);
+      // Written down per machine, so a later stack finds this mount if this one is killed.
+      if (state.mounted) recordMountOwner(this.config.dir);
       console.log(
         state.mounted
           ? `${this.name}: data on its own ext4 volume (${state.device})`

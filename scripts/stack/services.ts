@@ -9,6 +9,7 @@ import { kafkaServices } from './kafka.js';
 import { RegistryService } from './registry.js';
 import { RedisService } from './redis.js';
 import { ClickHouseService } from './clickhouse.js';
+import { releaseStaleMounts } from './stale-mounts.js';
 
 export { BROKER_RETENTION_HOURS, ProcessService, ensureDebianPackage, run, type StackService } from './process-service.js';
 export { KafkaService, kafkaServices, secureKafkaClient } from './kafka.js';
@@ -28,6 +29,8 @@ export function stackServices(config: StackConfig): StackService[] {
 
 /** Start every service (installing what is missing), then wait for all to be healthy. */
 export async function stackUp(config: StackConfig): Promise<void> {
+  // What a killed stack left mounted, in any checkout, goes first.
+  releaseStaleMounts();
   const services = stackServices(config);
   for (const service of services) {
     const state = await service.start();
