@@ -1,7 +1,7 @@
 // The ingest endpoints: authenticate (before the body is read) -> parse -> validate
 // against the registered schema -> build the queued record -> produce -> 202. The
-// single endpoint is here; the batch endpoint (batch-route.ts) and the OTLP endpoint
-// (otlp-route.ts) share the intake.
+// single (single-route.ts), batch (batch-route.ts) and OTLP (otlp-route.ts) endpoints
+// share the intake and count their records alike (record-count.ts).
 // buildApp() only assembles; server.ts connects the real dependencies and listens.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -17,13 +17,12 @@ import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { registerBatchRoute, type BatchLimits } from './batch-route.js';
 import { loadOtlpCodec } from './otlp.js';
 import { registerOtlpRoute } from './otlp-route.js';
+import { registerSingleRoute } from './single-route.js';
 import { createIngestAuth, type KeyLookup } from './ingest-auth.js';
-import { ingestRoutes } from './ingest-routes.js';
-import { CAPTURE_HEADER, capturePolicyOf, headerValues } from './capture.js';
+import { capturePolicyOf, headerValues } from './capture.js';
 import type { Redactor } from './redact.js';
 import type { QueuedMessage } from './produce-batcher.js';
 import { IDEMPOTENCY_KEY, type IntakeContext, type ReplayCache } from './record-intake.js';
-import { accept, type ItemResult } from './intake.js';
 import type { GatewayMetrics } from './metrics.js';
 
 /** zlib's output chunk when inflating a request body (see the compress registration). */
@@ -103,11 +102,8 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     accessLog: 'debug',
     metrics: { registry: deps.metrics.registry, prefix: 'otm_gateway' },
     health: { ready: deps.ready },
-    onErrorAnswer: (serviceError, request) => {
+    onErrorAnswer: (serviceError) => {
       if (serviceError.errorType === 'ValidationError') deps.metrics.validationFailures.inc();
-      if (request.routeOptions.url === ingestRoutes.single.url && [400, 422, 503].includes(serviceError.statusCode)) {
-        deps.metrics.records.inc({ outcome: 'refused' });
-      }
     },
   });
 
@@ -131,29 +127,15 @@ export async function buildApp(options: GatewayOptions, deps: GatewayDeps): Prom
     redactor: deps.redactor,
   });
 
-  app.post(
-    ingestRoutes.single.url,
-    {
-      onRequest: authenticate,
-      preHandler: (request, reply) => rateLimited(request, reply),
-      schema: { response: { 202: ingestRoutes.single.responses[202].schema } },
-    },
-    async (request, reply) => {
-      const context = intakeContext(request, new Date());
-      reply.header(CAPTURE_HEADER, context.capture);
-      const [result] = await accept([{ record: request.body, idempotencyKey: idempotencyKeyOf(request), requestId: request.id }], context, {
-        batcher: deps.batcher,
-        onReplay: () => deps.metrics.replays.inc(),
-      });
-      if (result!.kind === 'refused') throw result!.error;
-      if (result!.kind === 'unavailable') {
-        request.log.warn({ requestId: request.id, reason: result!.reason }, 'produce unavailable');
-        throw unavailable(reply, 'queueUnavailable');
-      }
-      if (!result!.replay) deps.metrics.records.inc({ outcome: 'accepted' });
-      return reply.code(202).send(accepted(result!));
-    },
-  );
+  registerSingleRoute(app, {
+    batcher: deps.batcher,
+    metrics: deps.metrics,
+    authenticate,
+    rateLimited: (request, reply) => rateLimited(request, reply),
+    idempotencyKeyOf,
+    intakeContext,
+    unavailable: (reply) => unavailable(reply, 'queueUnavailable'),
+  });
 
   registerBatchRoute(app, options.batch, options.jsonMaxDepth, {
     batcher: deps.batcher,
@@ -199,14 +181,4 @@ function idempotencyKeyOf(request: FastifyRequest): string | undefined {
     });
   }
   return values[0];
-}
-
-function accepted(result: Extract<ItemResult, { kind: 'accepted' }>) {
-  return {
-    requestId: result.requestId,
-    status: 'accepted',
-    message: 'Usage record accepted for processing.',
-    timestamp: result.timestamp,
-    usage: result.usage,
-  };
 }

@@ -22,6 +22,7 @@ import type { QueuedMessage } from './produce-batcher.js';
 import type { IntakeContext } from './record-intake.js';
 import { accept, acceptedUsage } from './intake.js';
 import type { GatewayMetrics } from './metrics.js';
+import { countRecords, tallyResults } from './record-count.js';
 
 export type BatchLimits = BatchBodyLimits;
 
@@ -87,10 +88,9 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
           onReplay: () => deps.metrics.replays.inc(),
         });
         const results = intake.map(itemResult);
+        countRecords(deps.metrics, 'batch', tallyResults(intake));
         const accepted = intake.filter((result) => result.kind === 'accepted').length;
         const refused = results.length - accepted;
-        deps.metrics.records.inc({ outcome: 'accepted' }, accepted);
-        deps.metrics.records.inc({ outcome: 'refused' }, refused);
         const status = accepted === results.length ? 202 : accepted > 0 ? 207 : undefined;
         if (status !== undefined) {
           fitErrorBudget(results);

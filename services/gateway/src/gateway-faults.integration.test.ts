@@ -16,6 +16,7 @@ import {
   type ServiceProcess,
 } from '../../../test/helpers/stack.js';
 import { startPrivateKafka, startPrivateRedis } from '../../../test/helpers/private-services.js';
+import { ROUTES, increments, postBy, recordCounts } from '../../../test/helpers/record-counts.js';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 
@@ -115,9 +116,16 @@ describe('broker stopped mid-load', () => {
       const answers: { status: number; ms: number; requestId?: string; retryAfter?: string; phase: string }[] = [];
       let phase = 'before';
       let running = true;
-      // Four clients posting back to back; bounded by the phases below (about 40 s at most).
+      let paused = false;
+      let inFlight = 0;
+      // Four clients posting back to back; bounded by the phases below (about 50 s at most).
       const client = async () => {
         while (running) {
+          if (paused) {
+            await new Promise((resolve) => setTimeout(resolve, 100));
+            continue;
+          }
+          inFlight++;
           const started = Date.now();
           const answer = await postUsage(gateway.url, fixture('valid/success.json'), { 'x-api-key': apiKey });
           answers.push({
@@ -127,6 +135,7 @@ describe('broker stopped mid-load', () => {
             retryAfter: answer.headers['retry-after'] as string | undefined,
             phase,
           });
+          inFlight--;
           if (answer.status !== 202) await new Promise((resolve) => setTimeout(resolve, 100));
         }
       };
@@ -139,6 +148,21 @@ describe('broker stopped mid-load', () => {
       const notReady = await httpRequest(`${gateway.url}/readyz`);
       expect(notReady.status).toBe(503);
       expect(notReady.body).toEqual({ status: 'unavailable' });
+      // One record by each route while the queue is away: each answered 503 and counted
+      // the same way (the clients paused, so only these move the counts).
+      paused = true;
+      while (inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+      const countsBefore = await recordCounts(gateway.metricsPort!);
+      for (const route of ROUTES) {
+        const probe = await postBy(route, gateway.url, apiKey, fixture('valid/success.json'), uniqueName(`down-${route}`));
+        expect(probe.status, `${route}: ${probe.text}`).toBe(503);
+      }
+      expect(increments(countsBefore, await recordCounts(gateway.metricsPort!))).toEqual({
+        single: { unavailable: 1 },
+        batch: { unavailable: 1 },
+        otlp: { unavailable: 1 },
+      });
+      paused = false;
       await new Promise((resolve) => setTimeout(resolve, 4000));
       phase = 'restarting';
       await broker.start();

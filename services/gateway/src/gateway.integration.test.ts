@@ -21,6 +21,7 @@ import {
   type TopicRecord,
 } from '../../../test/helpers/stack.js';
 import { KeyStore } from '@otm/shared/keys/key-store';
+import { ROUTES, increments, postBy, recordCounts } from '../../../test/helpers/record-counts.js';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const RFC3339_MS_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -433,6 +434,26 @@ describe('around the endpoint', () => {
     expect(metrics.text).toMatch(/otm_gateway_produce_seconds_bucket/);
     expect(metrics.text).toMatch(/otm_gateway_produce_batch_records_bucket/);
     expect(metrics.text).toMatch(/otm_gateway_produce_queue_depth \d+/);
+  });
+
+  it('counts records alike on every route: a record, its retry and a refused one each move otm_gateway_records_total the same way', async () => {
+    const before = await recordCounts(gateway.metricsPort!);
+    for (const route of ROUTES) {
+      const key = `counts-${route}-${uniqueName('k')}`;
+      const record = success();
+      const first = await postBy(route, gateway.url, apiKey, record, key);
+      expect(first.status, `${route}: ${first.text}`).toBe(route === 'otlp' ? 200 : 202);
+      const retry = await postBy(route, gateway.url, apiKey, record, key);
+      expect(retry.status, `${route}: ${retry.text}`).toBe(route === 'otlp' ? 200 : 202);
+      const refused = await postBy(route, gateway.url, apiKey, record, `${key}-bad`, false);
+      expect(refused.status, `${route}: ${refused.text}`).toBe(route === 'otlp' ? 200 : 400);
+    }
+    const moved = increments(before, await recordCounts(gateway.metricsPort!));
+    expect(moved).toEqual({
+      single: { accepted: 1, replayed: 1, refused: 1 },
+      batch: { accepted: 1, replayed: 1, refused: 1 },
+      otlp: { accepted: 1, replayed: 1, refused: 1 },
+    });
   });
 
   it('never writes key material or record text to its logs', () => {

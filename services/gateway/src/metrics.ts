@@ -8,8 +8,8 @@ export function createGatewayMetrics(depth: () => number) {
     registry,
     records: new Counter({
       name: 'otm_gateway_records_total',
-      help: 'Usage records by outcome (accepted: durably queued; refused: 400, 422 or 503), single, batch and OTLP',
-      labelNames: ['outcome'],
+      help: 'Usage records by route (single, batch, otlp) and outcome (accepted: queued now; replayed: accepted before, answered again; refused: 400 or 422 for what it holds; unavailable: 503), counted alike for every route',
+      labelNames: ['route', 'outcome'],
       registers: [registry],
     }),
     validationFailures: new Counter({

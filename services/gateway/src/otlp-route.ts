@@ -12,6 +12,7 @@ import { registerJsonParser } from '@otm/shared/http-edge';
 import { CAPTURE_HEADER } from './capture.js';
 import { ingestRoutes } from './ingest-routes.js';
 import type { GatewayMetrics } from './metrics.js';
+import { countRecords } from './record-count.js';
 import { countJson, countProtobuf, decodeJson, type OtlpCodec, type OtlpSpan } from './otlp.js';
 import { ingestSpans, readable, summary } from './otlp-spans.js';
 import type { QueuedMessage } from './produce-batcher.js';
@@ -101,8 +102,7 @@ export function registerOtlpRoute(app: FastifyInstance, deps: OtlpRouteDeps): vo
         deps.metrics.otlpSpans.inc({ outcome: 'accepted' }, outcome.accepted);
         deps.metrics.otlpSpans.inc({ outcome: 'rejected' }, outcome.rejected.length);
         deps.metrics.otlpSpans.inc({ outcome: 'ignored' }, outcome.ignored);
-        deps.metrics.records.inc({ outcome: 'accepted' }, outcome.accepted);
-        deps.metrics.records.inc({ outcome: 'refused' }, outcome.rejected.length);
+        countRecords(deps.metrics, 'otlp', outcome.tally);
         if (outcome.unavailable) {
           // The exporter retries the whole export; what was queued is keyed by span and stored once.
           throw refuse('queueUnavailableExport');

@@ -8,6 +8,7 @@ import type { GatewayMetrics } from './metrics.js';
 import { OtlpDecodeError, usageFromSpan, type OtlpSpan } from './otlp.js';
 import type { IntakeContext } from './record-intake.js';
 import { accept, type IntakeDeps, type IntakeItem } from './intake.js';
+import { tallyResults, type RecordTally } from './record-count.js';
 
 /** The result of reading the body, an unreadable one refused with 400. */
 export function readable<T>(read: () => T): T {
@@ -24,6 +25,8 @@ export interface SpansOutcome {
   ignored: number;
   rejected: string[];
   unavailable: boolean;
+  /** The GenAI spans as records, counted as every route counts them (record-count.ts). */
+  tally: RecordTally;
 }
 
 export async function ingestSpans(
@@ -31,7 +34,7 @@ export async function ingestSpans(
   context: IntakeContext,
   deps: { batcher: IntakeDeps['batcher']; metrics: GatewayMetrics },
 ): Promise<SpansOutcome> {
-  const outcome: SpansOutcome = { accepted: 0, ignored: 0, rejected: [], unavailable: false };
+  const outcome: SpansOutcome = { accepted: 0, ignored: 0, rejected: [], unavailable: false, tally: tallyResults([]) };
   // Each GenAI span as an intake item (keyed by its trace and span ids); the others ignored.
   const items: (IntakeItem | ServiceError)[] = [];
   const itemSpans: OtlpSpan[] = [];
@@ -49,6 +52,7 @@ export async function ingestSpans(
     itemSpans.push(span);
   }
   const results = await accept(items, context, { batcher: deps.batcher, onReplay: () => deps.metrics.replays.inc() });
+  outcome.tally = tallyResults(results, outcome.rejected.length);
   results.forEach((result, index) => {
     if (result.kind === 'accepted') outcome.accepted++;
     else if (result.kind === 'unavailable') outcome.unavailable = true;
