@@ -43,12 +43,16 @@ function runtimePackages(): Set<string> {
     dependencies?: Record<string, Node>;
   }
   const found = new Set<string>();
+  // A package met again is listed without its dependencies (npm's "deduped"): walk each
+  // package where its dependencies are listed, wherever that is met first.
+  const walked = new Set<string>();
   const walk = (node: Node) => {
     for (const [name, child] of Object.entries(node.dependencies ?? {})) {
       if (!child.version) continue;
       const id = `${name}@${child.version}`;
-      if (found.has(id)) continue;
       found.add(id);
+      if (walked.has(id) || Object.keys(child.dependencies ?? {}).length === 0) continue;
+      walked.add(id);
       walk(child);
     }
   };

@@ -1,18 +1,25 @@
 // Every dependency call of the ingester's load is retried with capped exponential
 // backoff until it works, or until the work is given up (a rebalance, a stop): a failing
 // dependency delays the load and never drops a record.
+import type { Logger } from '@otm/shared/logger';
 import { failureReason } from './failure-reason.js';
-import type { LoadContext } from './load-unit.js';
+import type { IngesterMetrics } from './metrics.js';
 
 const FULL_HINT =
   'Redis is at maxmemory with noeviction: nothing is lost (offsets stay uncommitted until the keys are marked); raise maxmemory or lower DEDUPE_TTL_SECONDS';
+
+/** What a retry reports to and how long it waits: the load unit's context fits it. */
+export interface RetryContext {
+  deps: { metrics: Pick<IngesterMetrics, 'retries'>; logger: Logger };
+  options: { retryInitialMs: number; retryMaxMs: number };
+}
 
 /** Thrown inside a retry loop when the batch must be given up (shutdown, rebalance). */
 export class Abandoned extends Error {}
 
 /** Retries an infrastructure call with capped exponential backoff until it works or the batch is abandoned. */
 export async function retrying<T>(
-  context: LoadContext,
+  context: RetryContext,
   what: string,
   work: () => Promise<T>,
   alive: () => boolean,
