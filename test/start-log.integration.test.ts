@@ -91,6 +91,9 @@ describe.skipIf(stack.source !== 'local stack')('npm start on a new machine', ()
 
     // The minute held the real work: topics created, the group joined, canary records loaded.
     expect(lines.some((line) => line.startsWith('ingester') && line.includes('ingester consuming'))).toBe(true);
-    expect(lines.filter((line) => ALARM.test(line)), lines.join('\n')).toEqual([]);
+    expect(
+      lines.filter((line) => ALARM.test(line)),
+      lines.join('\n'),
+    ).toEqual([]);
   }, 300_000);
 });

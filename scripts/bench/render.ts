@@ -338,14 +338,15 @@ The tables at ${f(an.events)} events:
 | --- | --- | --- |
 ${tableRows || '| not measured | | |'}
 
-Kafka clients (\`--only kafkaClients\`): the patched kafkajs the services run on and
-@confluentinc/kafka-javascript (librdkafka, KafkaJS-compatible API; built by the bench
-against Debian's libraries), in one process, on the same broker, with the same
+Kafka clients (\`--only kafkaClients\`): the patched kafkajs the services run on,
+@platformatic/kafka (pure TypeScript, no native build) and @confluentinc/kafka-javascript
+(librdkafka, KafkaJS-compatible API; built by the bench against Debian's libraries), in
+one process, on the same broker, with the same
 ${f(kc.records)} records (mean value ${f(kc.meanValueBytes)} B): produced as the gateway
 produces (batches of 1,000, acks from all replicas, idempotent, snappy, murmur2
 partitioning) with one batch in flight and with three; read as the ingester reads
 (eachBatch, each message's wire header and JSON parsed) from the same snappy topic. CPU
-is the process's per record, the client's own threads included${kc.error ? `. Not compared in this run: ${kc.error}` : ''}:
+is the process's per record, the client's own threads included${kc.error ? `. librdkafka not compared in this run: ${kc.error}` : ''}:
 
 | client | produce records/s | CPU per record | three batches in flight | CPU per record | read records/s | CPU per record |
 | --- | --- | --- | --- | --- | --- | --- |

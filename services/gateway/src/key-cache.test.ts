@@ -137,7 +137,7 @@ describe('KeyCache', () => {
     await expect(Promise.resolve().then(() => cache.lookup('known'))).rejects.toThrow('down');
   });
 
-  it('a lost subscription keeps the entries until it is back, then empties the cache (deletions may have been missed)', async () => {
+  it('a lost subscription keeps the entries until it is back, then asks every key again (deletions may have been missed)', async () => {
     const fake = fakeStore(async () => record);
     const subscriber = fakeSubscriber();
     const cache = new KeyCache(fake.store, subscriber, { hitTtlMs: 10_000, missTtlMs: 50, maxEntries: 10, maxUnknownEntries: 10 });
@@ -152,5 +152,42 @@ describe('KeyCache', () => {
     await cache.lookup('known');
     (subscriber as unknown as EventEmitter).emit('ready');
     expect(cache.peek('known')).toBe(record);
+  });
+
+  it('a subscription back before the store answers again keeps known keys answered (a Redis killed and restarted)', async () => {
+    // The subscriber's connection can be ready while the look-ups still fail (the other
+    // connection reconnecting, or the server loading its data): the entries must be
+    // asked again, not dropped, or every key is refused until the look-ups work.
+    let down = false;
+    let current: ApiKeyRecord | null = record;
+    const fake = fakeStore(async () => {
+      if (down) throw new Error('LOADING Redis is loading the dataset in memory');
+      return current;
+    });
+    const subscriber = fakeSubscriber();
+    const cache = new KeyCache(fake.store, subscriber, {
+      hitTtlMs: 10_000,
+      missTtlMs: 50,
+      maxEntries: 10,
+      maxUnknownEntries: 10,
+      outageTtlMs: 60_000,
+    });
+    await cache.start();
+    expect(await cache.lookup('known')).toBe(record);
+    down = true;
+    (subscriber as unknown as EventEmitter).emit('error', new Error('ECONNRESET'));
+    (subscriber as unknown as EventEmitter).emit('reconnecting');
+    (subscriber as unknown as EventEmitter).emit('ready');
+    // No longer answered without asking (a deletion may have been missed) ...
+    expect(cache.peek('known')).toBeUndefined();
+    const asked = fake.lookups();
+    // ... but while the store fails, answered from the last entry, as in any outage.
+    expect(await cache.lookup('known')).toBe(record);
+    expect(fake.lookups()).toBe(asked + 1);
+    // Once the store answers, a key deleted meanwhile is refused.
+    down = false;
+    current = null;
+    await sleep(1100);
+    expect(await cache.lookup('known')).toBeNull();
   });
 });

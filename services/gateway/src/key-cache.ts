@@ -2,7 +2,11 @@
 // the common case. Two things bound how long a deleted key can live on here while
 // Redis answers: the deletion message (immediate) and the entry's own expiry
 // (hitTtlMs, < 2 s: the entry is looked up again). A lost subscriber connection may
-// have missed deletion messages: when it is back, the cache is emptied.
+// have missed deletion messages: when it is back, every entry is expired (each key is
+// asked again before it is answered from the cache) but kept as the outage answer:
+// the subscription can be back before look-ups work again (the other connection still
+// reconnecting, or a restarted server loading its data), and dropping the entries then
+// refused every key until they did.
 //
 // When Redis does not answer, Kafka is still the only dependency a 202 needs: a known
 // key whose look-up fails is answered from its last entry for up to outageTtlMs after
@@ -69,8 +73,8 @@ export class KeyCache {
   async start(): Promise<void> {
     // A key deleted or changed: its digest; an environment's policy changed: every key.
     this.subscriber.on('message', (_channel: string, hash: string) => (hash === EVERY_KEY ? this.clear() : this.invalidate(hash)));
-    // Whatever was published while we were not listening is unknown: the cache is
-    // emptied when the subscription is back (not before: while Redis is away the
+    // Whatever was published while we were not listening is unknown: every entry must be
+    // asked again once the subscription is back (not before: while Redis is away the
     // entries are all there is to answer known keys with).
     for (const event of ['close', 'end', 'error', 'reconnecting']) {
       this.subscriber.on(event, () => (this.subscriptionLost = true));
@@ -78,7 +82,7 @@ export class KeyCache {
     this.subscriber.on('ready', () => {
       if (!this.subscriptionLost) return;
       this.subscriptionLost = false;
-      this.clear();
+      this.expireAll();
     });
     await this.subscriber.connect();
     await this.subscriber.subscribe(this.store.revocationChannel);
@@ -93,6 +97,19 @@ export class KeyCache {
   clear(): void {
     this.generation++;
     this.known.clear();
+    this.unknown.clear();
+  }
+
+  /**
+   * Every known key is asked again before it is answered from the cache; until the store
+   * answers, its entry still answers as in an outage (outageTtlMs). Unknown digests go.
+   */
+  expireAll(): void {
+    this.generation++;
+    for (const entry of this.known.values()) {
+      entry.expiresAt = 0;
+      entry.refreshAt = 0;
+    }
     this.unknown.clear();
   }
 
