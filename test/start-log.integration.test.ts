@@ -11,7 +11,7 @@ import { KeyStore } from '@otm/shared/keys/key-store';
 import { createRedis } from '@otm/shared/redis';
 import { SOURCE_FLAGS } from '../scripts/lib/service-process.js';
 import { startPrivateKafka, type PrivateService } from './helpers/private-services.js';
-import { projectRoot, testNames, testStack } from './helpers/stack.js';
+import { projectRoot, testCertificate, testNames, testStack } from './helpers/stack.js';
 
 /** How long the services run after all three said they are up. */
 const HEALTHY_MINUTE_MS = 60_000;
@@ -64,6 +64,7 @@ describe.skipIf(stack.source !== 'local stack')('npm start on a new machine', ()
         ADMIN_TOKEN: 'start-log-test-token-0123456789abcdef',
         CANARY_API_KEY: canary.key,
         CANARY_GATEWAY_URL: 'https://127.0.0.1:28643',
+        CANARY_CA_FILE: (await testCertificate()).certFile,
         CANARY_INTERVAL_MS: '5000',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
