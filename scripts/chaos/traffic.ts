@@ -5,7 +5,7 @@
 // acknowledged is sent again (same key, same body) after a pause, as a careful client
 // does; some acknowledged keys are sent again on purpose (replays), and the store must
 // still hold each once. Loopback only.
-import { Agent, request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import type { UsageRecord } from '@otm/schemas';
 import { sampleUsageRecords, seededRandom } from '../../test/fixtures/sample-records.js';
 
@@ -162,9 +162,10 @@ export class Traffic {
       headersTimeout: 30_000,
       bodyTimeout: 30_000,
     });
-    await response.body.dump();
-    if (response.statusCode === 202) this.acknowledge([key]);
-    else this.refuse(`http ${response.statusCode}`, [key]);
+    if (response.statusCode === 202) {
+      await response.body.dump();
+      this.acknowledge([key]);
+    } else this.refuse(await refusalKind(response), [key]);
   }
 
   private async postBatch(keys: string[]): Promise<void> {
@@ -189,8 +190,7 @@ export class Traffic {
         if (status !== 202) this.refuse(`item ${status ?? 'missing'}`, [key]);
       }
     } else {
-      await response.body.dump();
-      this.refuse(`http ${response.statusCode}`, keys);
+      this.refuse(await refusalKind(response), keys);
     }
   }
 
@@ -216,4 +216,16 @@ export class Traffic {
     this.longestRefusalMs = Math.max(this.longestRefusalMs, now - this.refusingSince);
     this.refusingSince = undefined;
   }
+}
+
+/** `http 503: The key store is unreachable; retry later.`: the status and the error body's message, so a refusal says what it was. */
+async function refusalKind(response: Dispatcher.ResponseData): Promise<string> {
+  const text = await response.body.text().catch(() => '');
+  let message = '';
+  try {
+    message = String((JSON.parse(text) as { message?: unknown }).message ?? '');
+  } catch {
+    // Not the documented error body: the status alone.
+  }
+  return message ? `http ${response.statusCode}: ${message.slice(0, 80)}` : `http ${response.statusCode}`;
 }
