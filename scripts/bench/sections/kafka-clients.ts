@@ -6,7 +6,9 @@
 // murmur2 partitioning), one batch in flight and three; the ingester's read (eachBatch
 // over a snappy topic, each message's wire header read and its JSON parsed). Records/s
 // and this process's CPU per record (librdkafka's threads included).
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import path from 'node:path';
 import { Consumer, MessagesStreamModes, Producer, compatibilityPartitioner } from '@platformatic/kafka';
 import { COMPRESSION_TYPES, createDurableProducer, ensureTopic } from '@otm/shared/kafka';
 import { decodeWire } from '@otm/shared/registry';
@@ -82,7 +84,9 @@ const kafkajsClient: ClientUnderTest = {
 
 /** @platformatic/kafka's version, from its manifest. */
 function platformaticVersion(): string {
-  return (createRequire(import.meta.url)('@platformatic/kafka/package.json') as { version: string }).version;
+  // Its exports name no package.json: read it beside the entry point (dist/index.js).
+  const entry = createRequire(import.meta.url).resolve('@platformatic/kafka');
+  return (JSON.parse(fs.readFileSync(path.join(path.dirname(entry), '..', 'package.json'), 'utf8')) as { version: string }).version;
 }
 
 const platformaticClient: ClientUnderTest = {
