@@ -149,7 +149,8 @@ describe('helm chart', () => {
         'tolerations[0].key=dedicated,tolerations[0].operator=Equal,tolerations[0].value=otm,tolerations[0].effect=NoSchedule',
         'podAnnotations.team=platform',
         'gateway.podAnnotations.scrape=yes',
-        'extraEnv[0].name=AWS_REGION,extraEnv[0].value=eu-west-1',
+        'extraEnv[0].name=OTEL_SERVICE_NAME,extraEnv[0].value=otm',
+        'kafka.securityProtocol=SASL_SSL,kafka.saslMechanism=AWS_MSK_IAM,kafka.awsRegion=eu-west-1',
         'extraVolumes[0].name=token,extraVolumes[0].emptyDir.medium=Memory',
         'extraVolumeMounts[0].name=token,extraVolumeMounts[0].mountPath=/var/run/otm-token',
         'extraContainers[0].name=token-writer,extraContainers[0].image=example/token-writer:1',
@@ -182,7 +183,8 @@ describe('helm chart', () => {
         expect(deployment, service).toMatch(new RegExp(`nodeSelector:\\s+pool: ${service === 'gateway' ? 'edge' : 'otm'}\\n`));
         expect(deployment, service).toContain('key: dedicated');
         expect(deployment, service).toContain('team: platform');
-        expect(deployment, service).toMatch(/name: AWS_REGION\s+value: eu-west-1/);
+        expect(deployment, service).toMatch(/name: OTEL_SERVICE_NAME\s+value: otm/);
+        expect(deployment, service).toMatch(/name: KAFKA_SASL_MECHANISM\s+value: "AWS_MSK_IAM"\s+- name: KAFKA_AWS_REGION\s+value: "eu-west-1"/);
         expect(deployment, service).toMatch(/- mountPath: \/var\/run\/otm-token\s+name: token/);
         expect(deployment, service).toMatch(/- image: example\/token-writer:1\s+name: token-writer/);
         expect(deployment, service).toMatch(/name: MIGRATE_ON_START\s+value: "false"/);

@@ -62,8 +62,12 @@ export const infrastructureSpec = {
   }),
   KAFKA_SASL_MECHANISM: str({
     default: '',
-    choices: ['', 'PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'OAUTHBEARER'],
-    desc: 'SASL mechanism with SASL_SSL or SASL_PLAINTEXT',
+    choices: ['', 'PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'OAUTHBEARER', 'AWS_MSK_IAM'],
+    desc: "SASL mechanism with SASL_SSL or SASL_PLAINTEXT; AWS_MSK_IAM: Amazon MSK's IAM authentication (OAUTHBEARER tokens signed with the default AWS credential chain, in KAFKA_AWS_REGION)",
+  }),
+  KAFKA_AWS_REGION: str({
+    default: '',
+    desc: "AWS_MSK_IAM: the MSK cluster's region (e.g. eu-west-1), which its tokens are signed for",
   }),
   KAFKA_SASL_USERNAME: str({ default: '', desc: 'SASL user (PLAIN, SCRAM); a managed Kafka calls it the API key' }),
   KAFKA_SASL_PASSWORD: str({ default: '', desc: 'SASL password (PLAIN, SCRAM); a managed Kafka calls it the API secret' }),

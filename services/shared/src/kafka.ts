@@ -20,6 +20,7 @@ import { promisify } from 'node:util';
 import type { Logger } from './logger.js';
 import { ConfigError } from './config.js';
 import { codecs } from './kafka-codecs.js';
+import { mskIamTokenProvider } from './msk-iam.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -81,7 +82,7 @@ export interface KafkaSettings {
   security?: KafkaSecurity;
 }
 
-export type SaslMechanism = 'PLAIN' | 'SCRAM-SHA-256' | 'SCRAM-SHA-512' | 'OAUTHBEARER';
+export type SaslMechanism = 'PLAIN' | 'SCRAM-SHA-256' | 'SCRAM-SHA-512' | 'OAUTHBEARER' | 'AWS_MSK_IAM';
 
 /** How a client proves itself to the brokers and checks them: the KAFKA_SECURITY_PROTOCOL family of variables. */
 export interface KafkaSecurity {
@@ -98,6 +99,8 @@ export interface KafkaSecurityConfig {
   KAFKA_SASL_PASSWORD: string;
   KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: string;
   KAFKA_SASL_OAUTHBEARER_TOKEN_COMMAND: string;
+  /** AWS_MSK_IAM only; absent in callers that never use it. */
+  KAFKA_AWS_REGION?: string;
   KAFKA_TLS_CA_FILE: string;
   KAFKA_TLS_CERT_FILE: string;
   KAFKA_TLS_KEY_FILE: string;
@@ -145,9 +148,16 @@ export function kafkaSecurityFrom(config: KafkaSecurityConfig): KafkaSecurity {
     security.sasl = { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: await bearerToken(file, command) }) };
     return security;
   }
+  if (mechanism === 'AWS_MSK_IAM') {
+    const region = config.KAFKA_AWS_REGION ?? '';
+    if (!region) throw new ConfigError("KAFKA_AWS_REGION is required with KAFKA_SASL_MECHANISM=AWS_MSK_IAM (the MSK cluster's region)");
+    if (!usesTls) throw new ConfigError('KAFKA_SASL_MECHANISM=AWS_MSK_IAM needs KAFKA_SECURITY_PROTOCOL=SASL_SSL (MSK takes IAM over TLS only)');
+    security.sasl = { mechanism: 'oauthbearer', oauthBearerProvider: mskIamTokenProvider(region) };
+    return security;
+  }
   if (mechanism !== 'PLAIN' && mechanism !== 'SCRAM-SHA-256' && mechanism !== 'SCRAM-SHA-512') {
     throw new ConfigError(
-      `KAFKA_SASL_MECHANISM must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER with ${protocol}, got "${mechanism}"`,
+      `KAFKA_SASL_MECHANISM must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM with ${protocol}, got "${mechanism}"`,
     );
   }
   if (!config.KAFKA_SASL_USERNAME) throw new ConfigError(`KAFKA_SASL_USERNAME is required with KAFKA_SASL_MECHANISM=${mechanism}`);

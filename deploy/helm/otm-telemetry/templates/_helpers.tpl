@@ -51,6 +51,10 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.kafka.securityProtocol | quote }}
 - name: KAFKA_SASL_MECHANISM
   value: {{ .Values.kafka.saslMechanism | quote }}
+{{- with .Values.kafka.awsRegion }}
+- name: KAFKA_AWS_REGION
+  value: {{ . | quote }}
+{{- end }}
 {{- include "otm.secretPair" (dict "user" "KAFKA_SASL_USERNAME" "password" "KAFKA_SASL_PASSWORD" "from" .Values.kafka.credentials) }}
 {{- with .Values.kafka.tls.secretName }}
 - name: KAFKA_TLS_CA_FILE
