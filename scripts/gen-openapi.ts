@@ -9,6 +9,7 @@ import { Command } from 'commander';
 import { format, resolveConfig } from 'prettier';
 import { usageRecordSchema } from '@otm/schemas';
 import { errorCatalog, refusals, type ErrorType } from '@otm/shared/errors';
+import { messageTemplate } from './lib/refusal-text.js';
 import { errorBodySchema, ingestRoutes, type RouteDoc } from '../services/gateway/src/ingest-routes.js';
 import { analyticsAnswerSchema, analyticsRoutes } from '../services/admin/src/analytics-routes.js';
 import { pipelineAnswerSchema, pipelineRoute } from '../services/admin/src/pipeline-routes.js';
@@ -412,13 +413,6 @@ function renderMarkdown(document: Json): string {
     '',
   );
   return lines.join('\n');
-}
-
-/** A refusal's message for the table: a template shown with its parameters as `<name>`. */
-function messageTemplate(message: string | ((params: never) => string)): string {
-  if (typeof message === 'string') return message.replace(/\|/g, '\\|');
-  const names = new Proxy({}, { get: (_target, name) => `{${String(name)}}` });
-  return (message as (params: unknown) => string)(names).replace(/\|/g, '\\|');
 }
 
 const document = buildOpenApiDocument();

@@ -184,7 +184,9 @@ describe('helm chart', () => {
         expect(deployment, service).toContain('key: dedicated');
         expect(deployment, service).toContain('team: platform');
         expect(deployment, service).toMatch(/name: OTEL_SERVICE_NAME\s+value: otm/);
-        expect(deployment, service).toMatch(/name: KAFKA_SASL_MECHANISM\s+value: "AWS_MSK_IAM"\s+- name: KAFKA_AWS_REGION\s+value: "eu-west-1"/);
+        expect(deployment, service).toMatch(
+          /name: KAFKA_SASL_MECHANISM\s+value: "AWS_MSK_IAM"\s+- name: KAFKA_AWS_REGION\s+value: "eu-west-1"/,
+        );
         expect(deployment, service).toMatch(/- mountPath: \/var\/run\/otm-token\s+name: token/);
         expect(deployment, service).toMatch(/- image: example\/token-writer:1\s+name: token-writer/);
         expect(deployment, service).toMatch(/name: MIGRATE_ON_START\s+value: "false"/);

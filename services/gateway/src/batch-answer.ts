@@ -1,7 +1,7 @@
 // The batch endpoint's body and answer apart from the route: the items a body holds
 // (each with its own idempotency key, or the batch's with its index), each item's
 // result as the answer lists it, and the 400 answer when no item was valid.
-import { errorReportLimits, ServiceError, type FieldError, refuse } from '@otm/shared/errors';
+import { ServiceError, type FieldError, refuse, withinErrorBudget } from '@otm/shared/errors';
 import { v7 as uuidv7 } from 'uuid';
 import { UnreadableLine } from './batch-body.js';
 import type { IntakeItem, ItemResult } from './intake.js';
@@ -78,14 +78,10 @@ function splitItem(item: unknown): { record: unknown; itemKey: string | undefine
   return { record, itemKey: idempotencyKey };
 }
 
-/** The first errors of a list whose JSON fits the answer's byte budget. */
+/** The first errors of a list whose JSON (brackets, and a comma each) fits the answer's byte budget. */
 function fitWithin(errors: FieldError[]): FieldError[] {
-  let spent = 2;
-  let count = 0;
-  for (const error of errors) {
-    spent += JSON.stringify(error).length + 1;
-    if (spent > errorReportLimits.answerBytes) break;
-    count++;
-  }
-  return errors.slice(0, count);
+  return errors.slice(
+    0,
+    withinErrorBudget(errors, (error) => JSON.stringify(error).length + 1, 2),
+  );
 }

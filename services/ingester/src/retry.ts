@@ -2,11 +2,8 @@
 // backoff until it works, or until the work is given up (a rebalance, a stop): a failing
 // dependency delays the load and never drops a record.
 import type { Logger } from '@otm/shared/logger';
-import { failureReason } from './failure-reason.js';
+import { FAILURE_REASONS, failureReason } from './failure-reason.js';
 import type { IngesterMetrics } from './metrics.js';
-
-const FULL_HINT =
-  'Redis is at maxmemory with noeviction: nothing is lost (offsets stay uncommitted until the keys are marked); raise maxmemory or lower DEDUPE_TTL_SECONDS';
 
 /** What a retry reports to and how long it waits: the load unit's context fits it. */
 export interface RetryContext {
@@ -37,7 +34,7 @@ export async function retrying<T>(
       context.deps.metrics.retries.inc({ dependency, reason });
       if (attempt === 1 || attempt % 10 === 0) {
         context.deps.logger.warn(
-          { dependency, reason, attempt, err: (error as Error).message, ...(reason === 'full' ? { hint: FULL_HINT } : {}) },
+          { dependency, reason, attempt, err: (error as Error).message, hint: FAILURE_REASONS[reason].action },
           'dependency failed; retrying',
         );
       }

@@ -63,18 +63,26 @@ export function boundErrors(errors: FieldError[]): { errors: FieldError[]; trunc
  * past the budget loses its `errors` and says `truncated`. Returns whether any was cut.
  */
 export function fitErrorBudget(entries: { errors?: FieldError[]; truncated?: boolean }[]): boolean {
-  let spent = 0;
-  let cut = false;
-  for (const entry of entries) {
-    if (!entry.errors) continue;
-    spent += JSON.stringify(entry.errors).length;
-    if (spent > errorReportLimits.answerBytes) {
-      delete entry.errors;
-      entry.truncated = true;
-      cut = true;
-    }
+  const listing = entries.filter((entry) => entry.errors !== undefined);
+  const kept = withinErrorBudget(listing, (entry) => JSON.stringify(entry.errors).length);
+  for (const entry of listing.slice(kept)) {
+    delete entry.errors;
+    entry.truncated = true;
   }
-  return cut;
+  return kept < listing.length;
+}
+
+/**
+ * The answer's one byte budget for errors: how many of `items`, from the first, fit in
+ * errorReportLimits.answerBytes when each costs `bytes(item)` and `spent` is used already.
+ */
+export function withinErrorBudget<T>(items: readonly T[], bytes: (item: T) => number, spent = 0): number {
+  let total = spent;
+  for (let index = 0; index < items.length; index++) {
+    total += bytes(items[index]!);
+    if (total > errorReportLimits.answerBytes) return index;
+  }
+  return items.length;
 }
 
 export class ServiceError extends Error {

@@ -151,7 +151,8 @@ export function kafkaSecurityFrom(config: KafkaSecurityConfig): KafkaSecurity {
   if (mechanism === 'AWS_MSK_IAM') {
     const region = config.KAFKA_AWS_REGION ?? '';
     if (!region) throw new ConfigError("KAFKA_AWS_REGION is required with KAFKA_SASL_MECHANISM=AWS_MSK_IAM (the MSK cluster's region)");
-    if (!usesTls) throw new ConfigError('KAFKA_SASL_MECHANISM=AWS_MSK_IAM needs KAFKA_SECURITY_PROTOCOL=SASL_SSL (MSK takes IAM over TLS only)');
+    if (!usesTls)
+      throw new ConfigError('KAFKA_SASL_MECHANISM=AWS_MSK_IAM needs KAFKA_SECURITY_PROTOCOL=SASL_SSL (MSK takes IAM over TLS only)');
     security.sasl = { mechanism: 'oauthbearer', oauthBearerProvider: mskIamTokenProvider(region) };
     return security;
   }

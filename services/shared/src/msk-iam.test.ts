@@ -35,7 +35,9 @@ describe('MSK IAM', () => {
     expect(security.ssl).toBe(true);
     expect(security.sasl?.mechanism).toBe('oauthbearer');
     expect(() => kafkaSecurityFrom({ ...iam, KAFKA_AWS_REGION: '' })).toThrow(/KAFKA_AWS_REGION is required/);
-    expect(() => kafkaSecurityFrom({ ...iam, KAFKA_SECURITY_PROTOCOL: 'SASL_PLAINTEXT' })).toThrow(/needs KAFKA_SECURITY_PROTOCOL=SASL_SSL/);
+    expect(() => kafkaSecurityFrom({ ...iam, KAFKA_SECURITY_PROTOCOL: 'SASL_PLAINTEXT' })).toThrow(
+      /needs KAFKA_SECURITY_PROTOCOL=SASL_SSL/,
+    );
   });
 
   it("a token is AWS's presigned kafka-cluster:Connect request for the region, signed with the credentials given", async () => {
