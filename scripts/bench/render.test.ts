@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { renderFromFiles, renderMarkdown, sectionMachines, type Output } from './render.js';
+import { machineLimit, renderFromFiles, renderMarkdown, sectionMachines, type Output } from './render.js';
 import { projectRoot as root } from '../lib/project-root.js';
 
 describe('BENCHMARKS.md', () => {
@@ -75,5 +75,48 @@ describe('what two cores leave the gateway and the ingester', () => {
   it('is left out when a figure it needs was not measured', () => {
     const report = renderMarkdown({ ...figures, ingester: { ...data.ingester, baselineCpuUsPerRecord: undefined } } as Output);
     expect(report).not.toContain('What two cores leave');
+  });
+});
+
+describe("the machine's limit", () => {
+  const data = JSON.parse(fs.readFileSync(path.join(root, 'bench/results/latest.json'), 'utf8')) as Output;
+  const step = (offeredPerS: number, passed: boolean, parts: Record<string, number>) => ({ offeredPerS, passed, cpuUsPerRecord: parts });
+  const figures = {
+    ...data,
+    machine: { ...data.machine, cores: 2 },
+    clickhouseCeiling: { ...data.clickhouseCeiling, cpuUsPerRow: 40 },
+    batch: { ...data.batch, generatorCpuUsPerRecord: 30, baselineCpuUsPerRecord: 35 },
+    ingester: { ...data.ingester, baselineCpuUsPerRecord: 20 },
+    endToEnd: {
+      ...data.endToEnd,
+      sustainedPerS: 2000,
+      steps: [
+        step(1000, true, { kafka: 60, redis: 8, gateway: 150, ingester: 120, clickhouse: 200 }),
+        step(2000, true, { kafka: 30, redis: 12, gateway: 140, ingester: 100, clickhouse: 160 }),
+        step(3000, false, { kafka: 25, redis: 10, gateway: 145, ingester: 95, clickhouse: 150 }),
+      ],
+    },
+  } as Output;
+
+  it('is the cores over the sum of the floors, each part beside what it took at the highest step that passed', () => {
+    const limit = machineLimit(figures)!;
+    // 40 ClickHouse + 35 Fastify + 20 consumer + 25 Kafka (cheapest) + 8 Redis (cheapest) + 30 generator = 158 µs.
+    expect(limit.floorUs).toBe(158);
+    expect(limit.limitPerS).toBeCloseTo(2e6 / 158, 6);
+    expect(limit.atPerS).toBe(2000);
+    expect(limit.parts.find((part) => part.part === 'ClickHouse')).toMatchObject({ floorUs: 40, measuredUs: 160 });
+    const report = renderMarkdown(figures);
+    expect(report).toContain(`| 2,000/s of 12,658/s: 0.16 | **not met** |`);
+    expect(report).toContain(
+      '| ClickHouse CPU per record end to end ≤ 2× its own insert of the same rows | 4.0× (160.0 / 40.0 µs) | **not met** |',
+    );
+    expect(report).toContain('2 cores ÷ 158.0 µs =\n**12,658 records/s**');
+  });
+
+  it('is not stated when a floor was not measured', () => {
+    expect(machineLimit({ ...figures, batch: { ...figures.batch, generatorCpuUsPerRecord: undefined } } as Output)).toBeUndefined();
+    expect(renderMarkdown({ ...figures, batch: { ...figures.batch, generatorCpuUsPerRecord: undefined } } as Output)).not.toContain(
+      "The machine's limit",
+    );
   });
 });
