@@ -1,5 +1,5 @@
 // 2. Produce path ------------------------------------------------------------------
-import { createDurableProducer, ensureTopic } from '@otm/shared/kafka';
+import { createDurableProducer, ensureTopic, openKafkajsSender } from '@otm/shared/kafka';
 import { ProduceBatcher } from '../../../services/gateway/src/produce-batcher.js';
 import { ProducerHandle } from '../../../services/gateway/src/producer-handle.js';
 import { runs, scale, runId, log, figure, kafka, results, wireMessages } from '../context.js';
@@ -13,7 +13,7 @@ export async function benchProduce(): Promise<void> {
     const topic = `bench.produce.${runId}.${run}`;
     await ensureTopic(kafka, topic, 6);
     // As the gateway runs it: three producers, one batch in flight on each.
-    const handles = Array.from({ length: 3 }, () => new ProducerHandle(kafka, { retries: 2, maxRetryTimeMs: 5000 }));
+    const handles = Array.from({ length: 3 }, () => new ProducerHandle(() => openKafkajsSender(kafka, { retries: 2, maxRetryTimeMs: 5000 })));
     await Promise.all(handles.map((handle) => handle.current()));
     const batcher = new ProduceBatcher(handles, {
       topic,

@@ -1,23 +1,21 @@
 // Pure batching logic with a stand-in producer (no broker): coalescing, byte caps,
 // deadlines and producer resets. The real broker path is in the integration tests.
 import { describe, expect, it } from 'vitest';
-import type { Producer } from '@otm/shared/kafka';
+import type { RecordSender } from '@otm/shared/kafka';
 import { ProduceBatcher, ProduceUnavailableError } from './produce-batcher.js';
 
-function fakeProducer(behaviour: (messages: number) => Promise<void>) {
+/** A sender in memory (the Kafka seam's interface), acknowledging as `behaviour` says. */
+function fakeProducer(behaviour: (records: number) => Promise<void>) {
   const sends: number[] = [];
   let resets = 0;
-  // As kafkajs with our partitioner: every message gets a partition (0 here), and the
-  // broker answers for it.
-  const producer = {
-    send: async ({ topic, messages }: { topic: string; messages: { partition?: number }[] }) => {
-      sends.push(messages.length);
-      for (const sent of messages) sent.partition = 0;
-      await behaviour(messages.length);
-      return [{ topicName: topic, partition: 0, errorCode: 0 }];
+  const sender: RecordSender = {
+    send: async (_topic, records) => {
+      sends.push(records.length);
+      await behaviour(records.length);
     },
-  } as unknown as Producer;
-  return { sends, resets: () => resets, factory: { current: async () => producer, reset: async () => void resets++ } };
+    close: async () => {},
+  };
+  return { sends, resets: () => resets, factory: { current: async () => sender, reset: async () => void resets++ } };
 }
 
 const options = { topic: 't', lingerMs: 5, maxBatchRecords: 100, maxBatchBytes: 1000, maxQueuedRecords: 1000, sendTimeoutMs: 200 };

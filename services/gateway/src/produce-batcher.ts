@@ -2,7 +2,7 @@
 // collapse to one broker round trip per HTTP request. A caller's promise settles
 // only when the batch holding its record is acknowledged by the broker (acks=all,
 // idempotent producer): the gateway's 202 means "durably on the topic".
-import { sendAcknowledged, type Producer } from '@otm/shared/kafka';
+import type { RecordSender } from '@otm/shared/kafka';
 
 export interface QueuedMessage {
   key: string;
@@ -32,8 +32,6 @@ export interface ProduceBatcherOptions {
   sendTimeoutMs: number;
   /** Headers every message carries (the content type, the schema id); `x-request-id` is added per message. */
   headers?: Record<string, string>;
-  /** The record batches' codec (kafkajs CompressionTypes; none when absent). */
-  compression?: number;
 }
 
 export interface ProduceBatcherEvents {
@@ -43,7 +41,7 @@ export interface ProduceBatcherEvents {
 export class ProduceUnavailableError extends Error {}
 
 export interface ProducerSlot {
-  current(): Promise<Producer>;
+  current(): Promise<RecordSender>;
   reset(): Promise<void>;
 }
 
@@ -58,7 +56,7 @@ export class ProduceBatcher {
 
   /**
    * @param producers one handle per batch that may be in flight; each returns its
-   * connected producer, and after a failed send the batcher resets that handle, so
+   * connected sender, and after a failed send the batcher resets that handle, so
    * an idempotent producer whose last request has an unknown outcome never reuses
    * its sequence numbers.
    */
@@ -134,17 +132,14 @@ export class ProduceBatcher {
     try {
       // The bound covers connecting too: a broker that is down must not hold callers.
       await withTimeout(
-        slot.current().then((producer) =>
-          sendAcknowledged(producer, {
-            topic: this.options.topic,
-            acks: -1,
-            ...(this.options.compression ? { compression: this.options.compression } : {}),
-            messages: batch.map(({ key, value, requestId }) => ({
-              key,
-              value,
-              headers: requestId ? { ...this.options.headers, 'x-request-id': requestId } : this.options.headers,
-            })),
-          }),
+        slot.current().then((sender) =>
+          sender.send(
+            this.options.topic,
+            batch.map(({ key, value, requestId }) => {
+              const headers = requestId ? { ...this.options.headers, 'x-request-id': requestId } : this.options.headers;
+              return headers ? { key, value, headers } : { key, value };
+            }),
+          ),
         ),
         timeoutMs,
       );

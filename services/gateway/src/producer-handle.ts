@@ -1,39 +1,33 @@
-// Owns the gateway's durable producer. After a failed or timed-out send the
-// outcome of that request is unknown (it may still be written), so the handle is
-// reset and the next batch gets a new producer id: an idempotent producer must not
-// reuse sequence numbers whose fate it does not know.
-import { createDurableProducer, type Kafka, type Producer } from '@otm/shared/kafka';
+// Owns one of the gateway's durable producers (a RecordSender: the Kafka seam's
+// interface). After a failed or timed-out send the outcome of that request is unknown
+// (it may still be written), so the handle is reset and the next batch gets a new
+// sender, with a new producer id: an idempotent producer must not reuse sequence
+// numbers whose fate it does not know.
+import type { RecordSender } from '@otm/shared/kafka';
 
 export class ProducerHandle {
-  private producer: Producer | undefined;
-  private connecting: Promise<Producer> | undefined;
+  private sender: RecordSender | undefined;
+  private connecting: Promise<RecordSender> | undefined;
 
-  constructor(
-    private readonly kafka: Kafka,
-    private readonly options: { retries: number; maxRetryTimeMs: number },
-  ) {}
+  /** @param open connects a new sender (openKafkajsSender, or another client behind the seam). */
+  constructor(private readonly open: () => Promise<RecordSender>) {}
 
-  current(): Promise<Producer> {
-    if (this.producer) return Promise.resolve(this.producer);
+  current(): Promise<RecordSender> {
+    if (this.sender) return Promise.resolve(this.sender);
     this.connecting ??= (async () => {
-      const fresh = createDurableProducer(this.kafka, this.options);
       try {
-        await fresh.connect();
-      } catch (error) {
-        await fresh.disconnect().catch(() => undefined);
-        throw error;
+        this.sender = await this.open();
+        return this.sender;
       } finally {
         this.connecting = undefined;
       }
-      this.producer = fresh;
-      return fresh;
     })();
     return this.connecting;
   }
 
   async reset(): Promise<void> {
-    const old = this.producer;
-    this.producer = undefined;
-    await old?.disconnect().catch(() => undefined);
+    const old = this.sender;
+    this.sender = undefined;
+    await old?.close().catch(() => undefined);
   }
 }

@@ -6,7 +6,7 @@ import v8 from 'node:v8';
 import { buildQueuedRecordSchema, compileValidators, parseTimestamp, QUEUED_CONTENT_TYPE } from '@otm/schemas';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createLogger } from '@otm/shared/logger';
-import { createKafka, ensureTopic, kafkaSettingsFrom } from '@otm/shared/kafka';
+import { createKafka, ensureTopic, kafkaSettingsFrom, openKafkajsSender } from '@otm/shared/kafka';
 import { createRegistry, fetchJsonSchema, schemaIdFor, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
@@ -20,7 +20,7 @@ import { ProduceBatcher } from './produce-batcher.js';
 import { ProducerHandle } from './producer-handle.js';
 import { redactorFrom } from './redact.js';
 import { setErrorReportLimits } from '@otm/shared/errors';
-import { COMPRESSION_TYPES, type CompressionName } from '@otm/shared/kafka';
+import type { CompressionName } from '@otm/shared/kafka';
 import { DependencyError, connectRedis, kafkaFailure, redisFailure, registryFailure, startStep } from '@otm/shared/dependency-failure';
 
 const config = loadGatewayConfig(process.env);
@@ -75,7 +75,14 @@ await keyCache.start();
 
 const producers = Array.from(
   { length: config.PRODUCE_CONCURRENCY },
-  () => new ProducerHandle(kafka, { retries: 2, maxRetryTimeMs: config.PRODUCE_TIMEOUT_MS }),
+  () =>
+    new ProducerHandle(() =>
+      openKafkajsSender(kafka, {
+        retries: 2,
+        maxRetryTimeMs: config.PRODUCE_TIMEOUT_MS,
+        compression: config.KAFKA_COMPRESSION as CompressionName,
+      }),
+    ),
 );
 await Promise.all(producers.map((producer) => producer.current()));
 
@@ -94,7 +101,6 @@ const batcher = new ProduceBatcher(
     headers: { 'content-type': QUEUED_CONTENT_TYPE, 'x-schema-id': String(schemaId) },
     maxQueuedBytes: config.PRODUCE_MAX_QUEUE_BYTES,
     sendTimeoutMs: config.PRODUCE_TIMEOUT_MS,
-    compression: COMPRESSION_TYPES[config.KAFKA_COMPRESSION as CompressionName],
   },
   {
     onBatch(records, durationMs, ok) {

@@ -1,6 +1,6 @@
 // Messages that can never be loaded go to the dead-letter topic unchanged, with
 // the reason and their origin in headers. They never block the partition.
-import { sendAcknowledged, type Producer } from '@otm/shared/kafka';
+import type { RecordSender } from '@otm/shared/kafka';
 
 /**
  * Why a record can never be loaded: a code (the `x-dlq-reason-code` header; a consumer
@@ -76,12 +76,11 @@ export interface DeadLetter {
   headers?: Partial<Record<keyof typeof DEAD_LETTER_HEADERS, string>>;
 }
 
-export async function sendDeadLetters(producer: Producer, dlqTopic: string, letters: readonly DeadLetter[]): Promise<void> {
+export async function sendDeadLetters(sender: RecordSender, dlqTopic: string, letters: readonly DeadLetter[]): Promise<void> {
   if (letters.length === 0) return;
-  await sendAcknowledged(producer, {
-    topic: dlqTopic,
-    acks: -1,
-    messages: letters.map((letter) => ({
+  await sender.send(
+    dlqTopic,
+    letters.map((letter) => ({
       key: letter.key,
       value: letter.value,
       headers: {
@@ -94,5 +93,5 @@ export async function sendDeadLetters(producer: Producer, dlqTopic: string, lett
         ...letter.headers,
       },
     })),
-  });
+  );
 }

@@ -7,7 +7,7 @@ import { codecs } from '@otm/shared/kafka-codecs';
 import {
   cachedConsumerLag,
   createConsumer,
-  createDurableProducer,
+  openKafkajsSender,
   createKafka,
   ensureTopic,
   isExpectedKafkaCondition,
@@ -106,8 +106,7 @@ await connectRedis(redis, config.REDIS_URL).catch((failure: DependencyError) =>
   exitIfRefused(logger, failure, 'redis not reachable yet; will retry'),
 );
 
-const dlqProducer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
-await dlqProducer.connect();
+const dlqSender = await openKafkajsSender(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
 
 const consumer = createConsumer(kafka, {
   groupId: config.INGEST_GROUP_ID,
@@ -161,7 +160,7 @@ const usageConsumer = new UsageConsumer(
       windowS: config.DEDUPE_TTL_SECONDS,
       keyTable: !config.INGEST_MIGRATIONS_UP_TO || config.INGEST_MIGRATIONS_UP_TO >= '0012',
     }),
-    deadLetters: new KafkaDeadLetters(dlqProducer, config.DLQ_TOPIC),
+    deadLetters: new KafkaDeadLetters(dlqSender, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),
     plausible: {
       maxTokens: config.TOKENS_MAX,
@@ -309,7 +308,7 @@ async function shutdown(signal: string): Promise<void> {
   clearInterval(backfillTimer);
   await usageConsumer.drain(config.INGEST_SESSION_TIMEOUT_MS).catch(() => undefined);
   await consumer.disconnect().catch(() => undefined);
-  await dlqProducer.disconnect().catch(() => undefined);
+  await dlqSender.close().catch(() => undefined);
   await admin.disconnect().catch(() => undefined);
   metricsServer.close();
   redis.disconnect();

@@ -3,7 +3,7 @@
 // against the in-memory stand-ins of its unit tests (consumer.test.ts).
 import type { RollupFence } from '@otm/shared/rollups/fence';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
-import type { Producer } from '@otm/shared/kafka';
+import type { RecordSender } from '@otm/shared/kafka';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import { decodeKnown, decodeStep, type SchemaCache } from './decode-step.js';
 import type { SeenCheck, SeenMark } from './dedupe-step.js';
@@ -76,10 +76,10 @@ export class ClickHouseEventStore implements EventStore {
 
 export class KafkaDeadLetters implements DeadLetterSink {
   constructor(
-    private readonly producer: Producer,
+    private readonly sender: RecordSender,
     private readonly topic: string,
   ) {}
   send(letters: readonly DeadLetter[]) {
-    return sendDeadLetters(this.producer, this.topic, letters);
+    return sendDeadLetters(this.sender, this.topic, letters);
   }
 }

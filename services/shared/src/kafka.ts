@@ -316,6 +316,58 @@ export function createDurableProducer(kafka: Kafka, options: { retries: number; 
   });
 }
 
+/** One keyed record for a topic, in the project's own words (no client's types). */
+export interface OutgoingRecord {
+  /** The partitioning key (a record copied from another topic keeps its own, which may be absent). */
+  key: string | Buffer | null;
+  /** Absent only for a record copied as it was (a dead letter of an empty message). */
+  value: Buffer | null;
+  /** Header values; one left undefined is not sent. */
+  headers?: Record<string, string | undefined>;
+}
+
+/**
+ * A durable producer as the project uses one (idempotent, acks from every in-sync
+ * replica), whatever client is behind it. `send` resolves once every record is
+ * acknowledged and throws otherwise; after a throw the outcome is unknown (the records
+ * may still be written), so the sender is closed and another opened: an idempotent
+ * producer must not reuse sequence numbers whose fate it does not know.
+ */
+export interface RecordSender {
+  send(topic: string, records: readonly OutgoingRecord[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface SenderOptions {
+  retries: number;
+  maxRetryTimeMs: number;
+  /** The record batches' codec; none when absent. */
+  compression?: CompressionName;
+}
+
+/** A connected RecordSender on kafkajs's durable producer (the Java client's murmur2 partitioning). */
+export async function openKafkajsSender(kafka: Kafka, options: SenderOptions): Promise<RecordSender> {
+  const producer = createDurableProducer(kafka, options);
+  try {
+    await producer.connect();
+  } catch (error) {
+    await producer.disconnect().catch(() => undefined);
+    throw error;
+  }
+  const compression = options.compression && options.compression !== 'none' ? COMPRESSION_TYPES[options.compression] : undefined;
+  return {
+    async send(topic, records) {
+      await sendAcknowledged(producer, {
+        topic,
+        acks: -1,
+        ...(compression === undefined ? {} : { compression }),
+        messages: records.map(({ key, value, headers }) => ({ key, value, ...(headers ? { headers } : {}) })),
+      });
+    },
+    close: () => producer.disconnect(),
+  };
+}
+
 export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
   return kafka.consumer(config);
 }
