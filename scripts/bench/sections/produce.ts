@@ -13,7 +13,10 @@ export async function benchProduce(): Promise<void> {
     const topic = `bench.produce.${runId}.${run}`;
     await ensureTopic(kafka, topic, 6);
     // As the gateway runs it: three producers, one batch in flight on each.
-    const handles = Array.from({ length: 3 }, () => new ProducerHandle(() => openKafkajsSender(kafka, { retries: 2, maxRetryTimeMs: 5000 })));
+    const handles = Array.from(
+      { length: 3 },
+      () => new ProducerHandle(() => openKafkajsSender(kafka, { retries: 2, maxRetryTimeMs: 5000 })),
+    );
     await Promise.all(handles.map((handle) => handle.current()));
     const batcher = new ProduceBatcher(handles, {
       topic,
