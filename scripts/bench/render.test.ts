@@ -41,25 +41,27 @@ describe('sectionMachines', () => {
   });
 });
 
-describe('what two cores leave the gateway and the ingester', () => {
-  const data = JSON.parse(fs.readFileSync(path.join(root, 'bench/results/latest.json'), 'utf8')) as Output;
-  const step = (offeredPerS: number, passed: boolean, kafka: number, redis: number, gateway: number, ingester: number) => ({
-    offeredPerS,
-    passed,
-    cpuUsPerRecord: { kafka, redis, gateway, ingester },
-  });
-  const figures = {
-    ...data,
-    machine: { ...data.machine, cores: 2 },
-    clickhouseCeiling: { ...data.clickhouseCeiling, cpuUsPerRow: 40 },
-    batch: { ...data.batch, generatorCpuUsPerRecord: 30, baselineCpuUsPerRecord: 35 },
-    ingester: { ...data.ingester, baselineCpuUsPerRecord: 20 },
-    endToEnd: {
-      ...data.endToEnd,
-      steps: [step(1000, true, 60, 8, 150, 120), step(2000, true, 30, 12, 140, 100), step(3000, false, 25, 10, 145, 95)],
-    },
-  } as Output;
+/** A report's figures with the floors and the end-to-end steps set, for the two budget tables. */
+const data = JSON.parse(fs.readFileSync(path.join(root, 'bench/results/latest.json'), 'utf8')) as Output;
+const step = (offeredPerS: number, passed: boolean, parts: Record<string, number>) => ({ offeredPerS, passed, cpuUsPerRecord: parts });
+const figures = {
+  ...data,
+  machine: { ...data.machine, cores: 2 },
+  clickhouseCeiling: { ...data.clickhouseCeiling, cpuUsPerRow: 40 },
+  batch: { ...data.batch, generatorCpuUsPerRecord: 30, baselineCpuUsPerRecord: 35 },
+  ingester: { ...data.ingester, baselineCpuUsPerRecord: 20 },
+  endToEnd: {
+    ...data.endToEnd,
+    sustainedPerS: 2000,
+    steps: [
+      step(1000, true, { kafka: 60, redis: 8, gateway: 150, ingester: 120, clickhouse: 200 }),
+      step(2000, true, { kafka: 30, redis: 12, gateway: 140, ingester: 100, clickhouse: 160 }),
+      step(3000, false, { kafka: 25, redis: 10, gateway: 145, ingester: 95, clickhouse: 150 }),
+    ],
+  },
+} as Output;
 
+describe('what two cores leave the gateway and the ingester', () => {
   it('subtracts the cheapest figure of each part from what the cores give, and compares the rest with the bare baselines', () => {
     const report = renderMarkdown(figures);
     // 2 cores at 12,000/s: 166.7 µs; less ClickHouse 40, Kafka 25 (its cheapest step, 3,000/s), Redis 8 (1,000/s), the generator 30.
@@ -79,25 +81,6 @@ describe('what two cores leave the gateway and the ingester', () => {
 });
 
 describe("the machine's limit", () => {
-  const data = JSON.parse(fs.readFileSync(path.join(root, 'bench/results/latest.json'), 'utf8')) as Output;
-  const step = (offeredPerS: number, passed: boolean, parts: Record<string, number>) => ({ offeredPerS, passed, cpuUsPerRecord: parts });
-  const figures = {
-    ...data,
-    machine: { ...data.machine, cores: 2 },
-    clickhouseCeiling: { ...data.clickhouseCeiling, cpuUsPerRow: 40 },
-    batch: { ...data.batch, generatorCpuUsPerRecord: 30, baselineCpuUsPerRecord: 35 },
-    ingester: { ...data.ingester, baselineCpuUsPerRecord: 20 },
-    endToEnd: {
-      ...data.endToEnd,
-      sustainedPerS: 2000,
-      steps: [
-        step(1000, true, { kafka: 60, redis: 8, gateway: 150, ingester: 120, clickhouse: 200 }),
-        step(2000, true, { kafka: 30, redis: 12, gateway: 140, ingester: 100, clickhouse: 160 }),
-        step(3000, false, { kafka: 25, redis: 10, gateway: 145, ingester: 95, clickhouse: 150 }),
-      ],
-    },
-  } as Output;
-
   it('is the cores over the sum of the floors, each part beside what it took at the highest step that passed', () => {
     const limit = machineLimit(figures)!;
     // 40 ClickHouse + 35 Fastify + 20 consumer + 25 Kafka (cheapest) + 8 Redis (cheapest) + 30 generator = 158 µs.

@@ -88,8 +88,9 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
           onReplay: () => deps.metrics.replays.inc(),
         });
         const results = intake.map(itemResult);
-        countRecords(deps.metrics, 'batch', tallyResults(intake));
-        const accepted = intake.filter((result) => result.kind === 'accepted').length;
+        const tally = tallyResults(intake);
+        countRecords(deps.metrics, 'batch', tally);
+        const accepted = tally.accepted + tally.replayed;
         const refused = results.length - accepted;
         const status = accepted === results.length ? 202 : accepted > 0 ? 207 : undefined;
         if (status !== undefined) {
