@@ -1,9 +1,9 @@
 // The three-broker profile (npm start -- --kafka-brokers 3): on brokers of the
 // test's own, a new topic has three replicas of each partition and needs two in sync,
-// and acks=all writes still succeed with one broker killed: every acknowledged
-// message is readable afterwards.
+// and acks=all writes still succeed with one broker killed: every message acknowledged
+// by either client the gateway can produce with is readable afterwards.
 import { afterAll, describe, expect, it } from 'vitest';
-import { createDurableProducer, createKafka, ensureTopic, sendAcknowledged } from '@otm/shared/kafka';
+import { PRODUCER_CLIENTS, createKafka, ensureTopic, openRecordSender, type RecordSender } from '@otm/shared/kafka';
 import { loadStackConfig, stackAddresses } from '../scripts/stack/config.js';
 import { kafkaServices } from '../scripts/stack/services.js';
 import { eventually, uniqueName } from './helpers/stack.js';
@@ -45,18 +45,35 @@ describe('three-broker Kafka profile', () => {
     expect(described.resources[0]!.configEntries.find((entry) => entry.configName === 'min.insync.replicas')?.configValue).toBe('2');
     await admin.disconnect();
 
-    const producer = createDurableProducer(kafka, { retries: 10, maxRetryTimeMs: 30_000 });
-    await producer.connect();
-    // As the gateway sends: acknowledged only when every partition was answered for, else
-    // sent again (the gateway answers 503 and the client retries the same records).
-    const send = async (from: number) => {
-      const messages = () => Array.from({ length: 50 }, (_, i) => ({ key: `k${from + i}`, value: `v${from + i}` }));
-      await eventually(() => sendAcknowledged(producer, { topic, acks: -1, messages: messages() }).then(() => true), 60_000, 500);
+    // As the gateway sends, on each client it can produce with: acknowledged only when every
+    // record was, else sent again on a new sender (the gateway answers 503 and the client
+    // retries the same records).
+    const settings = { brokers: addresses.split(','), clientId: 'replicated-test' };
+    const senders = new Map<string, RecordSender>();
+    const send = async (client: (typeof PRODUCER_CLIENTS)[number], from: number) => {
+      const records = Array.from({ length: 50 }, (_, i) => ({ key: `${client}-k${from + i}`, value: Buffer.from(`v${from + i}`) }));
+      await eventually(
+        async () => {
+          const sender = senders.get(client) ?? (await openRecordSender(client, kafka, settings, { retries: 10, maxRetryTimeMs: 30_000 }));
+          senders.set(client, sender);
+          try {
+            await sender.send(topic, records);
+          } catch (error) {
+            senders.delete(client);
+            await sender.close().catch(() => undefined);
+            throw error;
+          }
+          return true;
+        },
+        60_000,
+        500,
+      );
     };
-    await send(0);
+    for (const client of PRODUCER_CLIENTS) await send(client, 0);
     expect(brokers[1]!.signal('SIGKILL')).toBe(true);
-    await send(50); // two of three replicas remain: acks=all still means "on two brokers"
-    await producer.disconnect();
+    // Two of three replicas remain: acks=all still means "on two brokers".
+    for (const client of PRODUCER_CLIENTS) await send(client, 50);
+    for (const sender of senders.values()) await sender.close();
 
     // Every key acknowledged is on the topic (a resend may have written some twice:
     // at least once, as the ingester expects).
@@ -65,8 +82,8 @@ describe('three-broker Kafka profile', () => {
     await consumer.connect();
     await consumer.subscribe({ topic, fromBeginning: true });
     await consumer.run({ eachMessage: async ({ message }) => void keys.add(String(message.key)) });
-    await eventually(async () => keys.size >= 100, 60_000).catch(() => undefined);
+    await eventually(async () => keys.size >= 100 * PRODUCER_CLIENTS.length, 60_000).catch(() => undefined);
     await consumer.disconnect();
-    expect(keys.size).toBe(100);
+    expect(keys.size).toBe(100 * PRODUCER_CLIENTS.length);
   }, 180_000);
 });

@@ -299,7 +299,8 @@ export const serviceEnv = (extra: Record<string, string | number>): NodeJS.Proce
   // Tuning variables given to the bench reach the services under test (glibc's MALLOC_ARENA_MAX among them, and
   // LD_PRELOAD: another allocator, e.g. jemalloc).
   for (const [name, value] of Object.entries(process.env))
-    if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE|IDEMPOTENCY|MALLOC)_|^KAFKA_COMPRESSION$|^LD_PRELOAD$/.test(name)) env[name] = value;
+    if (/^(INGEST|PRODUCE|KEY_CACHE|DEDUPE|IDEMPOTENCY|MALLOC)_|^KAFKA_(COMPRESSION|PRODUCER_CLIENT)$|^LD_PRELOAD$/.test(name))
+      env[name] = value;
   for (const [name, value] of Object.entries(extra)) env[name] = String(value);
   return env;
 };

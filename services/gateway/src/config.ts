@@ -10,6 +10,7 @@ import {
   positiveInt,
   str,
 } from '@otm/shared/config';
+import { PRODUCER_CLIENTS } from '@otm/shared/kafka';
 import { connectionLimitsSpec } from '@otm/shared/http-edge';
 
 export const gatewaySpec = {
@@ -57,6 +58,11 @@ export const gatewaySpec = {
     default: 'snappy',
     choices: ['none', 'gzip', 'snappy', 'lz4', 'zstd'],
     desc: "Codec of the record batches the gateway produces (the ingester reads every codec). snappy by measurement (BENCHMARKS.md): 3.6x fewer bytes on the broker than none for about 7 % more CPU in the gateway and the ingester; zstd stores 6x fewer but costs the ingester, the pipeline's limit, over half as much CPU again",
+  }),
+  KAFKA_PRODUCER_CLIENT: str({
+    default: 'platformatic',
+    choices: [...PRODUCER_CLIENTS],
+    desc: "The Kafka client the gateway produces with: platformatic (@platformatic/kafka, about half of kafkajs's CPU per record produced, BENCHMARKS.md) or kafkajs; both idempotent with acks from every in-sync replica, keyed records on the Java client's partitions",
   }),
   PRODUCE_TIMEOUT_MS: positiveInt({ default: 5000, desc: 'Bound on waiting for a broker acknowledgement before 503' }),
   RETRY_AFTER_SECONDS: positiveInt({ default: 5, desc: 'Retry-After of a 503 answer' }),

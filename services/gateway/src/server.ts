@@ -6,7 +6,7 @@ import v8 from 'node:v8';
 import { buildQueuedRecordSchema, compileValidators, parseTimestamp, QUEUED_CONTENT_TYPE } from '@otm/schemas';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createLogger } from '@otm/shared/logger';
-import { createKafka, ensureTopic, kafkaSettingsFrom, openKafkajsSender } from '@otm/shared/kafka';
+import { createKafka, ensureTopic, kafkaSettingsFrom, openRecordSender, type ProducerClient } from '@otm/shared/kafka';
 import { createRegistry, fetchJsonSchema, schemaIdFor, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
@@ -33,7 +33,8 @@ const logger = createLogger('gateway', config.LOG_LEVEL);
 // that the collector would size itself by; the flag is read at every collection.
 if (config.GATEWAY_HEAP_GROWING_PERCENT > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.GATEWAY_HEAP_GROWING_PERCENT}`);
 
-const kafka = createKafka(kafkaSettingsFrom(config, 'gateway'), logger);
+const kafkaSettings = kafkaSettingsFrom(config, 'gateway');
+const kafka = createKafka(kafkaSettings, logger);
 // A dependency that cannot be used at start ends the process with one line naming it
 // and the variables to fix (dependency-failure.ts).
 await startStep(
@@ -77,7 +78,7 @@ const producers = Array.from(
   { length: config.PRODUCE_CONCURRENCY },
   () =>
     new ProducerHandle(() =>
-      openKafkajsSender(kafka, {
+      openRecordSender(config.KAFKA_PRODUCER_CLIENT as ProducerClient, kafka, kafkaSettings, {
         retries: 2,
         maxRetryTimeMs: config.PRODUCE_TIMEOUT_MS,
         compression: config.KAFKA_COMPRESSION as CompressionName,
