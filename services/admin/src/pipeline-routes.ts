@@ -3,7 +3,7 @@
 // usage topic, read from Kafka (at most every 2 s), behind the admin token.
 import type { FastifyInstance } from 'fastify';
 import { refuse } from '@otm/shared/errors';
-import { cachedConsumerLag, type Admin } from '@otm/shared/kafka';
+import { cachedConsumerLag, type KafkaInspector } from '@otm/shared/kafka';
 
 export const pipelineAnswerSchema = {
   type: 'object',
@@ -26,8 +26,13 @@ export const pipelineAnswerSchema = {
 
 export const pipelineRoute = { url: '/v1/pipeline', summary: "The ingesters' consumer lag, per partition of the usage topic" } as const;
 
-export function registerPipelineRoutes(app: FastifyInstance, admin: () => Promise<Admin>, topic: string, group: string): void {
-  const lag = cachedConsumerLag(admin, group, topic, 2000);
+export function registerPipelineRoutes(
+  app: FastifyInstance,
+  kafka: Pick<KafkaInspector, 'consumerLag'>,
+  topic: string,
+  group: string,
+): void {
+  const lag = cachedConsumerLag(kafka, group, topic, 2000);
   app.get(pipelineRoute.url, { schema: { response: { 200: pipelineAnswerSchema } } }, async () => {
     let partitions: { partition: number; lag: number }[];
     try {

@@ -18,7 +18,7 @@ import { registerAnalyticsRoutes } from './analytics-routes.js';
 import { backfillState } from './analytics.js';
 import { registerDashboard } from './dashboard.js';
 import { registerPipelineRoutes } from './pipeline-routes.js';
-import { createKafka, kafkaSettingsFrom, type Admin } from '@otm/shared/kafka';
+import { createKafka, kafkaSettingsFrom, openKafkaInspector } from '@otm/shared/kafka';
 import { buildAdminApp } from './app.js';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { loadAdminConfig } from './config.js';
@@ -81,18 +81,7 @@ collectDefaultMetrics({ register: metrics });
 // Kafka is asked only for the pipeline's lag; connected at the first request (and
 // again after a failure), so the admin service starts without it.
 const kafka = createKafka(kafkaSettingsFrom(config, 'admin'));
-const kafkaAdmin = kafka.admin();
-let connected: Promise<Admin> | undefined;
-const kafkaAdminConnected = (): Promise<Admin> => {
-  connected ??= kafkaAdmin.connect().then(
-    () => kafkaAdmin,
-    (error: Error) => {
-      connected = undefined;
-      throw error;
-    },
-  );
-  return connected;
-};
+const kafkaInspector = openKafkaInspector(kafka);
 
 const audit = new AuditLog(clickhouse);
 const erasureAnnouncer = new ErasureAnnouncer(
@@ -156,7 +145,7 @@ const app = await buildAdminApp(
           },
           backfilled: backfillState(analyticsReader),
         }),
-      (secured) => registerPipelineRoutes(secured, kafkaAdminConnected, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
+      (secured) => registerPipelineRoutes(secured, kafkaInspector, config.USAGE_TOPIC, config.INGEST_GROUP_ID),
       (secured) => registerErasureRoutes(secured, erasureJobs),
       (secured) => registerRemovalRoutes(secured, removalJobs),
     ],
@@ -179,7 +168,7 @@ logger.info({ address, metricsPort: typeof metricsAddress === 'object' ? metrics
 async function shutdown(): Promise<void> {
   await app.close();
   metricsServer.close();
-  await kafkaAdmin.disconnect().catch(() => undefined);
+  await kafkaInspector.close().catch(() => undefined);
   await erasureAnnouncer.close().catch(() => undefined);
   redis.disconnect();
   await clickhouse.close();

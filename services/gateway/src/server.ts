@@ -6,7 +6,7 @@ import v8 from 'node:v8';
 import { buildQueuedRecordSchema, compileValidators, parseTimestamp, QUEUED_CONTENT_TYPE } from '@otm/schemas';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
 import { createLogger } from '@otm/shared/logger';
-import { createKafka, ensureTopic, kafkaSettingsFrom, openRecordSender, type ProducerClient } from '@otm/shared/kafka';
+import { createKafka, ensureTopic, kafkaSettingsFrom, openKafkaInspector, openRecordSender, type ProducerClient } from '@otm/shared/kafka';
 import { createRegistry, fetchJsonSchema, schemaIdFor, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
@@ -111,25 +111,19 @@ const batcher = new ProduceBatcher(
   },
 );
 
-// Readiness uses an admin client of its own, replaced after any failure so a
-// connection broken while the broker was away is never reused. Redis is not part of
-// it: Kafka is the only dependency a 202 needs, and known keys are answered from the
-// key cache while Redis is away (a gateway taken out of its Service then would refuse
-// every client instead).
-let readyAdmin = kafka.admin();
+// Readiness asks Kafka through an inspector of its own, whose connection is replaced
+// after any failure, so one broken while the broker was away is never reused. Redis is
+// not part of it: Kafka is the only dependency a 202 needs, and known keys are answered
+// from the key cache while Redis is away (a gateway taken out of its Service then would
+// refuse every client instead).
+const readyKafka = openKafkaInspector(kafka);
 const ready = readinessOf([
   () =>
     fetch(`${config.SCHEMA_REGISTRY_URL}/subjects`, { signal: AbortSignal.timeout(1000) }).then((r) => {
       if (!r.ok) throw new Error(String(r.status));
     }),
-  {
-    check: () => readyAdmin.connect().then(() => readyAdmin.fetchTopicMetadata({ topics: [config.USAGE_TOPIC] })),
-    onFailure: () => {
-      const broken = readyAdmin;
-      readyAdmin = kafka.admin();
-      void broken.disconnect().catch(() => undefined);
-    },
-  },
+  // A check that timed out drops its connection too (it may hang on a broker that went away).
+  { check: () => readyKafka.topicReachable(config.USAGE_TOPIC), onFailure: () => void readyKafka.close().catch(() => undefined) },
 ]);
 
 // Accepted idempotency keys, for 24 hours at most, in fixed-size slots (replay-memory.ts).
@@ -180,7 +174,7 @@ async function shutdown(signal: string): Promise<void> {
   await app.close();
   await batcher.drain();
   await Promise.all(producers.map((producer) => producer.reset()));
-  await readyAdmin.disconnect().catch(() => undefined);
+  await readyKafka.close().catch(() => undefined);
   metricsServer.close();
   subscriber.disconnect();
   redis.disconnect();

@@ -1,10 +1,10 @@
 // The consumer loop (consumer.ts) on in-memory stages (stage-ports.ts): no Kafka, Redis,
-// ClickHouse or registry, so the delivery guarantee can be checked case by case. A
-// stand-in for kafkajs hands batches to eachBatch as kafkajs would and records the
-// offsets committed. The same cases run against the real services in
+// ClickHouse or registry, so the delivery guarantee can be checked case by case. An
+// in-memory RecordSource (the Kafka seam's consumer side) hands batches over as a
+// client would and records the offsets committed. The same cases run against the real services in
 // ingester.integration.test.ts and the chaos suite.
 import { describe, expect, it } from 'vitest';
-import type { Consumer, EachBatchPayload, KafkaMessage } from '@otm/shared/kafka';
+import type { IncomingBatch, IncomingRecord, RecordSource } from '@otm/shared/kafka';
 import { createLogger } from '@otm/shared/logger';
 import { buildQueuedRecordSchema, compileValidators, type QueuedUsageRecord } from '@otm/schemas';
 import { encodeWire, decodeWire } from '@otm/shared/registry';
@@ -139,37 +139,34 @@ class MemoryDeadLetters implements DeadLetterSink {
   }
 }
 
-/** Just enough of a kafkajs consumer: run() keeps eachBatch, commits are recorded per partition. */
-class StandInConsumer {
-  readonly events = { REBALANCING: 'rebalancing', GROUP_JOIN: 'group_join' };
+/** A RecordSource in memory: run() keeps the batch handler, commits are recorded per partition. */
+class MemorySource implements RecordSource {
   readonly committed = new Map<number, bigint>();
-  eachBatch: ((payload: EachBatchPayload) => Promise<void>) | undefined;
-  on() {}
-  async subscribe() {}
-  async run(config: { eachBatch: (payload: EachBatchPayload) => Promise<void> }) {
-    this.eachBatch = config.eachBatch;
+  onBatch: ((batch: IncomingBatch) => Promise<void>) | undefined;
+  async run(options: { onBatch: (batch: IncomingBatch) => Promise<void> }) {
+    this.onBatch = options.onBatch;
   }
-  async commitOffsets(offsets: { partition: number; offset: string }[]) {
-    for (const { partition, offset } of offsets) {
-      const at = BigInt(offset);
-      if (at > (this.committed.get(partition) ?? 0n)) this.committed.set(partition, at);
-    }
+  async commit(_topic: string, partition: number, offset: string) {
+    const at = BigInt(offset);
+    if (at > (this.committed.get(partition) ?? 0n)) this.committed.set(partition, at);
   }
   pause() {}
 
-  /** Hands one batch to the consumer, as kafkajs does after a fetch. */
-  async deliver(partition: number, messages: KafkaMessage[]): Promise<void> {
-    await this.eachBatch!({
-      batch: { topic: TOPIC, partition, messages },
-      resolveOffset: () => undefined,
+  /** Hands one batch to the consumer, as a client does after a fetch. */
+  async deliver(partition: number, records: IncomingRecord[]): Promise<void> {
+    await this.onBatch!({
+      topic: TOPIC,
+      partition,
+      records,
+      undecodable: undefined,
+      live: () => true,
       heartbeat: async () => undefined,
-      isRunning: () => true,
-      isStale: () => false,
-    } as unknown as EachBatchPayload);
+      release: () => undefined,
+    });
   }
 }
 
-function messages(records: QueuedUsageRecord[], firstOffset = 0): KafkaMessage[] {
+function messages(records: QueuedUsageRecord[], firstOffset = 0): IncomingRecord[] {
   return records.map(
     (record, index) =>
       ({
@@ -178,20 +175,19 @@ function messages(records: QueuedUsageRecord[], firstOffset = 0): KafkaMessage[]
         offset: String(firstOffset + index),
         timestamp: String(Date.now()),
         headers: {},
-        attributes: 0,
-      }) as KafkaMessage,
+      }) satisfies IncomingRecord,
   );
 }
 
 function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore; erasures?: MemoryErasures } = {}) {
-  const consumer = new StandInConsumer();
+  const consumer = new MemorySource();
   const erasures = parts.erasures ?? new MemoryErasures();
   const dedupe = parts.dedupe ?? new MemoryDeduplicator();
   const store = parts.store ?? new MemoryEventStore();
   const deadLetters = new MemoryDeadLetters();
   const usage = new UsageConsumer(
     {
-      consumer: consumer as unknown as Consumer,
+      source: consumer,
       decoder,
       dedupe,
       store,

@@ -12,13 +12,13 @@
 // event_key). A crash between 2 and 3 redelivers rows Redis has seen: they are
 // dropped. Nothing answered 202 is lost, nothing is counted twice.
 //
-// The chunks of the partitions kafkajs hands over together load as one unit (one
+// The chunks of the partitions the source hands over together load as one unit (one
 // insert per table, see load-gatherer.ts; the unit itself in load-unit.ts). eachBatch hands its chunks over and
 // returns, so the next fetch overlaps the load; each chunk's offsets commit once its
 // unit is loaded and marked, in order within its partition (commitInOrder()). A chunk fetched
 // before the latest rebalance is never inserted: its partition may belong to another
 // member by now.
-import { undecodableBatch, type Consumer, type EachBatchPayload, type KafkaMessage, type UndecodableBatch } from '@otm/shared/kafka';
+import type { IncomingBatch, IncomingRecord, RecordSource, UndecodableBatch } from '@otm/shared/kafka';
 import type { PlausibleBounds, QueuedUsageRecord } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
 import { enrich } from './enrich-step.js';
@@ -38,7 +38,7 @@ export interface ConsumerOptions {
   maxBatchRows: number;
   /** Rows decoded and not loaded yet, at most (the one unit loading and the next gathering); bounds memory. */
   maxPendingRows: number;
-  /** Partition batches kafkajs hands over at once; their chunks are loaded together. */
+  /** Partition batches the source hands over at once; their chunks are loaded together. */
   partitionsConcurrently: number;
   /** How long a load unit waits for more partition chunks after its first. */
   gatherMs: number;
@@ -59,7 +59,8 @@ export interface ConsumerOptions {
 }
 
 export interface ConsumerDeps {
-  consumer: Consumer;
+  /** The Kafka side (the seam's RecordSource: kafkajs in the service, in memory in unit tests). */
+  source: RecordSource;
   decoder: RecordDecoder;
   dedupe: Deduplicator;
   store: EventStore;
@@ -90,7 +91,7 @@ export class UsageConsumer {
   ) {
     this.window = new RowWindow(options.maxPendingRows);
     this.commits = new OrderedCommits({
-      commit: (topic, partition, offset) => deps.consumer.commitOffsets([{ topic, partition, offset }]),
+      commit: (topic, partition, offset) => deps.source.commit(topic, partition, offset),
       onLoadFailed: (error, where) => {
         if (error instanceof Abandoned) return;
         this.failure ??= error instanceof Error ? error : new Error(String(error));
@@ -114,29 +115,22 @@ export class UsageConsumer {
   }
 
   async start(): Promise<void> {
-    const { consumer } = this.deps;
-    const bump = () => this.commits.nextGeneration();
-    consumer.on(consumer.events.REBALANCING, bump);
-    consumer.on(consumer.events.GROUP_JOIN, bump);
-    await consumer.subscribe({ topic: this.options.topic, fromBeginning: true });
-    await consumer.run({
-      autoCommit: false,
-      eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: this.options.partitionsConcurrently,
-      eachBatch: (payload) => this.eachBatch(payload),
+    await this.deps.source.run({
+      topic: this.options.topic,
+      partitionsConcurrently: this.options.partitionsConcurrently,
+      onBatch: (batch) => this.eachBatch(batch),
+      onAssignment: () => this.commits.nextGeneration(),
     });
   }
 
-  private async eachBatch(payload: EachBatchPayload): Promise<void> {
+  private async eachBatch(batch: IncomingBatch): Promise<void> {
     if (this.options.injectCrash) throw new Error('injected fault: consumer-crash');
     if (this.failure) throw this.failure;
-    const { batch, resolveOffset, heartbeat, isRunning, isStale } = payload;
-    // A batch that could not be decoded arrives as one marker, last: what is before it
-    // loads, the partition stops at it, and the other partitions go on.
-    const stuck = batch.messages.findIndex((message) => undecodableBatch(message) !== undefined);
-    const messages = stuck < 0 ? batch.messages : batch.messages.slice(0, stuck);
+    const { records: messages, heartbeat } = batch;
+    // A batch that could not be decoded ends the records (`undecodable`): what is before
+    // it loads, the partition stops at it, and the other partitions go on.
     const generation = this.commits.generation;
-    const alive = () => isRunning() && !isStale() && generation === this.commits.generation;
+    const alive = () => batch.live() && generation === this.commits.generation;
     for (let start = 0; start < messages.length; start += this.options.maxBatchRows) {
       const chunk = messages.slice(start, start + this.options.maxBatchRows);
       // Bounded memory: wait while the rows decoded and not yet loaded fill the window;
@@ -151,11 +145,11 @@ export class UsageConsumer {
         throw error;
       }
       this.commitInOrder(decodedChunk, generation, chunk[0]!.offset, chunk[chunk.length - 1]!.offset);
-      // Resolving lets kafkajs fetch on while the chunk loads; what is committed is
+      // Releasing lets the client fetch on while the chunk loads; what is committed is
       // decided by commitInOrder(), only after the rows are in.
-      resolveOffset(chunk[chunk.length - 1]!.offset);
+      batch.release(chunk[chunk.length - 1]!.offset);
     }
-    if (stuck >= 0 && alive()) this.stopPartition(batch.topic, batch.partition, undecodableBatch(batch.messages[stuck]!)!);
+    if (batch.undecodable && alive()) this.stopPartition(batch.topic, batch.partition, batch.undecodable);
     await heartbeat();
   }
 
@@ -166,8 +160,8 @@ export class UsageConsumer {
    * Loading it again later (a codec added) is then the same fetch from the same offset.
    */
   private stopPartition(topic: string, partition: number, bad: UndecodableBatch): void {
-    const { consumer, metrics, logger } = this.deps;
-    consumer.pause([{ topic, partitions: [partition] }]);
+    const { source, metrics, logger } = this.deps;
+    source.pause(topic, [partition]);
     metrics.undecodableBatches.inc({ topic, partition: String(partition) });
     metrics.stoppedPartitions.set({ topic, partition: String(partition) }, 1);
     logger.error(
@@ -180,17 +174,15 @@ export class UsageConsumer {
    * Hands a decoded chunk to the gatherer and commits its offsets once it is loaded,
    * behind every earlier chunk of its partition: a partition's commits follow its
    * loads in order, and after a chunk that was not loaded nothing later of that
-   * partition commits in this generation (kafkajs starts the next generation from the
-   * last commit, so the chunk is fetched again).
+   * partition commits in this generation (the next generation starts from the last
+   * commit, so the chunk is fetched again).
    */
   private commitInOrder(decodedChunk: DecodedChunk, generation: number, first: string, last: string): void {
     this.window.add(decodedChunk.rows);
     this.pending.add(decodedChunk);
     const loaded = this.gatherer.submit(decodedChunk);
     if (this.options.unsafeCommitBeforeLoad) {
-      void this.deps.consumer
-        .commitOffsets([{ topic: decodedChunk.topic, partition: decodedChunk.partition, offset: (BigInt(last) + 1n).toString() }])
-        .catch(() => undefined);
+      void this.deps.source.commit(decodedChunk.topic, decodedChunk.partition, (BigInt(last) + 1n).toString()).catch(() => undefined);
     }
     this.commits.track({ topic: decodedChunk.topic, partition: decodedChunk.partition, first, last }, generation, loaded, () => {
       this.pending.delete(decodedChunk);
@@ -212,7 +204,7 @@ export class UsageConsumer {
    */
   async drain(timeoutMs: number): Promise<void> {
     this.draining = true;
-    this.deps.consumer.pause([{ topic: this.options.topic }]);
+    this.deps.source.pause(this.options.topic);
     await this.commits.settle(timeoutMs);
   }
 
@@ -220,7 +212,7 @@ export class UsageConsumer {
   private async decode(
     topic: string,
     partition: number,
-    chunk: KafkaMessage[],
+    chunk: readonly IncomingRecord[],
     alive: () => boolean,
     heartbeat: () => Promise<void>,
   ): Promise<DecodedChunk> {

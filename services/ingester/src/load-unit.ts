@@ -6,7 +6,7 @@
 // order. Every dependency call is retried (retry.ts) until it works or the chunks are
 // given up (a rebalance, a stop).
 import { isFenced, subjectKey } from '@otm/shared/rollups/fence';
-import type { KafkaMessage } from '@otm/shared/kafka';
+import type { IncomingRecord } from '@otm/shared/kafka';
 import type { Logger } from '@otm/shared/logger';
 import { deadLetterReason, type DeadLetter, type DeadLetterCode } from './dead-letter.js';
 import type { EncodedRow } from './encode-step.js';
@@ -38,7 +38,7 @@ class Fenced extends Error {
 }
 
 export interface Item {
-  message: KafkaMessage;
+  message: IncomingRecord;
   row: EncodedRow;
   decodedChunk: DecodedChunk;
 }
@@ -221,7 +221,7 @@ async function recountRollups(context: LoadContext, eventKeys: readonly string[]
 }
 
 /** The gateway's request id of a message (its `x-request-id` header), when it has one. */
-export function requestIdOf(message: KafkaMessage): string | undefined {
+export function requestIdOf(message: IncomingRecord): string | undefined {
   const header = message.headers?.['x-request-id'];
   const value = Array.isArray(header) ? header[0] : header;
   return value === undefined ? undefined : value.toString();
@@ -229,7 +229,7 @@ export function requestIdOf(message: KafkaMessage): string | undefined {
 
 export function addDeadLetter(
   decodedChunk: DecodedChunk,
-  message: KafkaMessage,
+  message: IncomingRecord,
   code: DeadLetterCode,
   reason: string,
   headers?: DeadLetter['headers'],

@@ -6,7 +6,8 @@ import { createLogger } from '@otm/shared/logger';
 import { codecs } from '@otm/shared/kafka-codecs';
 import {
   cachedConsumerLag,
-  createConsumer,
+  openKafkaInspector,
+  openKafkajsSource,
   openKafkajsSender,
   createKafka,
   ensureTopic,
@@ -108,35 +109,49 @@ await connectRedis(redis, config.REDIS_URL).catch((failure: DependencyError) =>
 
 const dlqSender = await openKafkajsSender(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
 
-const consumer = createConsumer(kafka, {
-  groupId: config.INGEST_GROUP_ID,
-  maxWaitTimeInMs: config.INGEST_BATCH_MAX_WAIT_MS,
-  maxBytesPerPartition: config.INGEST_FETCH_MAX_BYTES,
-  maxBytes: config.INGEST_FETCH_MAX_BYTES * 4,
-  // Short enough that a crashed member's partitions move on quickly; our retry
-  // loops heartbeat, so a long dependency outage does not cost the membership.
-  sessionTimeout: config.INGEST_SESSION_TIMEOUT_MS,
-  rebalanceTimeout: config.INGEST_SESSION_TIMEOUT_MS + 5000,
-  heartbeatInterval: Math.max(500, Math.floor(config.INGEST_SESSION_TIMEOUT_MS / 10)),
-  // kafkajs restarts a crashed consumer in-process (also after a group coordinator
-  // not found: patches/, docs/development.md). That suits broker trouble; an
-  // error out of our own code would only repeat at the same offset, so the consumer is
-  // left stopped and the CRASH handler below ends the process for its supervisor.
-  retry: { restartOnFailure: async (error) => causedByKafka(error) },
-});
-
-function causedByKafka(error: Error): boolean {
-  let cause: unknown = error;
-  while ((cause as { cause?: unknown }).cause) cause = (cause as { cause: unknown }).cause;
-  return (cause as Error).name?.startsWith('KafkaJS') ?? false;
-}
-await consumer.connect();
+// Ready while the consumer runs in its group. A live process that consumes nothing is
+// the worst state: when the source gives up on its consumer (a crash it will not
+// restart: an error out of our own code, which would only repeat at the same offset)
+// the process exits non-zero, so its supervisor (npm start, Kubernetes) restarts it.
+let consuming = false;
+let stopping = false;
+const source = await openKafkajsSource(
+  kafka,
+  {
+    groupId: config.INGEST_GROUP_ID,
+    maxWaitMs: config.INGEST_BATCH_MAX_WAIT_MS,
+    maxBytesPerPartition: config.INGEST_FETCH_MAX_BYTES,
+    maxBytes: config.INGEST_FETCH_MAX_BYTES * 4,
+    // Short enough that a crashed member's partitions move on quickly; our retry
+    // loops heartbeat, so a long dependency outage does not cost the membership.
+    sessionTimeoutMs: config.INGEST_SESSION_TIMEOUT_MS,
+    rebalanceTimeoutMs: config.INGEST_SESSION_TIMEOUT_MS + 5000,
+    heartbeatIntervalMs: Math.max(500, Math.floor(config.INGEST_SESSION_TIMEOUT_MS / 10)),
+  },
+  {
+    joined: () => void (consuming = true),
+    stopped: () => void (consuming = false),
+    crashed(error, restarting) {
+      consuming = false;
+      if (restarting || stopping) {
+        // A group coordinator still loading at start is expected and passes by itself: info, not a warning.
+        const expected = isExpectedKafkaCondition(error.message);
+        logger[expected ? 'info' : 'warn'](
+          { err: error.message },
+          expected ? 'consumer restarting while Kafka finishes starting' : 'consumer crashed; it restarts',
+        );
+        return;
+      }
+      logger.fatal({ err: error.message, stack: error.stack }, 'consumer crashed and will not restart; exiting');
+      process.exit(70);
+    },
+  },
+);
 
 // Lag is read from Kafka when Prometheus scrapes, at most every 5 s.
-const admin = kafka.admin();
-await admin.connect();
+const lagReader = openKafkaInspector(kafka);
 const metrics = createIngesterMetrics({
-  lag: cachedConsumerLag(async () => admin, config.INGEST_GROUP_ID, config.USAGE_TOPIC, 5000),
+  lag: cachedConsumerLag(lagReader, config.INGEST_GROUP_ID, config.USAGE_TOPIC, 5000),
   oldestPendingMs: () => usageConsumer.oldestPendingMs(),
 });
 // The freshness canary's key id, looked up by the key's hash (the key may be created
@@ -152,7 +167,7 @@ async function findCanaryKey(): Promise<boolean> {
 const erasureStore = new RollupFence(redis, config.REDIS_KEY_PREFIX);
 const usageConsumer = new UsageConsumer(
   {
-    consumer,
+    source,
     decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config)))),
     dedupe: new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS),
     erasures: erasureStore,
@@ -201,27 +216,6 @@ const canary = config.CANARY_API_KEY
     )
   : undefined;
 
-// Ready while the consumer runs in its group. A live process that consumes nothing is
-// the worst state: when kafkajs gives up on its consumer (a CRASH it will not restart)
-// the process exits non-zero, so its supervisor (npm start, Kubernetes) restarts it.
-let consuming = false;
-let stopping = false;
-consumer.on(consumer.events.GROUP_JOIN, () => void (consuming = true));
-consumer.on(consumer.events.STOP, () => void (consuming = false));
-consumer.on(consumer.events.CRASH, ({ payload }) => {
-  consuming = false;
-  if (payload.restart || stopping) {
-    // A group coordinator still loading at start is expected and passes by itself: info, not a warning.
-    const expected = isExpectedKafkaCondition(payload.error.message);
-    logger[expected ? 'info' : 'warn'](
-      { err: payload.error.message },
-      expected ? 'consumer restarting while Kafka finishes starting' : 'consumer crashed; kafkajs restarts it',
-    );
-    return;
-  }
-  logger.fatal({ err: payload.error.message, stack: payload.error.stack }, 'consumer crashed and will not restart; exiting');
-  process.exit(70);
-});
 const metricsServer = await serveMetrics(
   metrics.registry,
   config.METRICS_HOST,
@@ -307,9 +301,9 @@ async function shutdown(signal: string): Promise<void> {
   for (const timer of retentionTimers) clearTimeout(timer);
   clearInterval(backfillTimer);
   await usageConsumer.drain(config.INGEST_SESSION_TIMEOUT_MS).catch(() => undefined);
-  await consumer.disconnect().catch(() => undefined);
+  await source.close().catch(() => undefined);
   await dlqSender.close().catch(() => undefined);
-  await admin.disconnect().catch(() => undefined);
+  await lagReader.close().catch(() => undefined);
   metricsServer.close();
   redis.disconnect();
   await clickhouse.close();

@@ -7,7 +7,7 @@
 // The topic is compacted and never deletes by time: the latest announcement of every
 // erased user stays, for a consumer that starts reading a year from now.
 import { erasureAnnouncementSchema, QUEUED_CONTENT_TYPE, type ErasureAnnouncement } from '@otm/schemas';
-import { createDurableProducer, ensureTopic, type Kafka, type Producer } from './kafka.js';
+import { ensureTopic, openKafkajsSender, type Kafka, type RecordSender } from './kafka.js';
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import { encodeWire, schemaIdFor } from './registry.js';
 
@@ -18,7 +18,7 @@ export const erasureKey = (announcement: Pick<ErasureAnnouncement, 'environment'
   `${announcement.environment}:${announcement.userId}`;
 
 export class ErasureAnnouncer {
-  private ready: Promise<{ producer: Producer; schemaId: number }> | undefined;
+  private ready: Promise<{ sender: RecordSender; schemaId: number }> | undefined;
 
   constructor(
     private readonly kafka: Kafka,
@@ -30,27 +30,30 @@ export class ErasureAnnouncer {
 
   /** Writes the announcement, acknowledged by every in-sync replica; throws when Kafka or the registry is away. */
   async announce(announcement: ErasureAnnouncement): Promise<void> {
-    const { producer, schemaId } = await this.connected();
-    await producer.send({
-      topic: this.topic,
-      acks: -1,
-      messages: [
+    const ready = this.connected();
+    const { sender, schemaId } = await ready;
+    try {
+      await sender.send(this.topic, [
         {
           key: erasureKey(announcement),
           value: encodeWire(schemaId, JSON.stringify(announcement)),
           headers: { 'content-type': QUEUED_CONTENT_TYPE, 'x-schema-id': String(schemaId) },
         },
-      ],
-    });
+      ]);
+    } catch (error) {
+      // The outcome is unknown: the next announcement gets a new sender (RecordSender).
+      if (this.ready === ready) this.ready = undefined;
+      await sender.close().catch(() => undefined);
+      throw error;
+    }
   }
 
-  private connected(): Promise<{ producer: Producer; schemaId: number }> {
+  private connected(): Promise<{ sender: RecordSender; schemaId: number }> {
     this.ready ??= (async () => {
       await ensureTopic(this.kafka, this.topic, 1, 30_000, ERASURE_TOPIC_CONFIG);
       const schemaId = await schemaIdFor(this.registry, `${this.topic}-value`, erasureAnnouncementSchema, this.register);
-      const producer = createDurableProducer(this.kafka, { retries: 5, maxRetryTimeMs: 30_000 });
-      await producer.connect();
-      return { producer, schemaId };
+      const sender = await openKafkajsSender(this.kafka, { retries: 5, maxRetryTimeMs: 30_000 });
+      return { sender, schemaId };
     })().catch((error: unknown) => {
       this.ready = undefined;
       throw error;
@@ -61,6 +64,6 @@ export class ErasureAnnouncer {
   async close(): Promise<void> {
     const ready = this.ready;
     this.ready = undefined;
-    if (ready) await (await ready.catch(() => undefined))?.producer.disconnect();
+    if (ready) await (await ready.catch(() => undefined))?.sender.close();
   }
 }

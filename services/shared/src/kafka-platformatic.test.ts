@@ -1,3 +1,6 @@
+// eslint-disable-next-line no-restricted-imports -- the sender's own test reads the client's codec table
+import { compressionsAlgorithms } from '@platformatic/kafka';
+import snappy from 'snappy';
 import { describe, expect, it } from 'vitest';
 import { platformaticPartitioner, platformaticSecurity } from './kafka-platformatic.js';
 import { keyPartition, murmur2 } from './kafka.js';
@@ -57,5 +60,16 @@ describe('platformaticSecurity', () => {
     const token = sasl?.token as () => Promise<string>;
     expect(await token()).toBe('token-1');
     expect(await token()).toBe('token-2');
+  });
+});
+
+describe("the client's snappy", () => {
+  it('compresses with the native snappy, and the client and kafka-codecs read it back', async () => {
+    const { codecs } = await import('./kafka-codecs.js');
+    const data = Buffer.from(JSON.stringify(Array.from({ length: 200 }, (_, i) => ({ i, model: 'gpt-4o-mini', tokens: i * 7 }))));
+    const compressed = compressionsAlgorithms.snappy.compressSync(data);
+    expect(compressed.equals(snappy.compressSync(data))).toBe(true);
+    expect(compressionsAlgorithms.snappy.decompressSync(compressed).equals(data)).toBe(true);
+    expect((await codecs.snappy.decompress(compressed)).equals(data)).toBe(true);
   });
 });

@@ -57,6 +57,7 @@ export type CompressionName = keyof typeof COMPRESSION_TYPES;
 registerKafkaCodecs();
 
 export type { EachBatchPayload, KafkaMessage, IHeaders } from 'kafkajs';
+import type { EachBatchPayload } from 'kafkajs';
 
 /**
  * A record batch the client could not decode (a codec it lacks, bytes it cannot read).
@@ -395,12 +396,209 @@ export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
   return kafka.consumer(config);
 }
 
+/** One record read from a topic, in the project's own words (no client's types). */
+export interface IncomingRecord {
+  key: Buffer | null;
+  value: Buffer | null;
+  /** Header values as read (a header repeated: all of its values). */
+  headers?: Record<string, Buffer | string | (Buffer | string)[] | undefined>;
+  offset: string;
+  /** When the producer wrote it: epoch milliseconds, as text. */
+  timestamp: string;
+}
+
+/** The records of one partition a RecordSource hands over at a time. */
+export interface IncomingBatch {
+  topic: string;
+  partition: number;
+  /** In offset order; they end before a record batch the client could not decode, which `undecodable` then names. */
+  records: readonly IncomingRecord[];
+  undecodable: UndecodableBatch | undefined;
+  /**
+   * Whether the records are still this consumer's to load: false once a rebalance may
+   * have given the partition to another member, or the consumer stops.
+   */
+  live(): boolean;
+  /** Tells the group this member is alive (to call while a batch takes long). */
+  heartbeat(): Promise<void>;
+  /** Lets the client fetch past `offset`; what is committed is the caller's (RecordSource.commit). */
+  release(offset: string): void;
+}
+
 /**
- * consumerLag read at most every `maxAgeMs`, for readers asked often (a Prometheus
- * scrape, the admin API): one read in flight at a time, and a failed read is not kept.
+ * A consumer group member as the ingester uses one, whatever client is behind it: it
+ * hands over each partition's records in order, never commits by itself, and says when
+ * the group's assignment may change.
+ */
+export interface RecordSource {
+  /**
+   * Reads `topic` from the group's committed offsets (the earliest where none), handing
+   * the batches of up to `partitionsConcurrently` partitions at once to `onBatch`;
+   * `onAssignment` runs whenever the assignment may change (records handed over before
+   * may belong to another member). An error thrown by `onBatch` stops the consumer
+   * (the source's `crashed` event, not restarting). Resolves once running.
+   */
+  run(options: {
+    topic: string;
+    partitionsConcurrently: number;
+    onBatch(batch: IncomingBatch): Promise<void>;
+    onAssignment(): void;
+  }): Promise<void>;
+  /** Commits a partition's offset for the group: the offset of the next record to read. */
+  commit(topic: string, partition: number, offset: string): Promise<void>;
+  /** Stops fetching the partitions named (every partition of the topic when none). */
+  pause(topic: string, partitions?: number[]): void;
+}
+
+export interface SourceOptions {
+  groupId: string;
+  /** How long a fetch waits to fill a batch. */
+  maxWaitMs: number;
+  maxBytesPerPartition: number;
+  maxBytes: number;
+  sessionTimeoutMs: number;
+  rebalanceTimeoutMs: number;
+  heartbeatIntervalMs: number;
+}
+
+/** What a source reports about its membership, for readiness and logs. */
+export interface SourceEvents {
+  /** Joined the group (consuming). */
+  joined(): void;
+  /** Stopped consuming. */
+  stopped(): void;
+  /**
+   * Crashed: `restarting` when the error came from the client or the brokers (the source
+   * restarts itself), false when it came from `onBatch` (the process should end).
+   */
+  crashed(error: Error, restarting: boolean): void;
+}
+
+/** Whether an error (or what caused it) is kafkajs's own, as opposed to one thrown by the caller's code. */
+function causedByClient(error: Error): boolean {
+  let cause: unknown = error;
+  while ((cause as { cause?: unknown }).cause) cause = (cause as { cause: unknown }).cause;
+  return (cause as Error).name?.startsWith('KafkaJS') ?? false;
+}
+
+/**
+ * A connected RecordSource on kafkajs's consumer. kafkajs restarts a crashed consumer
+ * in-process when the cause is the client's or the brokers' (also after a group
+ * coordinator not found: patches/, docs/development.md); an error out of `onBatch`
+ * would only repeat at the same offset, so the consumer is left stopped and `crashed`
+ * says so. `close` leaves the group.
+ */
+export async function openKafkajsSource(
+  kafka: Kafka,
+  options: SourceOptions,
+  events: SourceEvents,
+): Promise<RecordSource & { close(): Promise<void> }> {
+  const consumer = kafka.consumer({
+    groupId: options.groupId,
+    maxWaitTimeInMs: options.maxWaitMs,
+    maxBytesPerPartition: options.maxBytesPerPartition,
+    maxBytes: options.maxBytes,
+    sessionTimeout: options.sessionTimeoutMs,
+    rebalanceTimeout: options.rebalanceTimeoutMs,
+    heartbeatInterval: options.heartbeatIntervalMs,
+    retry: { restartOnFailure: async (error) => causedByClient(error) },
+  });
+  consumer.on(consumer.events.GROUP_JOIN, () => events.joined());
+  consumer.on(consumer.events.STOP, () => events.stopped());
+  consumer.on(consumer.events.CRASH, ({ payload }) => events.crashed(payload.error, payload.restart));
+  await consumer.connect();
+  return { ...kafkajsRecordSource(consumer), close: () => consumer.disconnect() };
+}
+
+/** The RecordSource of a kafkajs consumer (connected, not running yet). */
+export function kafkajsRecordSource(consumer: Consumer): RecordSource {
+  return {
+    async run({ topic, partitionsConcurrently, onBatch, onAssignment }) {
+      consumer.on(consumer.events.REBALANCING, onAssignment);
+      consumer.on(consumer.events.GROUP_JOIN, onAssignment);
+      await consumer.subscribe({ topic, fromBeginning: true });
+      await consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        partitionsConsumedConcurrently: partitionsConcurrently,
+        eachBatch: (payload) => onBatch(incomingBatch(payload)),
+      });
+    },
+    commit: (topic, partition, offset) => consumer.commitOffsets([{ topic, partition, offset }]),
+    pause: (topic, partitions) => consumer.pause([partitions ? { topic, partitions } : { topic }]),
+  };
+}
+
+/** kafkajs's batch as an IncomingBatch: its messages as they are (no copy), cut before the undecodable batch's marker. */
+function incomingBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): IncomingBatch {
+  // The patched client hands a batch it could not decode over as one marker, last.
+  const stuck = batch.messages.findIndex((message) => undecodableBatch(message) !== undefined);
+  return {
+    topic: batch.topic,
+    partition: batch.partition,
+    records: stuck < 0 ? batch.messages : batch.messages.slice(0, stuck),
+    undecodable: stuck < 0 ? undefined : undecodableBatch(batch.messages[stuck]!),
+    live: () => isRunning() && !isStale(),
+    heartbeat,
+    release: resolveOffset,
+  };
+}
+
+/**
+ * What the services ask of Kafka's admin API, in the project's own terms: whether the
+ * brokers answer for a topic (readiness) and a consumer group's lag. Connects at the
+ * first call, so a service starts without Kafka; a failed call drops its connection and
+ * the next call opens another (a connection broken while a broker was away is never
+ * reused).
+ */
+export interface KafkaInspector {
+  /** Resolves once the brokers answer the topic's metadata; throws otherwise. */
+  topicReachable(topic: string): Promise<void>;
+  /** Per partition: messages of `topic` the group has not committed (consumerLag). */
+  consumerLag(groupId: string, topic: string): Promise<{ partition: number; lag: number }[]>;
+  /** Drops the connection (a later call opens another). */
+  close(): Promise<void>;
+}
+
+/** A KafkaInspector on kafkajs's admin client. */
+export function openKafkaInspector(kafka: Kafka): KafkaInspector {
+  let current: Promise<Admin> | undefined;
+  const drop = (failed: Promise<Admin>) => {
+    if (current !== failed) return;
+    current = undefined;
+    void failed.then((admin) => admin.disconnect()).catch(() => undefined);
+  };
+  const use = async <T>(work: (admin: Admin) => Promise<T>): Promise<T> => {
+    const connecting = (current ??= (async () => {
+      const admin = kafka.admin();
+      await admin.connect();
+      return admin;
+    })());
+    try {
+      return await work(await connecting);
+    } catch (error) {
+      drop(connecting);
+      throw error;
+    }
+  };
+  return {
+    topicReachable: (topic) => use((admin) => admin.fetchTopicMetadata({ topics: [topic] }).then(() => undefined)),
+    consumerLag: (groupId, topic) => use((admin) => consumerLag(admin, groupId, topic)),
+    async close() {
+      const closing = current;
+      current = undefined;
+      if (closing) await (await closing.catch(() => undefined))?.disconnect();
+    },
+  };
+}
+
+/**
+ * The inspector's consumerLag read at most every `maxAgeMs`, for readers asked often (a
+ * Prometheus scrape, the admin API): one read in flight at a time, and a failed read is
+ * not kept.
  */
 export function cachedConsumerLag(
-  admin: () => Promise<Admin>,
+  inspector: Pick<KafkaInspector, 'consumerLag'>,
   groupId: string,
   topic: string,
   maxAgeMs: number,
@@ -408,7 +606,7 @@ export function cachedConsumerLag(
   let last: { at: number; value: Promise<{ partition: number; lag: number }[]> } | undefined;
   return () => {
     if (!last || Date.now() - last.at > maxAgeMs) {
-      const read = { at: Date.now(), value: admin().then((connected) => consumerLag(connected, groupId, topic)) };
+      const read = { at: Date.now(), value: inspector.consumerLag(groupId, topic) };
       read.value.catch(() => {
         if (last === read) last = undefined;
       });
