@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { inject } from 'vitest';
 import { Agent, request as undiciRequest } from 'undici';
-import { consumerLag, createKafka, type KafkaMessage } from '@otm/shared/kafka';
+import { consumerLag, createKafka, type IncomingRecord } from '@otm/shared/kafka';
 import { createRedis, type Redis } from '@otm/shared/redis';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { decodeWire } from '@otm/shared/registry';
@@ -175,7 +175,7 @@ export interface TopicRecord {
   key: string;
   schemaId: number;
   value: QueuedUsageRecord;
-  headers: KafkaMessage['headers'];
+  headers: IncomingRecord['headers'];
   partition: number;
   offset: string;
 }
