@@ -47,6 +47,8 @@ function fatalLines(stdout: string): string[] {
     .map((entry) => entry.msg);
 }
 
+// Where a line names the stack's own address, `[\w.:-]+` is its host and port: an address
+// on the local stack, a host name (localhost) on the container stack.
 const cases: { name: string; script: string; args: string[]; env: Record<string, string>; line: RegExp }[] = [
   {
     name: 'keys, Redis refused',
@@ -60,28 +62,28 @@ const cases: { name: string; script: string; args: string[]; env: Record<string,
     script: 'keys',
     args: ['list'],
     env: { REDIS_URL: `redis://nobody:wrong@${new URL(stackEnv().REDIS_URL!).host}` },
-    line: /^keys: Redis: redis:\/\/[\d.:]+ refused the user and password \(WRONGPASS.*; check REDIS_URL \(user and password\)$/,
+    line: /^keys: Redis: redis:\/\/[\w.:-]+ refused the user and password \(WRONGPASS.*; check REDIS_URL \(user and password\)$/,
   },
   {
     name: 'keys, TLS to a plaintext Redis',
     script: 'keys',
     args: ['list'],
     env: { REDIS_URL: stackEnv().REDIS_URL!.replace(/^redis:/, 'rediss:') },
-    line: /^keys: Redis: no answer from rediss:\/\/[\d.:]+ \(TLS to a plaintext port\?\); check REDIS_URL$/,
+    line: /^keys: Redis: no answer from rediss:\/\/[\w.:-]+ \(TLS to a plaintext port\?\); check REDIS_URL$/,
   },
   {
     name: 'keys create, ClickHouse (the audit log) password wrong',
     script: 'keys',
     args: ['create', '--env', 'dev', '--name', 'never-created'],
     env: { CLICKHOUSE_PASSWORD: 'wrong' },
-    line: /^keys: ClickHouse: http:\/\/[\d.:]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
+    line: /^keys: ClickHouse: http:\/\/[\w.:-]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
   },
   {
     name: 'migrate, ClickHouse password wrong',
     script: 'migrate',
     args: [],
     env: { CLICKHOUSE_PASSWORD: 'wrong' },
-    line: /^migrate: ClickHouse: http:\/\/[\d.:]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
+    line: /^migrate: ClickHouse: http:\/\/[\w.:-]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
   },
   {
     name: 'migrate, HTTPS to a plaintext ClickHouse',
@@ -90,14 +92,14 @@ const cases: { name: string; script: string; args: string[]; env: Record<string,
     env: { CLICKHOUSE_URL: stackEnv().CLICKHOUSE_URL!.replace(/^http:/, 'https:') },
     // Most handshakes are refused at once; one whose random bytes hold no line end gets no
     // answer at all (about 1 in 80 on Node 24): the case below makes that one certain.
-    line: /^migrate: ClickHouse: (TLS and plaintext mixed up at https:\/\/[\d.:]+ \(EPROTO\)|no answer from https:\/\/[\d.:]+ \(TLS to a plaintext port\?\)); check CLICKHOUSE_URL$/,
+    line: /^migrate: ClickHouse: (TLS and plaintext mixed up at https:\/\/[\w.:-]+ \(EPROTO\)|no answer from https:\/\/[\w.:-]+ \(TLS to a plaintext port\?\)); check CLICKHOUSE_URL$/,
   },
   {
     name: 'retention, unknown ClickHouse user',
     script: 'retention',
     args: ['--dry-run'],
     env: { CLICKHOUSE_USER: 'nobody' },
-    line: /^retention: ClickHouse: http:\/\/[\d.:]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
+    line: /^retention: ClickHouse: http:\/\/[\w.:-]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
   },
   {
     name: 'retention, no such database',
@@ -183,13 +185,13 @@ const services: { name: string; service: string; env: Record<string, string>; li
     name: 'ingester, ClickHouse password wrong',
     service: 'ingester',
     env: { CLICKHOUSE_PASSWORD: 'wrong' },
-    line: /^ClickHouse: http:\/\/[\d.:]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
+    line: /^ClickHouse: http:\/\/[\w.:-]+ refused the user and password; check CLICKHOUSE_USER, CLICKHOUSE_PASSWORD$/,
   },
   {
     name: 'ingester, Redis user and password wrong',
     service: 'ingester',
     env: { REDIS_URL: `redis://nobody:wrong@${new URL(stackEnv().REDIS_URL!).host}` },
-    line: /^Redis: redis:\/\/[\d.:]+ refused the user and password \(WRONGPASS.*; check REDIS_URL \(user and password\)$/,
+    line: /^Redis: redis:\/\/[\w.:-]+ refused the user and password \(WRONGPASS.*; check REDIS_URL \(user and password\)$/,
   },
   {
     name: 'gateway, Kafka refused',
