@@ -24,31 +24,25 @@ export function platformaticPartitioner(murmur2: (key: Buffer) => number): (mess
   return (_message, key) => (Buffer.isBuffer(key) ? murmur2(key) & 0x7fffffff : (next = (next + 1) & 0x7fffffff));
 }
 
+/** kafkajs's names of the user-and-password mechanisms, and @platformatic/kafka's. */
+const USER_PASSWORD_MECHANISMS = { plain: 'PLAIN', 'scram-sha-256': 'SCRAM-SHA-256', 'scram-sha-512': 'SCRAM-SHA-512' } as const;
+
 /** The project's Kafka security in @platformatic/kafka's terms (TLS options, SASL with providers). */
 export function platformaticSecurity(security: KafkaSecurity | undefined): { tls?: object; sasl?: SASLOptions } {
   const out: { tls?: object; sasl?: SASLOptions } = {};
   if (security?.ssl) out.tls = security.ssl === true ? {} : security.ssl;
   const sasl = security?.sasl;
   if (!sasl) return out;
-  switch (sasl.mechanism) {
-    case 'plain':
-      out.sasl = { mechanism: 'PLAIN', username: sasl.username, password: sasl.password };
-      break;
-    case 'scram-sha-256':
-      out.sasl = { mechanism: 'SCRAM-SHA-256', username: sasl.username, password: sasl.password };
-      break;
-    case 'scram-sha-512':
-      out.sasl = { mechanism: 'SCRAM-SHA-512', username: sasl.username, password: sasl.password };
-      break;
-    case 'oauthbearer': {
-      // A fresh token at every authentication (a file a sidecar refreshes, a command, AWS's signer).
-      const provider = sasl.oauthBearerProvider;
-      out.sasl = { mechanism: 'OAUTHBEARER', token: async () => (await provider()).value };
-      break;
-    }
-    default:
-      throw new Error(`the SASL mechanism ${(sasl as { mechanism: string }).mechanism} has no @platformatic/kafka equivalent here`);
+  if (sasl.mechanism === 'oauthbearer') {
+    // A fresh token at every authentication (a file a sidecar refreshes, a command, AWS's signer).
+    const provider = sasl.oauthBearerProvider;
+    out.sasl = { mechanism: 'OAUTHBEARER', token: async () => (await provider()).value };
+    return out;
   }
+  const mechanism = USER_PASSWORD_MECHANISMS[sasl.mechanism as keyof typeof USER_PASSWORD_MECHANISMS];
+  if (!mechanism) throw new Error(`the SASL mechanism ${sasl.mechanism} has no @platformatic/kafka equivalent here`);
+  const { username, password } = sasl as { username: string; password: string };
+  out.sasl = { mechanism, username, password };
   return out;
 }
 

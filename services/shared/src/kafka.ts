@@ -6,7 +6,6 @@ import kafkajs, {
   logLevel,
   type Admin,
   type Consumer,
-  type ConsumerConfig,
   type ICustomPartitioner,
   type Producer,
   type ProducerRecord,
@@ -392,10 +391,6 @@ export async function openRecordSender(
   return openPlatformaticSender(settings, { ...options, murmur2 });
 }
 
-export function createConsumer(kafka: Kafka, config: ConsumerConfig): Consumer {
-  return kafka.consumer(config);
-}
-
 /** One record read from a topic, in the project's own words (no client's types). */
 export interface IncomingRecord {
   key: Buffer | null;
@@ -511,7 +506,7 @@ export async function openKafkajsSource(
 }
 
 /** The RecordSource of a kafkajs consumer (connected, not running yet). */
-export function kafkajsRecordSource(consumer: Consumer): RecordSource {
+function kafkajsRecordSource(consumer: Consumer): RecordSource {
   return {
     async run({ topic, partitionsConcurrently, onBatch, onAssignment }) {
       consumer.on(consumer.events.REBALANCING, onAssignment);
