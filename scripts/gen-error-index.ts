@@ -1,11 +1,11 @@
 // docs/errors.md: one index of every error the pipeline reports, from the three
 // catalogues that are the only places their texts are written: the HTTP refusals
 // (services/shared/src/errors.ts), the dead-letter reasons (services/ingester/src/
-// dead-letter.ts) and the reasons a dependency call is retried for (services/ingester/
+// outcome.ts) and the reasons a dependency call is retried for (services/ingester/
 // src/failure-reason.ts). `npm run gen:errors` writes it; `-- --check` (in npm test)
 // fails when it is stale.
 import { errorCatalog, refusals } from '@otm/shared/errors';
-import { DEAD_LETTER_REASONS } from '../services/ingester/src/dead-letter.js';
+import { DEAD_LETTER_REASONS } from '../services/ingester/src/outcome.js';
 import { FAILURE_REASONS } from '../services/ingester/src/failure-reason.js';
 import { messageTemplate } from './lib/refusal-text.js';
 import { generatorOptions, writeGenerated } from './lib/generated-file.js';
@@ -39,7 +39,7 @@ const lines = [
   '',
   'A record the ingester can never load goes to the dead-letter topic with its reason in',
   '`x-dlq-reason-code` and `x-dlq-reason` ([topic-contract.md](topic-contract.md);',
-  '`DEAD_LETTER_REASONS` in `services/ingester/src/dead-letter.ts`).',
+  '`DEAD_LETTER_REASONS` in `services/ingester/src/outcome.ts`).',
   '',
   '| `x-dlq-reason-code` | the record |',
   '| --- | --- |',

@@ -12,7 +12,7 @@ import { buildQueuedRecordSchema, QUEUED_MESSAGE_HEADERS, usageRecordSchema } fr
 import { infrastructureSpec } from '@otm/shared/config';
 import { SUBJECT_COMPATIBILITY } from '@otm/shared/registry';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
-import { DEAD_LETTER_HEADERS, DEAD_LETTER_REASONS } from '../services/ingester/src/dead-letter.js';
+import { DEAD_LETTER_HEADERS, DEAD_LETTER_REASONS } from '../services/ingester/src/outcome.js';
 import { BROKER_RETENTION_HOURS } from './stack/services.js';
 import { projectRoot as root } from './lib/project-root.js';
 

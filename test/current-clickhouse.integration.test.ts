@@ -27,10 +27,11 @@ import {
   type RawQuery,
 } from '../services/admin/src/analytics.js';
 import { enrich } from '../services/ingester/src/enrich-step.js';
-import { encodeRow, type EncodedRow } from '../services/ingester/src/encode-step.js';
-import { existingEventKeys, insertLines, loadIsolatingBadRows, storedSince } from '../services/ingester/src/load-step.js';
-import { probeArrived } from '../services/ingester/src/canary.js';
-import { probeRow } from '../services/ingester/src/consumer.js';
+import { encodeRow } from '../services/ingester/src/encode-step.js';
+import type { EncodedRow } from '../services/ingester/src/rows.js';
+import { existingEventKeys, storedSince } from '../services/ingester/src/key-lookup.js';
+import { insertLines, loadIsolatingBadRows } from '../services/ingester/src/load-step.js';
+import { probeArrived, probeRow } from '../services/ingester/src/canary.js';
 import { PriceTable } from '../services/ingester/src/prices.js';
 import { recost } from '@otm/shared/rollups/recost';
 import { applyRetention } from '@otm/shared/rollups/retention';

@@ -3,7 +3,8 @@
 // and acks=all writes still succeed with one broker killed: every message acknowledged
 // by either client the gateway can produce with is readable afterwards.
 import { afterAll, describe, expect, it } from 'vitest';
-import { PRODUCER_CLIENTS, createKafka, ensureTopic, openRecordSender, type RecordSender } from '@otm/shared/kafka';
+import { createKafka, ensureTopic, type RecordSender } from '@otm/shared/kafka';
+import { PRODUCER_CLIENTS, openRecordSender } from '@otm/shared/kafka-senders';
 import { loadStackConfig, stackAddresses } from '../scripts/stack/config.js';
 import { kafkaServices } from '../scripts/stack/services.js';
 import { eventually, uniqueName } from './helpers/stack.js';

@@ -10,7 +10,7 @@
 // (system.query_log) and time, the median of BENCH_LOOKUP_RUNS units each.
 import { createClient } from '@clickhouse/client';
 import { migrate } from '../../../services/shared/src/migrate.js';
-import { existingEventKeys, storedSince } from '../../../services/ingester/src/load-step.js';
+import { existingEventKeys, storedSince } from '../../../services/ingester/src/key-lookup.js';
 import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { randomBytes } from 'node:crypto';
 import { addresses, figure, log, queryLogRows, results, runId, quick, waitForMerges } from '../context.js';

@@ -10,7 +10,7 @@ import {
   positiveInt,
   str,
 } from '@otm/shared/config';
-import { PRODUCER_CLIENTS } from '@otm/shared/kafka';
+import { PRODUCER_CLIENTS } from '@otm/shared/kafka-senders';
 import { connectionLimitsSpec } from '@otm/shared/http-edge';
 
 export const gatewaySpec = {

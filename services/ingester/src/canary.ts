@@ -10,7 +10,8 @@ import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import type { Logger } from '@otm/shared/logger';
 import type { Histogram, Counter } from 'prom-client';
-import { sqlString } from '@otm/shared/clickhouse-values';
+import { formatDateTime, sqlString } from '@otm/shared/clickhouse-values';
+import type { QueuedUsageRecord } from '@otm/schemas';
 
 export interface CanaryOptions {
   /** The gateway's base URL (https://host:port). */
@@ -157,5 +158,29 @@ export class FreshnessCanary {
       request.on('error', reject);
       request.end(body);
     });
+  }
+}
+
+/** The canary_probes row (a JSON line) of a probe record the ingester took from the topic. */
+export function probeRow(queued: QueuedUsageRecord): string {
+  const receivedMs = Date.parse(queued.meta.receivedAt);
+  return JSON.stringify({
+    probe_id: queued.meta.idempotencyKey ?? queued.meta.requestId,
+    received_at_ms: Number.isFinite(receivedMs) && receivedMs > 0 ? receivedMs : 0,
+    loaded_at: formatDateTime(Date.now()),
+  });
+}
+
+/**
+ * The freshness canary's key id, looked up by the key's hash: the key may be created
+ * after the ingester starts, and until it is found nothing is treated as a probe.
+ */
+export class CanaryKey {
+  id: string | undefined;
+  constructor(private readonly find: () => Promise<string | undefined>) {}
+  /** Looks the key up unless it is known; whether it is known now. */
+  async found(): Promise<boolean> {
+    this.id ??= await this.find().catch(() => undefined);
+    return this.id !== undefined;
   }
 }

@@ -57,3 +57,30 @@ export const ingesterSpec = {
 export function loadIngesterConfig(env: NodeJS.ProcessEnv) {
   return parseConfig(env, ingesterSpec);
 }
+
+type IngesterConfig = ReturnType<typeof loadIngesterConfig>;
+
+/** What one call can plausibly report; beyond it enrich stores a value as null. */
+export function plausibleBoundsFrom(config: IngesterConfig) {
+  return {
+    maxTokens: config.TOKENS_MAX,
+    maxCallMs: config.CALL_DURATION_MAX_HOURS * 3_600_000,
+    maxOutputTokensPerSec: config.OUTPUT_TOKENS_PER_SEC_MAX,
+  };
+}
+
+/** The runner's options (consumer.ts, ConsumerOptions) from the configuration. */
+export function consumerOptionsFrom(config: IngesterConfig) {
+  return {
+    topic: config.USAGE_TOPIC,
+    maxBatchRows: config.INGEST_BATCH_MAX_ROWS,
+    maxPendingRows: config.INGEST_MAX_PENDING_ROWS,
+    partitionsConcurrently: config.INGEST_CONCURRENCY,
+    gatherMs: config.INGEST_GATHER_MS,
+    unitIntervalMs: config.INGEST_UNIT_INTERVAL_MS,
+    retryInitialMs: 100,
+    retryMaxMs: config.INGEST_RETRY_MAX_MS,
+    injectCrash: config.INGEST_FAULT_INJECTION === 'consumer-crash',
+    unsafeCommitBeforeLoad: config.INGEST_FAULT_INJECTION === 'commit-before-load',
+  };
+}

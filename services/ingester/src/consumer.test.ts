@@ -10,14 +10,12 @@ import { buildQueuedRecordSchema, compileValidators, type QueuedUsageRecord } fr
 import { encodeWire, decodeWire } from '@otm/shared/registry';
 import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { UsageConsumer } from './consumer.js';
-import type { DeadLetter } from './dead-letter.js';
-import { checkSeen, type SeenMark } from './dedupe-step.js';
-import type { EncodedRow } from './encode-step.js';
-import type { IsolatedLoad, Unanswered } from './load-step.js';
+import { checkSeen } from './dedupe-step.js';
 import { createIngesterMetrics } from './metrics.js';
-import { deadLetter, ok } from './outcome.js';
+import { RECORD_OUTCOMES, deadLetter, ok, type DeadLetter } from './outcome.js';
 import { PriceTable } from './prices.js';
-import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
+import type { DeadLetterSink, Deduplicator, Erasures, EventStore, IsolatedLoad, RecordDecoder, SeenMark, Unanswered } from './ports.js';
+import type { EncodedRow } from './rows.js';
 import { subjectKey, type FenceInterval, type Subject } from '@otm/shared/rollups/fence';
 
 const TOPIC = 'usage';
@@ -179,12 +177,13 @@ function messages(records: QueuedUsageRecord[], firstOffset = 0): IncomingRecord
   );
 }
 
-function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore; erasures?: MemoryErasures } = {}) {
+function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore; erasures?: MemoryErasures; canaryKeyId?: string } = {}) {
   const consumer = new MemorySource();
   const erasures = parts.erasures ?? new MemoryErasures();
   const dedupe = parts.dedupe ?? new MemoryDeduplicator();
   const store = parts.store ?? new MemoryEventStore();
   const deadLetters = new MemoryDeadLetters();
+  const metrics = createIngesterMetrics();
   const usage = new UsageConsumer(
     {
       source: consumer,
@@ -194,7 +193,7 @@ function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore
       erasures,
       deadLetters,
       prices: PriceTable.load(),
-      metrics: createIngesterMetrics(),
+      metrics,
       logger: createLogger('ingester-test', 'silent'),
     },
     {
@@ -205,9 +204,10 @@ function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore
       gatherMs: 1,
       retryInitialMs: 1,
       retryMaxMs: 5,
+      canaryKeyId: () => parts.canaryKeyId,
     },
   );
-  return { consumer, dedupe, store, deadLetters, usage, erasures };
+  return { consumer, dedupe, store, deadLetters, usage, erasures, metrics };
 }
 
 /** Waits until `check` holds (the loads run behind eachBatch). */
@@ -361,5 +361,42 @@ describe('UsageConsumer on in-memory stages', () => {
     erasures.fence.length = 0;
     await until(() => consumer.committed.get(0) === 3n);
     expect(store.inserts.size).toBe(3);
+  });
+
+  it('every record leaves by exactly one outcome, and each outcome is reached: loaded, probe, duplicate, erased, dead letter', async () => {
+    const refused = (row: EncodedRow) => row.eventKey === 'o-7';
+    const { consumer, store, deadLetters, usage, erasures, metrics } = pipeline({
+      store: new MemoryEventStore(refused),
+      canaryKeyId: 'canary-key',
+    });
+    await usage.start();
+    const records = sample(8, 'o');
+    records[1]!.meta.apiKeyId = 'canary-key'; // the freshness canary's record
+    records[2]!.meta.environment = 'prod';
+    records[2]!.record.user.id = 'erased-user';
+    erasures.tombstones.set(subjectKey({ environment: 'prod', userId: 'erased-user' }), Date.parse(records[2]!.meta.receivedAt) + 1000);
+    const batch = messages([...records, records[0]!, records[3]!]); // offsets 8 and 9 repeat 0 and 3
+    batch[4] = { ...batch[4]!, value: Buffer.from('not the wire format') };
+    const clash = { ...records[5]!, meta: { ...records[5]!.meta, eventKey: 'o-6', idempotencyKey: 'o-6' } };
+    batch[5] = { ...batch[5]!, value: encodeWire(1, JSON.stringify(clash)) }; // another record under o-6's key
+    await consumer.deliver(0, batch);
+    await until(() => consumer.committed.get(0) === 10n);
+
+    const counted = Object.fromEntries((await metrics.records.get()).values.map((value) => [value.labels.outcome, value.value]));
+    expect(counted).toEqual({ loaded: 3, probe: 1, duplicate: 2, erased: 1, deadLetter: 3 });
+    expect(Object.keys(counted).sort()).toEqual(Object.keys(RECORD_OUTCOMES).sort());
+    expect([...store.inserts.keys()].sort()).toEqual(['o-0', 'o-3', 'o-6']);
+    expect(store.probes).toHaveLength(1);
+    expect(deadLetters.letters.map((letter) => [letter.offset, letter.code])).toEqual([
+      ['4', 'no_wire_header'],
+      ['6', 'event_key_collision'], // o-6's own record, after another one under its key (offset 5) loaded
+      ['7', 'clickhouse_refused'],
+    ]);
+    // The older counters read the same outcomes.
+    expect((await metrics.rowsLoaded.get()).values[0]?.value).toBe(3);
+    expect((await metrics.duplicatesDropped.get()).values[0]?.value).toBe(2);
+    expect((await metrics.erasedDropped.get()).values[0]?.value).toBe(1);
+    expect((await metrics.deadLetters.get()).values[0]?.value).toBe(3);
+    expect((await metrics.keyCollisions.get()).values[0]?.value).toBe(1);
   });
 });

@@ -1,5 +1,9 @@
-// The ingester's consumer: Kafka batch -> decode -> enrich -> gather into a load
-// unit -> dedupe -> load -> dead letters -> mark seen -> commit offsets.
+// The ingester's runner: it takes batches from the source (the Kafka seam), cuts them
+// into chunks, has each chunk decoded (decode-chunk.ts: decode -> enrich -> encode),
+// gathers chunks into load units (load-gatherer.ts) loaded by load-unit.ts (dedupe ->
+// erasures -> load -> dead letters -> mark seen), and commits offsets in order. The
+// steps are its callees; it holds only the Kafka side: batches, commits, the window of
+// rows in flight, stopped partitions, the drain.
 //
 // Delivery guarantee (at-least-once delivery, exactly-once effect):
 //   1. rows are inserted into ClickHouse,
@@ -13,25 +17,23 @@
 // dropped. Nothing answered 202 is lost, nothing is counted twice.
 //
 // The chunks of the partitions the source hands over together load as one unit (one
-// insert per table, see load-gatherer.ts; the unit itself in load-unit.ts). eachBatch hands its chunks over and
+// insert per table, see load-gatherer.ts). eachBatch hands its chunks over and
 // returns, so the next fetch overlaps the load; each chunk's offsets commit once its
-// unit is loaded and marked, in order within its partition (commitInOrder()). A chunk fetched
-// before the latest rebalance is never inserted: its partition may belong to another
-// member by now.
-import type { IncomingBatch, IncomingRecord, RecordSource, UndecodableBatch } from '@otm/shared/kafka';
-import type { PlausibleBounds, QueuedUsageRecord } from '@otm/schemas';
+// unit is loaded and marked, in order within its partition (commitInOrder()). A chunk
+// fetched before the latest rebalance is never inserted: its partition may belong to
+// another member by now.
+import type { IncomingBatch, RecordSource, UndecodableBatch } from '@otm/shared/kafka';
+import type { PlausibleBounds } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
-import { enrich } from './enrich-step.js';
-import { encodeRow, type EncodedRow } from './encode-step.js';
-import { formatDateTime } from '@otm/shared/clickhouse-values';
-import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './stage-ports.js';
-import { LoadGatherer } from './load-gatherer.js';
-import { deadLetterReason } from './dead-letter.js';
-import { addDeadLetter, loadUnit, type DecodedChunk } from './load-unit.js';
-import { Abandoned, retrying } from './retry.js';
 import { OrderedCommits, RowWindow } from '@otm/shared/ordered-commits';
-import type { PriceTable } from './prices.js';
+import type { DecodedChunk } from './chunk.js';
+import { decodeChunk } from './decode-chunk.js';
+import { LoadGatherer } from './load-gatherer.js';
+import { loadUnit } from './load-unit.js';
 import type { IngesterMetrics } from './metrics.js';
+import type { DeadLetterSink, Deduplicator, Erasures, EventStore, RecordDecoder } from './ports.js';
+import type { PriceTable } from './prices.js';
+import { Abandoned } from './retry.js';
 
 export interface ConsumerOptions {
   topic: string;
@@ -139,7 +141,11 @@ export class UsageConsumer {
       if (!(await this.window.waitForRoom(chunk.length, alive, heartbeat)) || this.draining) return;
       let decodedChunk: DecodedChunk;
       try {
-        decodedChunk = await this.decode(batch.topic, batch.partition, chunk, alive, heartbeat);
+        decodedChunk = await decodeChunk({ topic: batch.topic, partition: batch.partition, alive, heartbeat }, chunk, {
+          deps: this.deps,
+          options: this.options,
+          canaryKeyId: this.options.canaryKeyId?.(),
+        });
       } catch (error) {
         if (error instanceof Abandoned) return; // not resolved: fetched again by whoever owns the partition
         throw error;
@@ -207,69 +213,4 @@ export class UsageConsumer {
     this.deps.source.pause(this.options.topic);
     await this.commits.settle(timeoutMs);
   }
-
-  /** Decode and enrich one chunk (CPU only, but the registry may need asking). */
-  private async decode(
-    topic: string,
-    partition: number,
-    chunk: readonly IncomingRecord[],
-    alive: () => boolean,
-    heartbeat: () => Promise<void>,
-  ): Promise<DecodedChunk> {
-    const { decoder, prices, plausible } = this.deps;
-    let oldestMs = Infinity;
-    for (const message of chunk) oldestMs = Math.min(oldestMs, Number(message.timestamp));
-    const decodedChunk: DecodedChunk = {
-      topic,
-      partition,
-      rows: chunk.length,
-      items: [],
-      letters: [],
-      probes: [],
-      oldestMs,
-      alive,
-      heartbeat,
-    };
-    const canaryKeyId = this.options.canaryKeyId?.();
-    for (const message of chunk) {
-      const decoded =
-        decoder.decodeKnown?.(message.value) ??
-        (await retrying(
-          { deps: this.deps, options: this.options },
-          'schema registry',
-          () => decoder.decode(message.value),
-          alive,
-          heartbeat,
-        ));
-      if (decoded.kind === 'deadLetter') {
-        addDeadLetter(decodedChunk, message, decoded.code, decoded.reason);
-        continue;
-      }
-      if (canaryKeyId !== undefined && decoded.value.meta.apiKeyId === canaryKeyId) {
-        decodedChunk.probes.push(probeRow(decoded.value));
-        continue;
-      }
-      // enrich is total by design (a value it cannot use becomes null and an anomaly);
-      // this guard makes sure a record it still cannot handle is a dead letter, never a
-      // throw out of the consumer loop.
-      let row: EncodedRow;
-      try {
-        row = encodeRow(enrich(decoded.value, prices, Date.now(), message.value, plausible));
-      } catch (error) {
-        addDeadLetter(decodedChunk, message, 'enrich_failed', deadLetterReason('enrich_failed', { detail: (error as Error).message }));
-        continue;
-      }
-      decodedChunk.items.push({ message, row, decodedChunk });
-    }
-    return decodedChunk;
-  }
-}
-
-export function probeRow(queued: QueuedUsageRecord): string {
-  const receivedMs = Date.parse(queued.meta.receivedAt);
-  return JSON.stringify({
-    probe_id: queued.meta.idempotencyKey ?? queued.meta.requestId,
-    received_at_ms: Number.isFinite(receivedMs) && receivedMs > 0 ? receivedMs : 0,
-    loaded_at: formatDateTime(Date.now()),
-  });
 }

@@ -7,8 +7,7 @@ import { compileValidators, type QueuedUsageRecord } from '@otm/schemas';
 import { decodeWire, fetchJsonSchema } from '@otm/shared/registry';
 import type { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import type { ValidateFunction } from 'ajv';
-import { deadLetter, ok, type StepOutcome } from './outcome.js';
-import { deadLetterReason } from './dead-letter.js';
+import { deadLetter, deadLetterReason, ok, type StepOutcome } from './outcome.js';
 
 export class SchemaCache {
   private readonly validators = new Map<number, ValidateFunction | null>();

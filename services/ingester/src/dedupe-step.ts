@@ -5,6 +5,7 @@
 // again with the same record is a duplicate (a retry), with another record a
 // collision (docs/topic-contract.md, "Direct producers"), which is dead-lettered.
 import type { Redis } from '@otm/shared/redis';
+import type { SeenCheck, SeenMark } from './ports.js';
 
 const MGET_KEYS = 1000;
 const MARK_KEYS = 1000;
@@ -14,20 +15,6 @@ const MARK_SEEN_SCRIPT = `for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[i 
 
 /** What marks written before digests were kept hold: such a key is a duplicate, whatever the record. */
 const DIGESTLESS_MARK = '1';
-
-export interface SeenCheck<T> {
-  /** Not loaded before: the first of each key in the batch. */
-  fresh: T[];
-  /** Loaded before with the same record, or repeated in the batch with the same record. */
-  duplicates: number;
-  /** The key was loaded (or comes earlier in the batch) with a different record. */
-  collisions: T[];
-}
-
-export interface SeenMark {
-  eventKey: string;
-  digest: string;
-}
 
 type MarkingRedis = Redis & { otmMarkSeen(keyCount: number, ...keysThenArgs: (string | number)[]): Promise<number> };
 

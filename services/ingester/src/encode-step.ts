@@ -3,7 +3,7 @@
 // types are listed here, in the order they are written and named in the INSERT; the
 // encoding itself is services/shared/src/row-binary.ts.
 import { RowBinaryEncoder, type RowSchema } from '@otm/shared/row-binary';
-import type { EnrichedRecord, UsageEventRow, UsageIoRow } from './enrich-step.js';
+import type { EncodedRow, EnrichedRecord, UsageEventRow, UsageIoRow } from './rows.js';
 
 /** usage_events' columns as the ingester writes them (every column of UsageEventRow, in this order). */
 export const USAGE_EVENT_COLUMNS = {
@@ -71,31 +71,6 @@ const ioEncoder = new RowBinaryEncoder<UsageIoRow>(USAGE_IO_COLUMNS);
 /** The INSERT statements the encoded rows are sent with. */
 export const INSERT_EVENTS = `INSERT INTO usage_events ${eventEncoder.columnList} FORMAT RowBinary`;
 export const INSERT_IO = `INSERT INTO usage_io ${ioEncoder.columnList} FORMAT RowBinary`;
-
-/**
- * A record as it travels to ClickHouse: each row already encoded in RowBinary
- * (row-binary.ts), right after enrich, and the objects let go. A decoded record
- * waiting for its load unit holds its rows as about 360 bytes plus its text (JSON
- * lines took about three times that, objects more), the insert only concatenates
- * them, and ClickHouse reads binary values instead of parsing text.
- */
-export interface EncodedRow {
-  eventKey: string;
-  priceKnown: boolean;
-  /** Whose record it is and when the gateway received it: erasures drop it by these. */
-  environment: string;
-  userId: string;
-  receivedAtMs: number;
-  /** The event time the rollups bucket the record by (epoch ms; ClickHouse runs in UTC). */
-  eventMs: number;
-  isError: boolean;
-  /** EnrichedRecord.digest */
-  digest: string;
-  /** The usage_events row, in RowBinary. */
-  event: Buffer;
-  /** The usage_io row in RowBinary, or null when the record carries no prompt or response. */
-  io: Buffer | null;
-}
 
 /** The record's rows encoded; throws RowBinaryError when a value does not fit its column (a dead letter). */
 export function encodeRow(record: EnrichedRecord): EncodedRow {

@@ -12,7 +12,9 @@ import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { eventually, queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
 import { enrich } from './enrich-step.js';
 import { encodeRow, INSERT_EVENTS, INSERT_IO } from './encode-step.js';
-import { existingEventKeys, insertEncoded, loadIsolatingBadRows, noneUnanswered, storedSince } from './load-step.js';
+import { existingEventKeys, storedSince } from './key-lookup.js';
+import { insertEncoded, loadIsolatingBadRows } from './load-step.js';
+import { noneUnanswered } from './ports.js';
 import { PriceTable } from './prices.js';
 
 const n = testNames('lookup');

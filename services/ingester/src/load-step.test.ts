@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { BODY_PIECE_BYTES, bodyPieces, keySet } from './load-step.js';
+import { keySet } from './key-lookup.js';
+import { BODY_PIECE_BYTES, bodyPieces } from './load-step.js';
 
 /** `count` rows of sizes from `sizeOf`, each filled with its own index so that order shows. */
 function rows(count: number, sizeOf: (index: number) => number): Buffer[] {

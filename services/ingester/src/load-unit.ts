@@ -1,21 +1,20 @@
-// One load unit: the decoded chunks of the partitions kafkajs handed over together
+// One load unit: the decoded chunks of the partitions the source handed over together
 // (load-gatherer.ts), loaded as one: one Redis check, one ClickHouse load (erased
-// users' records dropped, a row ClickHouse refuses found by halving and dead-lettered,
-// records an unanswered insert stored recounted), one batch of dead letters, one
-// Redis mark. Each chunk learns its outcome; consumer.ts commits the loaded ones in
-// order. Every dependency call is retried (retry.ts) until it works or the chunks are
-// given up (a rebalance, a stop).
+// users' records dropped, a row ClickHouse refuses found by halving, records an
+// unanswered insert stored recounted), one batch of dead letters, one Redis mark.
+// Every record of a chunk that loads ends with its outcome (chunk.ts); each chunk
+// learns its own result, and consumer.ts commits the loaded ones in order. Every
+// dependency call is retried (retry.ts) until it works or the chunks are given up
+// (a rebalance, a stop).
 import { isFenced, subjectKey } from '@otm/shared/rollups/fence';
-import type { IncomingRecord } from '@otm/shared/kafka';
 import type { Logger } from '@otm/shared/logger';
-import { deadLetterReason, type DeadLetter, type DeadLetterCode } from './dead-letter.js';
-import type { EncodedRow } from './encode-step.js';
-import { loadableItems } from './loadable-items.js';
+import { deadLettersOf, settle, tally, type DecodedChunk, type Item } from './chunk.js';
 import type { ChunkOutcome } from './load-gatherer.js';
-import { noneUnanswered, type IsolatedLoad, type Unanswered } from './load-step.js';
+import { loadableItems } from './loadable-items.js';
 import type { IngesterMetrics } from './metrics.js';
+import { deadLetter, type OutcomeKind } from './outcome.js';
+import { noneUnanswered, type DeadLetterSink, type Deduplicator, type Erasures, type EventStore, type Unanswered } from './ports.js';
 import { Abandoned, retrying } from './retry.js';
-import type { DeadLetterSink, Deduplicator, Erasures, EventStore } from './stage-ports.js';
 
 /** What a load unit uses: the stages, and the retry's backoff. */
 export interface LoadContext {
@@ -37,125 +36,66 @@ class Fenced extends Error {
   }
 }
 
-export interface Item {
-  message: IncomingRecord;
-  row: EncodedRow;
-  decodedChunk: DecodedChunk;
-}
-
-/** One partition chunk, decoded, waiting to be loaded with the others of its unit. */
-export interface DecodedChunk {
-  topic: string;
-  partition: number;
-  rows: number;
-  items: Item[];
-  letters: DeadLetter[];
-  /** canary_probes rows (JSON lines) of the freshness canary's records in the chunk. */
-  probes: string[];
-  /** Kafka timestamp (ms) of the chunk's oldest message. */
-  oldestMs: number;
-  alive: () => boolean;
-  heartbeat: () => Promise<void>;
+/** What the last insert attempt of a unit did with its items. */
+interface Stored {
+  /** The items Redis had not seen, first of each key, of chunks still loading. */
+  candidates: Item[];
+  /** Of those, the ones of erased users. */
+  erased: Item[];
+  loaded: Item[];
+  refused: { item: Item; code: number; message: string }[];
+  /** Event keys usage_events held already. */
+  alreadyLoaded: Set<string>;
 }
 
 /**
- * Loads the decodedChunks of one unit together: one Redis check, one ClickHouse load, one
- * batch of dead letters, one Redis mark. A decodedChunk whose partition was lost (or the
- * consumer stopping) before the insert is left out and reported abandoned.
+ * Loads the chunks of one unit together. A chunk whose partition was lost (or the
+ * consumer stopping) before the insert is left out and reported abandoned; the others
+ * end with every record's outcome settled, or all with the error that stopped them.
  */
-export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadContext): Promise<ChunkOutcome[]> {
-  const { metrics, dedupe, store, erasures } = context.deps;
+export async function loadUnit(chunks: DecodedChunk[], context: LoadContext): Promise<ChunkOutcome[]> {
+  const { metrics, dedupe, store } = context.deps;
   const started = performance.now();
-  const anyAlive = () => decodedChunks.some((decodedChunk) => decodedChunk.alive());
+  const anyAlive = () => chunks.some((chunk) => chunk.alive());
   const heartbeat = async () => {
-    await Promise.all(decodedChunks.map((decodedChunk) => decodedChunk.heartbeat().catch(() => undefined)));
+    await Promise.all(chunks.map((chunk) => chunk.heartbeat().catch(() => undefined)));
   };
   const retry = <T>(what: string, work: () => Promise<T>) => retrying(context, what, work, anyAlive, heartbeat);
-  const outcomes = new Map<DecodedChunk, 'loaded' | 'abandoned'>(decodedChunks.map((decodedChunk) => [decodedChunk, 'loaded']));
+  const abandoned = new Set<DecodedChunk>();
   try {
-    const items = decodedChunks.flatMap((decodedChunk) => decodedChunk.items);
-    const { fresh, duplicates, collisions } = await retry('redis (dedupe check)', () =>
+    const items = chunks.flatMap((chunk) => chunk.items);
+    const seen = await retry('redis (dedupe check)', () =>
       dedupe.filterSeen(
         items,
         (item) => item.row.eventKey,
         (item) => item.row.digest,
       ),
     );
-    // The key was loaded with another record: never silently dropped as a duplicate.
-    for (const item of collisions) {
-      addDeadLetter(
-        item.decodedChunk,
-        item.message,
-        'event_key_collision',
-        deadLetterReason('event_key_collision', { eventKey: item.row.eventKey }),
-        {
-          'x-dlq-event-key': item.row.eventKey,
-        },
-      );
-    }
-
     const checked = performance.now();
+    const collisions = new Set(seen.collisions);
     // Inserts of this unit that ended without an answer: their records may be stored
     // but not counted by every rollup (rollups/repair.ts in the shared package).
     const unanswered = noneUnanswered();
-    let alreadyLoaded = 0;
-    let erased = 0;
-    let refused: { item: Item; reason: string; headers: Record<string, string> }[] = [];
-    const loaded = await retry('clickhouse', async () => {
+    const stored = await retry('clickhouse', async () => {
       // A consumer that lost a partition must not write what the new owner writes.
-      for (const decodedChunk of decodedChunks) if (!decodedChunk.alive()) outcomes.set(decodedChunk, 'abandoned');
-      const live = loadableItems(
-        items,
-        fresh,
-        (item) => outcomes.get(item.decodedChunk) === 'loaded',
+      for (const chunk of chunks) if (!chunk.alive()) abandoned.add(chunk);
+      const candidates = loadableItems(
+        items.filter((item) => !collisions.has(item)),
+        seen.fresh,
+        (item) => !abandoned.has(item.chunk),
         (item) => item.row.eventKey,
       );
-      if (live.length === 0 && !anyAlive()) throw new Abandoned();
-      // The insert attempt holds a lease while it checks the erasures and inserts
-      // (rollups/fence.ts in the shared package): an erased user's records received
-      // before the erasure are dropped, never loaded nor dead-lettered.
-      const check = await erasures
-        .beginInsert(live.map((item) => ({ environment: item.row.environment, userId: item.row.userId })))
-        .catch((error: unknown) => {
-          throw Object.assign(error as Error, { dependency: 'redis (erasure lease)' });
-        });
-      let result: IsolatedLoad<Item>;
-      let kept: Item[];
-      try {
-        if (check.fenced.length > 0 && live.some((item) => isFenced(check.fenced, item.row.eventMs, item.row.isError))) {
-          throw new Fenced();
-        }
-        kept =
-          check.erasedAt.size === 0
-            ? live
-            : live.filter((item) => {
-                const erasedAt = check.erasedAt.get(subjectKey({ environment: item.row.environment, userId: item.row.userId }));
-                return erasedAt === undefined || item.row.receivedAtMs > erasedAt;
-              });
-        // A row ClickHouse refuses is found by halving and dead-lettered; the rest load.
-        result = await store.load(kept, (item) => item.row, unanswered);
-      } finally {
-        await erasures.endInsert(check.lease).catch(() => undefined);
-      }
-      // Stored by an insert that ended without an answer: recounted before the unit goes on.
-      const recount = result.alreadyLoaded.filter((eventKey) => unanswered.eventKeys.has(eventKey));
-      if (recount.length > 0) await recountRollups(context, recount, unanswered);
-      erased = live.length - kept.length;
-      alreadyLoaded = result.alreadyLoaded.length;
-      refused = result.refused.map(({ item, code, message }) => ({
-        item,
-        reason: deadLetterReason('clickhouse_refused', { code, message }),
-        headers: { 'x-dlq-clickhouse-code': String(code), 'x-dlq-clickhouse-message': message },
-      }));
-      return result.loaded;
+      if (candidates.length === 0 && !anyAlive()) throw new Abandoned();
+      return insertOnce(context, candidates, unanswered);
     });
-    for (const { item, reason, headers } of refused) addDeadLetter(item.decodedChunk, item.message, 'clickhouse_refused', reason, headers);
-    const loadedParts = decodedChunks.filter((decodedChunk) => outcomes.get(decodedChunk) === 'loaded');
-    const probes = loadedParts.flatMap((decodedChunk) => decodedChunk.probes);
+    const loading = chunks.filter((chunk) => !abandoned.has(chunk));
+    settleUnit(loading, collisions, stored);
+    const counts = tally(loading);
+    const probes = loading.flatMap((chunk) => chunk.probes);
     if (probes.length > 0) await retry('clickhouse (canary)', () => store.insertProbes(probes));
 
     const inserted = performance.now();
-    const letters = loadedParts.flatMap((decodedChunk) => decodedChunk.letters);
+    const letters = deadLettersOf(loading);
     await retry('kafka (dead letters)', () => context.deps.deadLetters.send(letters));
     for (const sent of letters) {
       context.deps.logger.warn(
@@ -164,31 +104,95 @@ export async function loadUnit(decodedChunks: DecodedChunk[], context: LoadConte
       );
     }
     await retry('redis (mark seen)', () =>
-      dedupe.markSeen(loaded.map((item) => ({ eventKey: item.row.eventKey, digest: item.row.digest }))),
+      dedupe.markSeen(stored.loaded.map((item) => ({ eventKey: item.row.eventKey, digest: item.row.digest }))),
     );
-
-    metrics.rowsLoaded.inc(loaded.length);
-    metrics.erasedDropped.inc(erased);
-    metrics.duplicatesDropped.inc(duplicates + alreadyLoaded);
-    metrics.deadLetters.inc(letters.length);
-    metrics.keyCollisions.inc(collisions.length);
-    metrics.unknownPrice.inc(loaded.filter((item) => !item.row.priceKnown).length);
+    count(context, counts, letters.filter((letter) => letter.code === 'event_key_collision').length, stored);
     const done = performance.now();
     metrics.batchSeconds.observe((done - started) / 1000);
-    metrics.batchRows.observe(loaded.length);
     context.deps.logger.debug(
       {
-        decodedChunks: decodedChunks.length,
-        rows: loaded.length,
+        chunks: chunks.length,
+        rows: counts.loaded,
         ms: { dedupe: Math.round(checked - started), load: Math.round(inserted - checked), mark: Math.round(done - inserted) },
       },
       'unit loaded',
     );
   } catch (error) {
     // Given up before the rows were loaded and marked: nothing of this unit commits.
-    return decodedChunks.map(() => (error instanceof Error ? error : new Error(String(error))));
+    return chunks.map(() => (error instanceof Error ? error : new Error(String(error))));
   }
-  return decodedChunks.map((decodedChunk) => (outcomes.get(decodedChunk) === 'loaded' ? 'loaded' : new Abandoned()));
+  return chunks.map((chunk) => (abandoned.has(chunk) ? new Abandoned() : 'loaded'));
+}
+
+/**
+ * One insert attempt: under an erasure lease (rollups/fence.ts in the shared package),
+ * an erased user's records received before the erasure are dropped, the rest loaded
+ * (a row ClickHouse refuses found by halving), and records an earlier unanswered
+ * attempt stored are recounted before the unit goes on. Throws to be retried.
+ */
+async function insertOnce(context: LoadContext, candidates: Item[], unanswered: Unanswered): Promise<Stored> {
+  const check = await context.deps.erasures
+    .beginInsert(candidates.map((item) => ({ environment: item.row.environment, userId: item.row.userId })))
+    .catch((error: unknown) => {
+      throw Object.assign(error as Error, { dependency: 'redis (erasure lease)' });
+    });
+  try {
+    if (check.fenced.length > 0 && candidates.some((item) => isFenced(check.fenced, item.row.eventMs, item.row.isError))) {
+      throw new Fenced();
+    }
+    const erased: Item[] = [];
+    const kept: Item[] = [];
+    for (const item of candidates) {
+      const erasedAt =
+        check.erasedAt.size === 0
+          ? undefined
+          : check.erasedAt.get(subjectKey({ environment: item.row.environment, userId: item.row.userId }));
+      (erasedAt !== undefined && item.row.receivedAtMs <= erasedAt ? erased : kept).push(item);
+    }
+    const result = await context.deps.store.load(kept, (item) => item.row, unanswered);
+    // Stored by an insert that ended without an answer: recounted before the unit goes on.
+    const recount = result.alreadyLoaded.filter((eventKey) => unanswered.eventKeys.has(eventKey));
+    if (recount.length > 0) await recountRollups(context, recount, unanswered);
+    return { candidates, erased, loaded: result.loaded, refused: result.refused, alreadyLoaded: new Set(result.alreadyLoaded) };
+  } finally {
+    await context.deps.erasures.endInsert(check.lease).catch(() => undefined);
+  }
+}
+
+/** Every record of the loading chunks gets its outcome: those decode settled already, the rest from what the load did. */
+function settleUnit(loading: readonly DecodedChunk[], collisions: ReadonlySet<Item>, stored: Stored): void {
+  const candidates = new Set(stored.candidates);
+  for (const chunk of loading) {
+    for (const item of chunk.items) {
+      if (collisions.has(item)) {
+        const eventKey = item.row.eventKey;
+        settle(chunk, item.index, deadLetter('event_key_collision', { eventKey }, { 'x-dlq-event-key': eventKey }));
+      } else if (!candidates.has(item)) {
+        settle(chunk, item.index, { kind: 'duplicate' }); // seen by Redis, or a repeat in the unit
+      }
+    }
+  }
+  for (const item of stored.erased) settle(item.chunk, item.index, { kind: 'erased' });
+  for (const { item, code, message } of stored.refused) {
+    const headers = { 'x-dlq-clickhouse-code': String(code), 'x-dlq-clickhouse-message': message };
+    settle(item.chunk, item.index, deadLetter('clickhouse_refused', { code, message }, headers));
+  }
+  for (const item of stored.loaded) {
+    settle(item.chunk, item.index, { kind: stored.alreadyLoaded.has(item.row.eventKey) ? 'duplicate' : 'loaded' });
+  }
+}
+
+/** The unit's outcomes in the metrics, once it is loaded and marked. */
+function count(context: LoadContext, counts: Record<OutcomeKind, number>, collisions: number, stored: Stored): void {
+  const { metrics } = context.deps;
+  for (const [outcome, records] of Object.entries(counts)) if (records > 0) metrics.records.inc({ outcome }, records);
+  metrics.rowsLoaded.inc(counts.loaded);
+  metrics.erasedDropped.inc(counts.erased);
+  metrics.duplicatesDropped.inc(counts.duplicate);
+  metrics.deadLetters.inc(counts.deadLetter);
+  metrics.keyCollisions.inc(collisions);
+  metrics.unknownPrice.inc(stored.loaded.filter((item) => !item.row.priceKnown && !stored.alreadyLoaded.has(item.row.eventKey)).length);
+  metrics.batchRows.observe(counts.loaded);
 }
 
 /**
@@ -218,31 +222,4 @@ async function recountRollups(context: LoadContext, eventKeys: readonly string[]
     },
     'rollups recounted for records an unanswered insert stored',
   );
-}
-
-/** The gateway's request id of a message (its `x-request-id` header), when it has one. */
-export function requestIdOf(message: IncomingRecord): string | undefined {
-  const header = message.headers?.['x-request-id'];
-  const value = Array.isArray(header) ? header[0] : header;
-  return value === undefined ? undefined : value.toString();
-}
-
-export function addDeadLetter(
-  decodedChunk: DecodedChunk,
-  message: IncomingRecord,
-  code: DeadLetterCode,
-  reason: string,
-  headers?: DeadLetter['headers'],
-): void {
-  const requestId = requestIdOf(message);
-  decodedChunk.letters.push({
-    headers: requestId === undefined ? headers : { 'x-request-id': requestId, ...headers },
-    topic: decodedChunk.topic,
-    partition: decodedChunk.partition,
-    offset: message.offset,
-    key: message.key,
-    value: message.value,
-    code,
-    reason,
-  });
 }

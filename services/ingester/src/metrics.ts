@@ -40,6 +40,12 @@ export function createIngesterMetrics(sources?: LagSources) {
   }
   return {
     registry,
+    records: new Counter({
+      name: 'otm_ingester_records_total',
+      help: 'Records taken from the usage topic, by how each left the pipeline (loaded, probe, duplicate, erased, deadLetter)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     rowsLoaded: new Counter({ name: 'otm_ingester_rows_loaded_total', help: 'Rows inserted into ClickHouse', registers: [registry] }),
     keyCollisions: new Counter({
       name: 'otm_ingester_event_key_collisions_total',

@@ -8,7 +8,8 @@ import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse'
 import { migrate } from '@otm/shared/migrate';
 import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
-import { enrich, type EnrichedRecord } from './enrich-step.js';
+import { enrich } from './enrich-step.js';
+import type { EnrichedRecord } from './rows.js';
 import { encodeRow, INSERT_EVENTS, INSERT_IO, USAGE_EVENT_COLUMNS, USAGE_IO_COLUMNS } from './encode-step.js';
 import { insertEncoded, insertLines } from './load-step.js';
 import { PriceTable } from './prices.js';

@@ -16,18 +16,17 @@ import {
 } from '@otm/shared/kafka';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
-import { BACKFILL_TIMEOUT_MS, MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
-import { loadIngesterConfig } from './config.js';
+import { consumerOptionsFrom, loadIngesterConfig, plausibleBoundsFrom } from './config.js';
 import { UsageConsumer } from './consumer.js';
 import { SchemaCache } from './decode-step.js';
 import { DedupeStep } from './dedupe-step.js';
-import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './stage-ports.js';
+import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './adapters.js';
 import { createIngesterMetrics } from './metrics.js';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
-import { backfillRollups, isFullyBackfilled, markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
-import { randomUUID } from 'node:crypto';
+import { markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
 import { migrate, requireMigrated } from '@otm/shared/migrate';
 import {
   DependencyError,
@@ -39,8 +38,8 @@ import {
   startStep,
 } from '@otm/shared/dependency-failure';
 import { PriceTable } from './prices.js';
-import { applyRetention, retentionPolicyFrom } from '@otm/shared/rollups/retention';
-import { FreshnessCanary } from './canary.js';
+import { CanaryKey, FreshnessCanary } from './canary.js';
+import { startBackgroundJobs } from './background-jobs.js';
 import fs from 'node:fs';
 import v8 from 'node:v8';
 import { hashKey } from '@otm/shared/keys/key-format';
@@ -154,16 +153,8 @@ const metrics = createIngesterMetrics({
   lag: cachedConsumerLag(lagReader, config.INGEST_GROUP_ID, config.USAGE_TOPIC, 5000),
   oldestPendingMs: () => usageConsumer.oldestPendingMs(),
 });
-// The freshness canary's key id, looked up by the key's hash (the key may be created
-// after the ingester starts; until it is found, nothing is treated as a probe).
-let canaryKeyId: string | undefined;
 const keyStore = new KeyStore(redis, config.REDIS_KEY_PREFIX);
-async function findCanaryKey(): Promise<boolean> {
-  if (canaryKeyId !== undefined) return true;
-  const record = await keyStore.findByHash(hashKey(config.CANARY_API_KEY)).catch(() => null);
-  canaryKeyId = record?.id;
-  return canaryKeyId !== undefined;
-}
+const canaryKey = new CanaryKey(async () => (await keyStore.findByHash(hashKey(config.CANARY_API_KEY)))?.id);
 const erasureStore = new RollupFence(redis, config.REDIS_KEY_PREFIX);
 const usageConsumer = new UsageConsumer(
   {
@@ -177,27 +168,11 @@ const usageConsumer = new UsageConsumer(
     }),
     deadLetters: new KafkaDeadLetters(dlqSender, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),
-    plausible: {
-      maxTokens: config.TOKENS_MAX,
-      maxCallMs: config.CALL_DURATION_MAX_HOURS * 3_600_000,
-      maxOutputTokensPerSec: config.OUTPUT_TOKENS_PER_SEC_MAX,
-    },
+    plausible: plausibleBoundsFrom(config),
     metrics,
     logger,
   },
-  {
-    topic: config.USAGE_TOPIC,
-    maxBatchRows: config.INGEST_BATCH_MAX_ROWS,
-    maxPendingRows: config.INGEST_MAX_PENDING_ROWS,
-    partitionsConcurrently: config.INGEST_CONCURRENCY,
-    gatherMs: config.INGEST_GATHER_MS,
-    unitIntervalMs: config.INGEST_UNIT_INTERVAL_MS,
-    retryInitialMs: 100,
-    retryMaxMs: config.INGEST_RETRY_MAX_MS,
-    injectCrash: config.INGEST_FAULT_INJECTION === 'consumer-crash',
-    unsafeCommitBeforeLoad: config.INGEST_FAULT_INJECTION === 'commit-before-load',
-    canaryKeyId: () => canaryKeyId,
-  },
+  { ...consumerOptionsFrom(config), canaryKeyId: () => canaryKey.id },
 );
 const canary = config.CANARY_API_KEY
   ? new FreshnessCanary(
@@ -208,7 +183,7 @@ const canary = config.CANARY_API_KEY
         intervalMs: config.CANARY_INTERVAL_MS,
         timeoutMs: config.CANARY_TIMEOUT_MS,
         // A probe is sent only once its key's id is known here, so it can never be loaded as usage.
-        ready: findCanaryKey,
+        ready: () => canaryKey.found(),
       },
       clickhouse,
       { freshness: metrics.canaryFreshness, probes: metrics.canaryProbes },
@@ -225,7 +200,7 @@ const metricsServer = await serveMetrics(
 );
 // Every ingester given CANARY_API_KEY recognises the canary's records, including
 // probes another instance sent: the key is looked up before consuming starts.
-if (config.CANARY_API_KEY) await findCanaryKey();
+if (config.CANARY_API_KEY) await canaryKey.found();
 // A new installation (no record yet) has nothing to backfill: recorded before consuming.
 // Either way, once 0008's backfill is done the legacy minute rollup's view is dropped.
 if (!config.INGEST_MIGRATIONS_UP_TO) {
@@ -247,50 +222,8 @@ logger.info(
 );
 canary?.start();
 
-// Retention (services/shared/src/rollups/retention.ts): a minute after start, then every RETENTION_CHECK_INTERVAL_MS.
-const retentionPolicy = retentionPolicyFrom(config);
-const retentionRun = async () => {
-  try {
-    const outcome = await applyRetention(clickhouse, retentionPolicy, Date.now(), false, clickhouseSettings.cluster);
-    if (outcome.dropped.length > 0) logger.info({ dropped: outcome.dropped }, 'retention dropped expired partitions');
-  } catch (error) {
-    logger.warn({ err: (error as Error).message }, 'retention failed; tried again at the next interval');
-  }
-};
-const retentionTimers = [
-  setTimeout(() => void retentionRun(), 60_000),
-  setInterval(() => void retentionRun(), config.RETENTION_CHECK_INTERVAL_MS),
-];
-for (const timer of retentionTimers) timer.unref();
-
-// The backfill of the rollups of migrations 0008 to 0011
-// (services/shared/src/rollups/backfill.ts): by one ingester at a time (a lock in
-// Redis), beside consuming, at start and every 10 minutes until done.
-const backfillRun = async () => {
-  if (await isFullyBackfilled(clickhouse).catch(() => false)) {
-    clearInterval(backfillTimer);
-    return;
-  }
-  const lock = `${config.REDIS_KEY_PREFIX}rollup-backfill-lock`;
-  const token = randomUUID();
-  if ((await redis.set(lock, token, 'PX', 3_600_000, 'NX').catch(() => null)) !== 'OK') return;
-  try {
-    const outcome = await backfillRollups(backfilling, erasureStore, {
-      cluster: clickhouseSettings.cluster,
-      retireLegacy: config.MIGRATE_ON_START,
-      log: (line) => logger.info(line),
-    });
-    if (outcome.done) clearInterval(backfillTimer);
-  } catch (error) {
-    logger.warn({ err: (error as Error).message }, 'rollup backfill failed; it resumes at the next attempt');
-  } finally {
-    if ((await redis.get(lock).catch(() => null)) === token) await redis.del(lock).catch(() => undefined);
-  }
-};
-const backfilling = createClickHouse(clickhouseSettings, clickhouseSettings.database, BACKFILL_TIMEOUT_MS);
-const backfillTimer = setInterval(() => void backfillRun(), 600_000);
-backfillTimer.unref();
-void backfillRun();
+// Retention and the rollup backfill run beside consuming (background-jobs.ts).
+const jobs = startBackgroundJobs({ clickhouse, redis, fence: erasureStore, settings: clickhouseSettings, config, logger });
 
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;
@@ -298,8 +231,6 @@ async function shutdown(signal: string): Promise<void> {
   logger.info({ signal }, 'shutting down');
   // The chunks already taken load and commit first, so a planned restart redelivers nothing.
   await canary?.stop();
-  for (const timer of retentionTimers) clearTimeout(timer);
-  clearInterval(backfillTimer);
   await usageConsumer.drain(config.INGEST_SESSION_TIMEOUT_MS).catch(() => undefined);
   await source.close().catch(() => undefined);
   await dlqSender.close().catch(() => undefined);
@@ -307,7 +238,7 @@ async function shutdown(signal: string): Promise<void> {
   metricsServer.close();
   redis.disconnect();
   await clickhouse.close();
-  await backfilling.close();
+  await jobs.stop();
   logger.info('stopped');
   process.exit(0);
 }

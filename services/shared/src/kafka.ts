@@ -370,27 +370,6 @@ export async function openKafkajsSender(kafka: Kafka, options: SenderOptions): P
   };
 }
 
-/** The clients a RecordSender can be opened on (KAFKA_PRODUCER_CLIENT). */
-export const PRODUCER_CLIENTS = ['platformatic', 'kafkajs'] as const;
-export type ProducerClient = (typeof PRODUCER_CLIENTS)[number];
-
-/**
- * A connected RecordSender on the client named: @platformatic/kafka (about half of
- * kafkajs's CPU per record produced) or kafkajs. Both are idempotent with acks from every
- * in-sync replica and put a keyed record on the partition the Java client would.
- */
-export async function openRecordSender(
-  client: ProducerClient,
-  kafka: Kafka,
-  settings: KafkaSettings,
-  options: SenderOptions,
-): Promise<RecordSender> {
-  if (client === 'kafkajs') return openKafkajsSender(kafka, options);
-  // Loaded only by a process that produces with it (its modules take some 20 MB of memory).
-  const { openPlatformaticSender } = await import('./kafka-platformatic.js');
-  return openPlatformaticSender(settings, { ...options, murmur2 });
-}
-
 /** One record read from a topic, in the project's own words (no client's types). */
 export interface IncomingRecord {
   key: Buffer | null;
