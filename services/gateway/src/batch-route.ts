@@ -113,10 +113,11 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         if (unavailable) {
           reply.header('retry-after', String(deps.retryAfterSeconds));
           const body = refuse('queueUnavailableBatch').toBody();
-          return reply.code(503).send({ ...body, results });
+          return reply.code(body.statusCode as 503).send({ ...body, results }); // the catalogue's status for the refusal
         }
         deps.metrics.validationFailures.inc();
-        return reply.code(400).send(noneValidAnswer(results));
+        const answer = noneValidAnswer(results);
+        return reply.code(answer.statusCode as 400).send(answer);
       },
     );
   });

@@ -81,7 +81,8 @@ export function edgeServerOptions(
     ...(tls ? { https: { ...tls, minVersion: 'TLSv1.2', handshakeTimeout: limits.headersTimeoutMs, ...node } } : { http: node }),
     clientErrorHandler: answerClientError,
     frameworkErrors: (error: Error & { code?: string }, _request: FastifyRequest, reply: FastifyReply) => {
-      void reply.code(400).send(refuse(error.code === 'FST_ERR_BAD_URL' ? 'malformedUrl' : 'malformedRequestLine').toBody());
+      const body = refuse(error.code === 'FST_ERR_BAD_URL' ? 'malformedUrl' : 'malformedRequestLine').toBody();
+      void reply.code(body.statusCode).send(body);
     },
   } as FastifyServerOptions & object;
 }
@@ -344,7 +345,8 @@ export function registerEdge(app: FastifyInstance, options: EdgeOptions): void {
     return reply.code(serviceError.statusCode).send(serviceError.toBody());
   });
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(refuse('noRoute', { method: request.method, path: request.url.split('?')[0]! }).toBody());
+    const body = refuse('noRoute', { method: request.method, path: request.url.split('?')[0]! }).toBody();
+    reply.code(body.statusCode).send(body);
   });
   if (options.health) {
     const { ready } = options.health;
