@@ -10,6 +10,7 @@ import { prettyFactory } from 'pino-pretty';
 import { Command, Option } from 'commander';
 import { loadStackConfig, stackAddresses } from './stack/config.js';
 import { stackUp } from './stack/services.js';
+import { DEFAULT_PIPELINE_NAMES, preparePipelineTopics } from './stack/kafka-acls.js';
 import { ensureLocalCertificate } from './local-tls.js';
 import { ensureSecureMaterial, secureServiceEnv, type SecureRole } from './stack/secure.js';
 import { superviseService, SOURCE_FLAGS, type SupervisedService } from './lib/service-process.js';
@@ -65,6 +66,20 @@ const envOf = (role: SecureRole): NodeJS.ProcessEnv => {
   return env;
 };
 const env = envOf('ingester');
+// The secure profile authorizes every Kafka request: the topics the services were given
+// and their ACLs, made by the operator (scripts/stack/kafka-acls.ts).
+if (stack.secure) {
+  await preparePipelineTopics(
+    stack,
+    {
+      usageTopic: env.USAGE_TOPIC ?? DEFAULT_PIPELINE_NAMES.usageTopic,
+      dlqTopic: env.DLQ_TOPIC ?? DEFAULT_PIPELINE_NAMES.dlqTopic,
+      erasureTopic: env.ERASURE_TOPIC ?? DEFAULT_PIPELINE_NAMES.erasureTopic,
+      ingestGroup: env.INGEST_GROUP_ID ?? DEFAULT_PIPELINE_NAMES.ingestGroup,
+    },
+    env.USAGE_TOPIC_PARTITIONS ? Number(env.USAGE_TOPIC_PARTITIONS) : undefined,
+  );
+}
 
 // The freshness canary (the ingester's probe through the public endpoint) runs with a
 // key of its own, created once and kept beside the admin token.

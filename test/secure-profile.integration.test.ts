@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Agent, request as undiciRequest } from 'undici';
 import { execFile, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { createKafka, ensureTopic, kafkaRefusal, kafkaSettingsFrom, type KafkaSecurityConfig } from '@otm/shared/kafka';
+import { createKafka, ensureTopic, grantAcls, kafkaRefusal, kafkaSettingsFrom, type KafkaSecurityConfig } from '@otm/shared/kafka';
 import { createRegistry, registerJsonSchema } from '@otm/shared/registry';
 import { buildQueuedRecordSchema } from '@otm/schemas';
 import { createRedis } from '@otm/shared/redis';
@@ -19,6 +19,7 @@ import { clickhouseFailure, kafkaFailure, reachRedis, registryFailure } from '@o
 import { loadStackConfig } from '../scripts/stack/config.js';
 import { secureKafkaClient, stackServices } from '../scripts/stack/services.js';
 import { SECURE_USERS, ensureSecureMaterial, secureServiceEnv, type SecureRole } from '../scripts/stack/secure.js';
+import { SERVICE_PRINCIPALS, preparePipelineTopics } from '../scripts/stack/kafka-acls.js';
 import { startService, SOURCE_FLAGS, type ServiceProcess } from '../scripts/lib/service-process.js';
 import { eventually, fixture, projectRoot, uniqueName } from './helpers/stack.js';
 import { pythonWith, runPython } from './helpers/python.js';
@@ -244,7 +245,15 @@ describe('secure profile: the pipeline', () => {
   const topics = { USAGE_TOPIC: topic, DLQ_TOPIC: `${topic}.dlq`, ERASURE_TOPIC: `${topic}.erasures`, SCHEMA_SUBJECT: `${topic}-value` };
   const auth = { authorization: `Bearer ${adminToken}` };
 
+  const ingestGroup = uniqueName('secure-ingest');
+
   beforeAll(async () => {
+    // Made by the operator with each service's rights, as a platform team would: no service may create a topic.
+    await preparePipelineTopics(
+      config,
+      { usageTopic: topic, dlqTopic: topics.DLQ_TOPIC, erasureTopic: topics.ERASURE_TOPIC, ingestGroup },
+      2,
+    );
     const shared = { ...topics, REDIS_KEY_PREFIX: keyPrefix };
     [gateway, , admin] = await Promise.all([
       startService(
@@ -252,8 +261,12 @@ describe('secure profile: the pipeline', () => {
         env('gateway', { ...shared, GATEWAY_PORT: 0, TLS_CERT_FILE: material.serverCertFile, TLS_KEY_FILE: material.serverKeyFile }),
         /gateway listening/,
       ),
-      startService('ingester', env('ingester', { ...shared, INGEST_GROUP_ID: uniqueName('secure-ingest') }), /ingester consuming/),
-      startService('admin', env('admin', { ...shared, ADMIN_TOKEN: adminToken, ADMIN_PORT: 0 }), /admin listening/),
+      startService('ingester', env('ingester', { ...shared, INGEST_GROUP_ID: ingestGroup }), /ingester consuming/),
+      startService(
+        'admin',
+        env('admin', { ...shared, INGEST_GROUP_ID: ingestGroup, ADMIN_TOKEN: adminToken, ADMIN_PORT: 0 }),
+        /admin listening/,
+      ),
     ]).then((list) => {
       started.push(...list);
       return list;
@@ -336,7 +349,7 @@ describe('secure profile: the pipeline', () => {
     // SASL_SSL and the registry over HTTPS with basic auth, from the same variables.
     const python = await pythonWith(['examples/python-consumer/requirements.txt']);
     if (python) {
-      const secure = secureServiceEnv(config, 'ingester');
+      const secure = secureServiceEnv(config, 'operator');
       const read = JSON.parse(
         await runPython(
           python,
@@ -354,7 +367,7 @@ describe('secure profile: the pipeline', () => {
     }
 
     // The TypeScript example consumer (kafkajs) the same way.
-    const secure = secureServiceEnv(config, 'ingester');
+    const secure = secureServiceEnv(config, 'operator');
     const { stdout } = await execFileAsync(
       path.join(projectRoot, 'node_modules', '.bin', 'tsx'),
       [
@@ -381,4 +394,89 @@ describe('secure profile: the pipeline', () => {
     expect((await get(`${admin.url}/v1/keys/${id}`, auth, 'DELETE')).status).toBe(204);
     await eventually(async () => (await send('/v1/telemetry/usage', record('late'))).status === 401, 10_000);
   });
+
+  it("Kafka ACLs: each service's principal is refused outside its rights; the gateway cannot read the topic it writes", async () => {
+    const as = (role: 'gateway' | 'ingester' | 'admin') => {
+      const secure = secureServiceEnv(config, role);
+      return createKafka(
+        kafkaSettingsFrom(
+          {
+            ...noKafkaSecurity,
+            KAFKA_SECURITY_PROTOCOL: 'SASL_SSL',
+            KAFKA_SASL_MECHANISM: 'SCRAM-SHA-512',
+            KAFKA_SASL_USERNAME: secure.KAFKA_SASL_USERNAME!,
+            KAFKA_SASL_PASSWORD: secure.KAFKA_SASL_PASSWORD!,
+            KAFKA_TLS_CA_FILE: material.caFile,
+            KAFKA_BROKERS: [brokers],
+            KAFKA_CLIENT_ID: `acl-${role}`,
+          },
+          role,
+        ),
+      );
+    };
+    // A consumer group each principal may use, so that what refuses a read is the topic's ACL.
+    const readerGroup = uniqueName('acl-reader');
+    const operator = createKafka({ brokers: [brokers], clientId: 'acl-operator', security: secureKafkaClient(config) });
+    await grantAcls(
+      operator,
+      Object.values(SERVICE_PRINCIPALS).map((principal) => ({
+        principal,
+        resource: 'group' as const,
+        name: readerGroup,
+        operations: ['read', 'describe'] as const,
+      })),
+    );
+    const produce = async (kafka: ReturnType<typeof as>, to: string) => {
+      const producer = kafka.producer({ retry: { retries: 1 } });
+      await producer.connect();
+      try {
+        await producer.send({ topic: to, messages: [{ key: 'acl', value: 'acl' }] });
+      } finally {
+        await producer.disconnect();
+      }
+    };
+    /** Resolves with the first record read from the beginning of `from`; rejects with what stopped the consumer. */
+    const consume = async (kafka: ReturnType<typeof as>, from: string) => {
+      const consumer = kafka.consumer({ groupId: readerGroup, maxWaitTimeInMs: 100, retry: { retries: 1 } });
+      try {
+        await consumer.connect();
+        await consumer.subscribe({ topic: from, fromBeginning: true });
+        return await new Promise<string>((resolve, reject) => {
+          consumer.on(consumer.events.CRASH, ({ payload }) => reject(payload.error));
+          void consumer.run({ eachMessage: async ({ message }) => resolve(String(message.key)) }).catch(reject);
+        });
+      } finally {
+        await consumer.disconnect().catch(() => undefined);
+      }
+    };
+    const refused = async (attempt: Promise<unknown>) => {
+      const error = await attempt.then(
+        () => undefined,
+        (failure: unknown) => failure as Error & { type?: string; errors?: { type?: string }[] },
+      );
+      expect(error, 'the attempt was allowed').toBeDefined();
+      // An aggregate (kafkajs's topic creation) names each topic's error beneath it.
+      return [error!.type, error!.message, ...(error!.errors ?? []).map((each) => each.type)].join(' ');
+    };
+    const gateway = as('gateway');
+    const ingester = as('ingester');
+    const admin = as('admin');
+
+    // Within their rights (the pipeline test above ran the rest: the ingester's group, its dead letters, the admin's erasure).
+    await produce(gateway, topic);
+    await expect(consume(ingester, topic)).resolves.toBeDefined();
+    // Outside them.
+    expect(await refused(consume(gateway, topic))).toMatch(/TOPIC_AUTHORIZATION_FAILED|not authorized/i);
+    expect(await refused(produce(gateway, topics.DLQ_TOPIC))).toMatch(/TOPIC_AUTHORIZATION_FAILED|not authorized/i);
+    const gatewayAdmin = gateway.admin();
+    await gatewayAdmin.connect();
+    expect(await refused(gatewayAdmin.createTopics({ topics: [{ topic: uniqueName('acl-new') }] }))).toMatch(
+      /AUTHORIZATION|not authorized/i,
+    );
+    await gatewayAdmin.disconnect();
+    expect(await refused(produce(ingester, topic))).toMatch(/TOPIC_AUTHORIZATION_FAILED|not authorized/i);
+    expect(await refused(produce(ingester, topics.ERASURE_TOPIC))).toMatch(/TOPIC_AUTHORIZATION_FAILED|not authorized/i);
+    expect(await refused(consume(admin, topic))).toMatch(/TOPIC_AUTHORIZATION_FAILED|not authorized/i);
+    expect(await refused(produce(admin, topic))).toMatch(/TOPIC_AUTHORIZATION_FAILED|not authorized/i);
+  }, 120_000);
 });

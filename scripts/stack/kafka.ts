@@ -10,6 +10,23 @@ import { type StackConfig, kafkaNodePorts } from './config.js';
 import { SECURE_USERS, ensureSecureMaterial, secureServiceEnv } from './secure.js';
 import { ProcessService, mvn, pomProperty, run, BROKER_RETENTION_HOURS } from './process-service.js';
 
+/**
+ * The secure profile's super users: the broker itself, the controller listener's
+ * anonymous principal (that listener is the broker's own, on loopback), the operator
+ * (`otm`: tooling, the tests' own clients), and the PLAIN and mTLS clients the profile's
+ * tests sign in as. Each service signs in as a principal of its own with only its ACLs.
+ */
+const SUPER_USERS = [
+  `User:${SECURE_USERS.kafkaBroker}`,
+  'User:ANONYMOUS',
+  `User:${SECURE_USERS.kafkaServices}`,
+  `User:${SECURE_USERS.kafkaPlain}`,
+  'User:CN=otm-client',
+];
+
+/** Written beside a secure broker's data once it was formatted with these SCRAM users; a folder formatted with others is formatted again. */
+const SECURE_FORMAT = 'scram users: otm-broker otm otm-gateway otm-ingester otm-admin';
+
 export class KafkaService extends ProcessService {
   readonly startTimeoutMs = 90_000;
 
@@ -112,6 +129,17 @@ export class KafkaService extends ProcessService {
     const classpath = `${libs}/*`;
     // Storage is formatted once; the cluster id lives in meta.properties afterwards. The
     // secure profile's SCRAM users are written into the cluster's metadata then (KRaft).
+    // A secure broker formatted before its users were these holds no others: formatted
+    // again (the profile's local data; its topics and offsets start anew).
+    const formatMarker = path.join(this.home, 'secure-format');
+    if (
+      this.config.secure &&
+      fs.existsSync(path.join(data, 'meta.properties')) &&
+      !(fs.existsSync(formatMarker) && fs.readFileSync(formatMarker, 'utf8') === SECURE_FORMAT)
+    ) {
+      console.log("kafka: the secure profile's users changed; its data folder is formatted again");
+      fs.rmSync(data, { recursive: true, force: true });
+    }
     if (!fs.existsSync(path.join(data, 'meta.properties'))) {
       run('java', [
         '-cp',
@@ -124,6 +152,7 @@ export class KafkaService extends ProcessService {
         properties,
         ...(this.config.secure ? this.scramUsers() : []),
       ]);
+      if (this.config.secure) fs.writeFileSync(formatMarker, SECURE_FORMAT);
     }
     return {
       command: 'java',
@@ -184,6 +213,10 @@ export class KafkaService extends ProcessService {
       `ssl.truststore.location=${material.caFile}`,
       'listener.name.ssl.ssl.client.auth=required',
       'ssl.endpoint.identification.algorithm=https',
+      // Every request is authorized (kafka-acls.ts): the services by their ACLs, these
+      // principals as super users.
+      'authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer',
+      `super.users=${SUPER_USERS.join(';')}`,
     ];
   }
 
@@ -194,6 +227,9 @@ export class KafkaService extends ProcessService {
       ...user('SCRAM-SHA-512', SECURE_USERS.kafkaBroker, passwords.kafkaBroker),
       ...user('SCRAM-SHA-512', SECURE_USERS.kafkaServices, passwords.kafkaServices),
       ...user('SCRAM-SHA-256', SECURE_USERS.kafkaServices, passwords.kafkaServices),
+      ...user('SCRAM-SHA-512', SECURE_USERS.kafkaGateway, passwords.kafkaGateway),
+      ...user('SCRAM-SHA-512', SECURE_USERS.kafkaIngester, passwords.kafkaIngester),
+      ...user('SCRAM-SHA-512', SECURE_USERS.kafkaAdmin, passwords.kafkaAdmin),
     ];
   }
 
@@ -207,9 +243,9 @@ export function kafkaServices(config: StackConfig): KafkaService[] {
   return Array.from({ length: config.kafkaBrokers }, (_, index) => new KafkaService(config, index + 1));
 }
 
-/** The Kafka client settings of the secure profile's services (SASL_SSL, SCRAM-SHA-512, the profile's CA), by the services' own mapping. */
+/** The Kafka client settings of the secure profile's operator (SASL_SSL, SCRAM-SHA-512, the profile's CA), by the services' own mapping. */
 export function secureKafkaClient(config: StackConfig): KafkaSecurity {
-  const env = secureServiceEnv(config, 'gateway');
+  const env = secureServiceEnv(config, 'operator');
   return kafkaSecurityFrom({
     KAFKA_SECURITY_PROTOCOL: env.KAFKA_SECURITY_PROTOCOL ?? '',
     KAFKA_SASL_MECHANISM: env.KAFKA_SASL_MECHANISM ?? '',

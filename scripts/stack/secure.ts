@@ -20,10 +20,17 @@ export interface SecureMaterial {
   passwords: SecurePasswords;
 }
 
-/** Every user of the profile. Kafka: SCRAM users `otm` (services) and `otm-broker` (the broker itself), PLAIN user `otm-plain`. */
+/**
+ * Every user of the profile. Kafka: SCRAM users `otm` (the operator: tooling, the
+ * tests' own clients), `otm-broker` (the broker itself), one per service with only its
+ * rights (`otm-gateway`, `otm-ingester`, `otm-admin`: kafka-acls.ts), PLAIN user `otm-plain`.
+ */
 export interface SecurePasswords {
   kafkaBroker: string;
   kafkaServices: string;
+  kafkaGateway: string;
+  kafkaIngester: string;
+  kafkaAdmin: string;
   kafkaPlain: string;
   registry: string;
   redis: string;
@@ -36,6 +43,9 @@ export interface SecurePasswords {
 export const SECURE_USERS = {
   kafkaBroker: 'otm-broker',
   kafkaServices: 'otm',
+  kafkaGateway: 'otm-gateway',
+  kafkaIngester: 'otm-ingester',
+  kafkaAdmin: 'otm-admin',
   kafkaPlain: 'otm-plain',
   registry: 'otm',
   redis: 'otm',
@@ -113,11 +123,14 @@ export function ensureSecureMaterial(config: StackConfig): SecureMaterial {
     for (const name of ['ca.key', 'server.key', 'client.key', 'server-keystore.pem']) fs.chmodSync(file(name), 0o600);
   }
   const passwordsFile = file('passwords.json');
+  const random = () => randomBytes(18).toString('base64url');
   if (!fs.existsSync(passwordsFile)) {
-    const random = () => randomBytes(18).toString('base64url');
     const passwords: SecurePasswords = {
       kafkaBroker: random(),
       kafkaServices: random(),
+      kafkaGateway: random(),
+      kafkaIngester: random(),
+      kafkaAdmin: random(),
       kafkaPlain: random(),
       registry: random(),
       redis: random(),
@@ -135,11 +148,30 @@ export function ensureSecureMaterial(config: StackConfig): SecureMaterial {
     serverKeystoreFile: file('server-keystore.pem'),
     clientCertFile: file('client.crt'),
     clientKeyFile: file('client.key'),
-    passwords: JSON.parse(fs.readFileSync(passwordsFile, 'utf8')) as SecurePasswords,
+    passwords: withPasswordsAdded(passwordsFile, random),
   };
 }
 
-export type SecureRole = 'migrate' | 'gateway' | 'ingester' | 'admin';
+/** The passwords on file, with one made for each user added since they were written (the file rewritten then). */
+function withPasswordsAdded(passwordsFile: string, random: () => string): SecurePasswords {
+  const passwords = JSON.parse(fs.readFileSync(passwordsFile, 'utf8')) as Partial<SecurePasswords>;
+  const added = (['kafkaGateway', 'kafkaIngester', 'kafkaAdmin'] as const).filter((user) => passwords[user] === undefined);
+  for (const user of added) passwords[user] = random();
+  if (added.length > 0) fs.writeFileSync(passwordsFile, JSON.stringify(passwords, null, 2), { mode: 0o600 });
+  return passwords as SecurePasswords;
+}
+
+/** Who a process is: a service (its own Kafka principal), `migrate` (npm run migrate), or `operator` (tooling: the Kafka operator principal, the writing ClickHouse user). */
+export type SecureRole = 'migrate' | 'gateway' | 'ingester' | 'admin' | 'operator';
+
+/** The Kafka user each role signs in as. */
+const KAFKA_USER_OF: Record<SecureRole, { user: keyof typeof SECURE_USERS & keyof SecurePasswords }> = {
+  gateway: { user: 'kafkaGateway' },
+  ingester: { user: 'kafkaIngester' },
+  admin: { user: 'kafkaAdmin' },
+  migrate: { user: 'kafkaServices' },
+  operator: { user: 'kafkaServices' },
+};
 
 /**
  * The variables a service needs on the secure profile: every dependency over TLS with
@@ -162,8 +194,7 @@ export function secureServiceEnv(config: StackConfig, role: SecureRole): Record<
     ...addresses,
     KAFKA_SECURITY_PROTOCOL: 'SASL_SSL',
     KAFKA_SASL_MECHANISM: 'SCRAM-SHA-512',
-    KAFKA_SASL_USERNAME: SECURE_USERS.kafkaServices,
-    KAFKA_SASL_PASSWORD: passwords.kafkaServices,
+    ...kafkaOf(config, role),
     KAFKA_TLS_CA_FILE: material.caFile,
     SCHEMA_REGISTRY_USERNAME: SECURE_USERS.registry,
     SCHEMA_REGISTRY_PASSWORD: passwords.registry,
@@ -184,12 +215,23 @@ export function secureServiceEnv(config: StackConfig, role: SecureRole): Record<
   };
 }
 
+/** A role's Kafka user and password. */
+function kafkaOf(config: StackConfig, role: SecureRole): { KAFKA_SASL_USERNAME: string; KAFKA_SASL_PASSWORD: string } {
+  const { user } = KAFKA_USER_OF[role];
+  return { KAFKA_SASL_USERNAME: SECURE_USERS[user], KAFKA_SASL_PASSWORD: ensureSecureMaterial(config).passwords[user] };
+}
+
 /** `npm run stack -- env --secure`: what the services need, with the migrating user's settings as a comment. */
 export function secureEnvLines(config: StackConfig): string[] {
-  const service = { ...secureServiceEnv(config, 'ingester'), ...secureServiceEnv(config, 'admin') };
+  const service = { ...secureServiceEnv(config, 'ingester'), ...secureServiceEnv(config, 'admin'), ...kafkaOf(config, 'operator') };
   const migrate = secureServiceEnv(config, 'migrate');
+  const principals = (['gateway', 'ingester', 'admin'] as const).map((role) => {
+    const kafka = kafkaOf(config, role);
+    return `${role}: KAFKA_SASL_USERNAME=${kafka.KAFKA_SASL_USERNAME} KAFKA_SASL_PASSWORD=${kafka.KAFKA_SASL_PASSWORD}`;
+  });
   return [
     ...Object.entries(service).map(([name, value]) => `${name}=${value}`),
+    `# Kafka: the operator's user above; each service signs in as its own, with only its ACLs: ${principals.join('; ')}`,
     `# npm run migrate runs as the migrating user: CLICKHOUSE_USER=${migrate.CLICKHOUSE_USER} CLICKHOUSE_PASSWORD=${migrate.CLICKHOUSE_PASSWORD}`,
     '# the gateway needs no ClickHouse variables; ADMIN_TLS_* and ANALYTICS_CLICKHOUSE_* are for the admin service',
   ];

@@ -10,6 +10,7 @@ import { RegistryService } from './registry.js';
 import { RedisService } from './redis.js';
 import { ClickHouseService } from './clickhouse.js';
 import { releaseStaleMounts } from './stale-mounts.js';
+import { DEFAULT_PIPELINE_NAMES, preparePipelineTopics } from './kafka-acls.js';
 
 export { BROKER_RETENTION_HOURS, ProcessService, ensureDebianPackage, run, type StackService } from './process-service.js';
 export { KafkaService, kafkaServices, secureKafkaClient } from './kafka.js';
@@ -37,6 +38,9 @@ export async function stackUp(config: StackConfig): Promise<void> {
     if (state === 'started') console.log(`${service.name}: starting`);
   }
   await Promise.all(services.map((service) => service.waitHealthy(service.startTimeoutMs)));
+  // The secure profile authorizes every Kafka request: the pipeline's topics and the
+  // services' ACLs are made by the operator, as a platform team would (kafka-acls.ts).
+  if (config.secure) await preparePipelineTopics(config, DEFAULT_PIPELINE_NAMES);
 }
 
 export function stackEnvLines(config: StackConfig): string[] {

@@ -29,7 +29,7 @@ export type { Admin, Consumer, Producer, Kafka };
 // Enums of the client that callers name (a topic's settings, a batch's codec). Read from the
 // default export: Node's ESM loader does not find them among kafkajs's named exports.
 export const { CompressionTypes, ConfigResourceTypes } = kafkajs;
-const { CompressionCodecs } = kafkajs;
+const { CompressionCodecs, AclResourceTypes, AclOperationTypes, AclPermissionTypes, ResourcePatternTypes } = kafkajs;
 
 let codecsRegistered = false;
 
@@ -750,6 +750,49 @@ export async function setTopicSettings(kafka: Kafka, topic: string, settings: Re
           configEntries: [...kept, ...Object.entries(settings).map(([name, value]) => ({ name, value }))],
         },
       ],
+    });
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** An ACL in the project's words: what a principal may do on a topic, a consumer group or the cluster. */
+export interface AclGrant {
+  /** `User:<name>`. */
+  principal: string;
+  resource: 'topic' | 'group' | 'cluster';
+  /** The resource's name (`kafka-cluster` for the cluster), or a prefix of names when `prefixed`. */
+  name: string;
+  prefixed?: boolean;
+  operations: readonly ('read' | 'write' | 'create' | 'describe' | 'alter' | 'delete')[];
+}
+
+/** Creates the ACLs (an ACL that exists already is left as it is): the caller needs ALTER on the cluster (a super user). */
+export async function grantAcls(kafka: Kafka, grants: readonly AclGrant[]): Promise<void> {
+  const resourceTypes = { topic: AclResourceTypes.TOPIC, group: AclResourceTypes.GROUP, cluster: AclResourceTypes.CLUSTER };
+  const operations = {
+    read: AclOperationTypes.READ,
+    write: AclOperationTypes.WRITE,
+    create: AclOperationTypes.CREATE,
+    describe: AclOperationTypes.DESCRIBE,
+    alter: AclOperationTypes.ALTER,
+    delete: AclOperationTypes.DELETE,
+  };
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    await admin.createAcls({
+      acl: grants.flatMap((grant) =>
+        grant.operations.map((operation) => ({
+          principal: grant.principal,
+          host: '*',
+          operation: operations[operation],
+          permissionType: AclPermissionTypes.ALLOW,
+          resourceType: resourceTypes[grant.resource],
+          resourceName: grant.name,
+          resourcePatternType: grant.prefixed ? ResourcePatternTypes.PREFIXED : ResourcePatternTypes.LITERAL,
+        })),
+      ),
     });
   } finally {
     await admin.disconnect();
