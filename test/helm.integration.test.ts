@@ -92,6 +92,9 @@ describe('helm chart', () => {
         'kafka.securityProtocol=SASL_SSL',
         'kafka.saslMechanism=SCRAM-SHA-512',
         'kafka.credentials.secretName=otm-kafka',
+        // The gateway and the ingester with principals of their own; the admin service on kafka.credentials.
+        'gateway.kafkaCredentials.secretName=otm-kafka-gateway',
+        'ingester.kafkaCredentials.secretName=otm-kafka-ingester',
         'kafka.tls.secretName=otm-kafka-tls',
         'kafka.tls.clientCertificate=true',
         'schemaRegistry.credentials.secretName=otm-registry',
@@ -106,10 +109,12 @@ describe('helm chart', () => {
       ];
       const { file, text } = await template('secrets', ['--set', secrets.join(',')]);
       const fromSecret = (variable: string, secret: string) =>
-        text.match(new RegExp(`name: ${variable}\\s+valueFrom:\\s+secretKeyRef:\\s+name: ${secret}\\b`, 'g'))?.length ?? 0;
+        text.match(new RegExp(`name: ${variable}\\s+valueFrom:\\s+secretKeyRef:\\s+name: ${secret}(?![\\w-])`, 'g'))?.length ?? 0;
       // Every service: Kafka, registry and Redis credentials; the ingester and admin: ClickHouse's writer; the admin: the reader.
       // The deploy Job: the registry's and ClickHouse's (its own Secrets when named; here the services').
-      expect(fromSecret('KAFKA_SASL_PASSWORD', 'otm-kafka')).toBe(3);
+      expect(fromSecret('KAFKA_SASL_PASSWORD', 'otm-kafka')).toBe(1);
+      expect(fromSecret('KAFKA_SASL_PASSWORD', 'otm-kafka-gateway')).toBe(1);
+      expect(fromSecret('KAFKA_SASL_USERNAME', 'otm-kafka-ingester')).toBe(1);
       expect(fromSecret('SCHEMA_REGISTRY_PASSWORD', 'otm-registry')).toBe(4);
       expect(fromSecret('REDIS_URL', 'otm-redis')).toBe(3);
       expect(fromSecret('CLICKHOUSE_PASSWORD', 'otm-clickhouse-writer')).toBe(3);

@@ -55,7 +55,6 @@ app.kubernetes.io/component: {{ .component }}
 - name: KAFKA_AWS_REGION
   value: {{ . | quote }}
 {{- end }}
-{{- include "otm.secretPair" (dict "user" "KAFKA_SASL_USERNAME" "password" "KAFKA_SASL_PASSWORD" "from" .Values.kafka.credentials) }}
 {{- with .Values.kafka.tls.secretName }}
 - name: KAFKA_TLS_CA_FILE
   value: /etc/otm/kafka/ca.crt
@@ -261,4 +260,11 @@ spec:
           {{- end }}
     {{- end }}
 {{- end }}
+{{- end -}}
+
+{{/* The Kafka user and password of one service: its own (component.kafkaCredentials) when set, else kafka.credentials. */}}
+{{- define "otm.kafkaCredentials" -}}
+{{- $from := .root.Values.kafka.credentials -}}
+{{- with .component.kafkaCredentials }}{{ if .secretName }}{{ $from = . }}{{ end }}{{ end -}}
+{{- include "otm.secretPair" (dict "user" "KAFKA_SASL_USERNAME" "password" "KAFKA_SASL_PASSWORD" "from" $from) }}
 {{- end -}}
