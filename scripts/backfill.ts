@@ -7,7 +7,7 @@ import { Command } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { BACKFILL_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { RollupFence } from '@otm/shared/rollups/fence';
-import { createRedis } from '@otm/shared/redis';
+import { createRedis, redisKeyPrefix } from '@otm/shared/redis';
 import { backfillRollups } from '@otm/shared/rollups/backfill';
 import { randomUUID } from 'node:crypto';
 
@@ -18,18 +18,20 @@ new Command('backfill')
   .parse(process.argv);
 
 const config = parseConfig(process.env, infrastructureSpec);
+// On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
+const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
 const settings = clickhouseSettingsFrom(config);
 const clickhouse = createClickHouse(settings, settings.database, BACKFILL_TIMEOUT_MS);
-const redis = createRedis(config.REDIS_URL, { name: 'backfill-cli', caFile: config.REDIS_TLS_CA_FILE });
+const redis = createRedis(config.REDIS_URL, { name: 'backfill-cli', caFile: config.REDIS_TLS_CA_FILE, cluster: config.REDIS_CLUSTER });
 await redis.connect();
-const lock = `${config.REDIS_KEY_PREFIX}rollup-backfill-lock`;
+const lock = `${redisPrefix}rollup-backfill-lock`;
 const token = randomUUID();
 try {
   if ((await redis.set(lock, token, 'PX', 3_600_000, 'NX')) !== 'OK') {
     console.error('another backfill is running (an ingester, or this command elsewhere); try again later');
     process.exitCode = 1;
   } else {
-    const outcome = await backfillRollups(clickhouse, new RollupFence(redis, config.REDIS_KEY_PREFIX), {
+    const outcome = await backfillRollups(clickhouse, new RollupFence(redis, redisPrefix), {
       cluster: config.CLICKHOUSE_CLUSTER,
       log: (line) => console.log(line),
     });

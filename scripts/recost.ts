@@ -2,6 +2,7 @@
 //   npm run recost -- --from 2026-10-01T00:00:00Z --to 2026-11-01T00:00:00Z [--provider openai] [--model gpt-4o] [--dry-run]
 // The prices are the price database this build carries plus PRICE_TABLE_FILE, as the ingester reads them. The
 // change is written to the audit log first (no entry, no change).
+import { redisKeyPrefix } from '@otm/shared/redis';
 import os from 'node:os';
 import { Command } from 'commander';
 import { parseTimestamp } from '@otm/schemas';
@@ -24,6 +25,8 @@ const options = new Command('recost')
   .opts<{ from: string; to: string; provider?: string; model?: string; dryRun?: boolean }>();
 
 const config = parseConfig(process.env, { ...infrastructureSpec, PRICE_TABLE_FILE: str({ default: '', desc: 'price overrides' }) });
+// On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
+const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
 const fromMs = parseTimestamp(options.from);
 const toMs = parseTimestamp(options.to);
 if (fromMs === null || toMs === null || fromMs >= toMs) {
@@ -38,10 +41,10 @@ await runCommand('recost', async () => {
     await clickhouse.close();
     throw error;
   });
-  const redis = await reachRedis(config.REDIS_URL, 'recost-cli', config.REDIS_TLS_CA_FILE);
+  const redis = await reachRedis(config.REDIS_URL, 'recost-cli', config.REDIS_TLS_CA_FILE, config.REDIS_CLUSTER);
   try {
     const run = () =>
-      recost(clickhouse, new RollupFence(redis, config.REDIS_KEY_PREFIX), prices, scope, {
+      recost(clickhouse, new RollupFence(redis, redisPrefix), prices, scope, {
         dryRun: options.dryRun,
         cluster: config.CLICKHOUSE_CLUSTER,
       });

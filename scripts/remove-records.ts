@@ -2,6 +2,7 @@
 // were counted in (services/shared/src/rollups/removal.ts; docs/privacy.md, "Removing records"):
 //   npm run remove-records -- --event-key <key> [--event-key <key>] [--request-id <id>] --reason "a test record"
 // Written to the audit log first (no entry, no change). Asking again is harmless.
+import { redisKeyPrefix } from '@otm/shared/redis';
 import os from 'node:os';
 import { Command } from 'commander';
 import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
@@ -25,6 +26,8 @@ if (options.eventKey.length === 0 && options.requestId.length === 0) {
 }
 
 const config = parseConfig(process.env, infrastructureSpec);
+// On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
+const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
 const selection = { eventKeys: options.eventKey, requestIds: options.requestId };
 await runCommand('remove-records', async () => {
@@ -32,7 +35,7 @@ await runCommand('remove-records', async () => {
     await clickhouse.close();
     throw error;
   });
-  const redis = await reachRedis(config.REDIS_URL, 'remove-records-cli', config.REDIS_TLS_CA_FILE);
+  const redis = await reachRedis(config.REDIS_URL, 'remove-records-cli', config.REDIS_TLS_CA_FILE, config.REDIS_CLUSTER);
   try {
     const outcome = await new AuditLog(clickhouse).around(
       {
@@ -41,7 +44,7 @@ await runCommand('remove-records', async () => {
         target: `${options.eventKey.length + options.requestId.length} ids`,
         details: { ...selection, reason: options.reason },
       },
-      () => removeRecords(clickhouse, new RollupFence(redis, config.REDIS_KEY_PREFIX), selection, { cluster: config.CLICKHOUSE_CLUSTER }),
+      () => removeRecords(clickhouse, new RollupFence(redis, redisPrefix), selection, { cluster: config.CLICKHOUSE_CLUSTER }),
     );
     console.log(`${outcome.records} records removed (${outcome.removed.events} rows of usage_events, ${outcome.removed.io} of usage_io)`);
     for (const { table, groups } of outcome.tables) if (groups > 0) console.log(`  ${table}: ${groups} groups rebuilt`);

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import { createLogger } from '@otm/shared/logger';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
-import { createRedis } from '@otm/shared/redis';
+import { createRedis, redisKeyPrefix } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { AuditLog } from '@otm/shared/audit';
 import { RollupFence } from '@otm/shared/rollups/fence';
@@ -26,8 +26,10 @@ import { serveMetrics } from '@otm/shared/metrics-server';
 import { DependencyError, clickhouseFailure, connectRedis, exitIfRefused, redisFailure, startStep } from '@otm/shared/dependency-failure';
 
 const config = loadAdminConfig(process.env);
+// On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
+const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
 const logger = createLogger('admin', config.LOG_LEVEL);
-const redis = createRedis(config.REDIS_URL, { name: 'admin', caFile: config.REDIS_TLS_CA_FILE });
+const redis = createRedis(config.REDIS_URL, { name: 'admin', caFile: config.REDIS_TLS_CA_FILE, cluster: config.REDIS_CLUSTER });
 // A dependency that cannot be used at start ends the process with one line naming it
 // and the variables to fix (dependency-failure.ts).
 await startStep(
@@ -92,9 +94,9 @@ const erasureAnnouncer = new ErasureAnnouncer(
 );
 const erasureJobs = new ErasureJobs(
   redis,
-  config.REDIS_KEY_PREFIX,
+  redisPrefix,
   clickhouse,
-  new RollupFence(redis, config.REDIS_KEY_PREFIX),
+  new RollupFence(redis, redisPrefix),
   audit,
   logger,
   {
@@ -106,18 +108,10 @@ const erasureJobs = new ErasureJobs(
   erasureAnnouncer,
 );
 
-const removalJobs = new RemovalJobs(
-  redis,
-  config.REDIS_KEY_PREFIX,
-  clickhouse,
-  new RollupFence(redis, config.REDIS_KEY_PREFIX),
-  audit,
-  logger,
-  {
-    mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
-    cluster: config.CLICKHOUSE_CLUSTER,
-  },
-);
+const removalJobs = new RemovalJobs(redis, redisPrefix, clickhouse, new RollupFence(redis, redisPrefix), audit, logger, {
+  mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
+  cluster: config.CLICKHOUSE_CLUSTER,
+});
 
 const app = await buildAdminApp(
   {
@@ -132,7 +126,7 @@ const app = await buildAdminApp(
   },
   {
     logger,
-    keyStore: new KeyStore(redis, config.REDIS_KEY_PREFIX),
+    keyStore: new KeyStore(redis, redisPrefix),
     audit,
     protectedRoutes: [
       (secured) =>

@@ -9,7 +9,7 @@ import { createLogger } from '@otm/shared/logger';
 import { createKafka, ensureTopic, kafkaSettingsFrom, openKafkaInspector } from '@otm/shared/kafka';
 import { openRecordSender, type ProducerClient } from '@otm/shared/kafka-senders';
 import { createRegistry, fetchJsonSchema, schemaIdFor, registryAccessFrom } from '@otm/shared/registry';
-import { createRedis } from '@otm/shared/redis';
+import { createRedis, redisKeyPrefix } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { buildApp } from './app.js';
 import { ReplayMemory } from './replay-memory.js';
@@ -25,6 +25,8 @@ import type { CompressionName } from '@otm/shared/kafka';
 import { DependencyError, connectRedis, kafkaFailure, redisFailure, registryFailure, startStep } from '@otm/shared/dependency-failure';
 
 const config = loadGatewayConfig(process.env);
+// On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
+const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
 const logger = createLogger('gateway', config.LOG_LEVEL);
 // V8 lets the old generation grow to up to four times what survived its last full
 // collection before it collects again: the gateway's garbage (records that waited for
@@ -56,14 +58,18 @@ const { schemaId, validators } = await startStep(
   (error) => registryFailure(error, config.SCHEMA_REGISTRY_URL),
 );
 
-const redis = createRedis(config.REDIS_URL, { name: 'gateway', caFile: config.REDIS_TLS_CA_FILE });
-const subscriber = createRedis(config.REDIS_URL, { name: 'gateway-revocations', caFile: config.REDIS_TLS_CA_FILE });
+const redis = createRedis(config.REDIS_URL, { name: 'gateway', caFile: config.REDIS_TLS_CA_FILE, cluster: config.REDIS_CLUSTER });
+const subscriber = createRedis(config.REDIS_URL, {
+  name: 'gateway-revocations',
+  caFile: config.REDIS_TLS_CA_FILE,
+  cluster: config.REDIS_CLUSTER,
+});
 await startStep(
   logger,
   () => connectRedis(redis, config.REDIS_URL),
   (error) => (error instanceof DependencyError ? error : redisFailure(error, config.REDIS_URL)),
 );
-const keyStore = new KeyStore(redis, config.REDIS_KEY_PREFIX);
+const keyStore = new KeyStore(redis, redisPrefix);
 setErrorReportLimits({ perItem: config.ERROR_DETAILS_PER_ITEM, answerBytes: config.ERROR_ANSWER_MAX_BYTES });
 
 const keyCache = new KeyCache(keyStore, subscriber, {

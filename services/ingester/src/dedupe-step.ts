@@ -4,11 +4,19 @@
 // and the batch were redelivered. The mark holds a digest of the record: the same key
 // again with the same record is a duplicate (a retry), with another record a
 // collision (docs/topic-contract.md, "Direct producers"), which is dead-lettered.
-import type { Redis } from '@otm/shared/redis';
+import { createHash } from 'node:crypto';
+import { isCluster, type Redis } from '@otm/shared/redis';
 import type { SeenCheck, SeenMark } from './ports.js';
 
 const MGET_KEYS = 1000;
 const MARK_KEYS = 1000;
+
+/**
+ * On a Redis Cluster the marks spread over this many hash tags (`otm:seen:{17}:<key>`),
+ * so the cluster's nodes share them, and one MGET or script call still names keys of
+ * one slot: a unit's keys take at most this many calls, sent to each node together.
+ */
+export const CLUSTER_BUCKETS = 64;
 
 /** SET key digest EX ttl for every key given: one command for a thousand keys instead of a thousand commands. */
 const MARK_SEEN_SCRIPT = `for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 1], 'EX', ARGV[1]) end return #KEYS`;
@@ -25,12 +33,28 @@ export class DedupeStep {
     private readonly ttlSeconds: number,
   ) {
     // EVALSHA, falling back to EVAL when the server does not hold the script yet. The
-    // keys of one call must share a slot on a Redis Cluster: one plain server here.
+    // keys of one call share a slot on a Redis Cluster (their bucket's hash tag).
     if (!('otmMarkSeen' in redis)) redis.defineCommand('otmMarkSeen', { lua: MARK_SEEN_SCRIPT });
+    this.cluster = isCluster(redis);
   }
 
+  private readonly cluster: boolean;
+
   private key(eventKey: string): string {
-    return `${this.prefix}seen:${eventKey}`;
+    return this.cluster ? `${this.prefix}seen:{${bucketOf(eventKey)}}:${eventKey}` : `${this.prefix}seen:${eventKey}`;
+  }
+
+  /** `keys` (with their positions) in the groups one call may name: all of them on one server, by bucket on a cluster. */
+  private groups(eventKeys: readonly string[]): number[][] {
+    if (!this.cluster) return [eventKeys.map((_, index) => index)];
+    const byBucket = new Map<number, number[]>();
+    eventKeys.forEach((eventKey, index) => {
+      const bucket = bucketOf(eventKey);
+      const group = byBucket.get(bucket);
+      if (group) group.push(index);
+      else byBucket.set(bucket, [index]);
+    });
+    return [...byBucket.values()];
   }
 
   /** Items whose key was not loaded before, first occurrence within the batch only; and those whose key was, with another record. */
@@ -40,6 +64,7 @@ export class DedupeStep {
 
   /** The mark of each event key (its record's digest), null where there is none. */
   private async marks(eventKeys: readonly string[]): Promise<unknown[]> {
+    if (this.cluster) return this.clusterMarks(eventKeys);
     // One MGET per 1,000 keys: a command per key cost the ingester more CPU than Redis.
     const keys = eventKeys.map((eventKey) => this.key(eventKey));
     const pipeline = this.redis.pipeline();
@@ -53,18 +78,38 @@ export class DedupeStep {
     return values;
   }
 
+  /** On a cluster: one MGET per bucket, all at once, the answers put back in the keys' order. */
+  private async clusterMarks(eventKeys: readonly string[]): Promise<unknown[]> {
+    const values: unknown[] = new Array<unknown>(eventKeys.length);
+    await Promise.all(
+      this.groups(eventKeys).map(async (positions) => {
+        const answer = await this.redis.mget(positions.map((index) => this.key(eventKeys[index]!)));
+        if (answer.length !== positions.length) throw new Error(`redis answered ${answer.length} of ${positions.length} keys`);
+        positions.forEach((index, at) => (values[index] = answer[at]));
+      }),
+    );
+    return values;
+  }
+
   async markSeen(marks: readonly SeenMark[]): Promise<void> {
     // A pipeline of one SET per key cost the ingester about a fifth of its time per unit
-    // (a command object each): a script marks a thousand keys per call.
+    // (a command object each): a script marks a thousand keys per call (per bucket on a cluster).
     const redis = this.redis as MarkingRedis;
     const calls: Promise<number>[] = [];
-    for (let start = 0; start < marks.length; start += MARK_KEYS) {
-      const slice = marks.slice(start, start + MARK_KEYS);
-      const keys = slice.map((mark) => this.key(mark.eventKey));
-      calls.push(redis.otmMarkSeen(keys.length, ...keys, this.ttlSeconds, ...slice.map((mark) => mark.digest)));
+    for (const positions of this.groups(marks.map((mark) => mark.eventKey))) {
+      for (let start = 0; start < positions.length; start += MARK_KEYS) {
+        const slice = positions.slice(start, start + MARK_KEYS).map((index) => marks[index]!);
+        const keys = slice.map((mark) => this.key(mark.eventKey));
+        calls.push(redis.otmMarkSeen(keys.length, ...keys, this.ttlSeconds, ...slice.map((mark) => mark.digest)));
+      }
     }
     await Promise.all(calls);
   }
+}
+
+/** The bucket of an event key on a cluster: a stable hash of the key, 0 to CLUSTER_BUCKETS - 1. */
+function bucketOf(eventKey: string): number {
+  return createHash('md5').update(eventKey).digest().readUInt16BE(0) % CLUSTER_BUCKETS;
 }
 
 /**

@@ -15,7 +15,7 @@ import {
   kafkaSettingsFrom,
 } from '@otm/shared/kafka';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
-import { createRedis } from '@otm/shared/redis';
+import { createRedis, redisKeyPrefix } from '@otm/shared/redis';
 import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
 import { consumerOptionsFrom, loadIngesterConfig, plausibleBoundsFrom } from './config.js';
@@ -46,6 +46,8 @@ import { hashKey } from '@otm/shared/keys/key-format';
 import { KeyStore } from '@otm/shared/keys/key-store';
 
 const config = loadIngesterConfig(process.env);
+// On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
+const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
 const logger = createLogger('ingester', config.LOG_LEVEL);
 // Under its 256 MB old-space cap V8 lets the old generation grow by only about half of
 // what survived the last full collection (30 MB alive: the next one at 46 MB): every
@@ -100,7 +102,7 @@ await startStep(
   (error) => kafkaFailure(error, config.KAFKA_BROKERS.join(',')),
 );
 
-const redis = createRedis(config.REDIS_URL, { name: 'ingester', caFile: config.REDIS_TLS_CA_FILE });
+const redis = createRedis(config.REDIS_URL, { name: 'ingester', caFile: config.REDIS_TLS_CA_FILE, cluster: config.REDIS_CLUSTER });
 // Away is waited for (the loads retry); refused credentials are not a state to wait out.
 await connectRedis(redis, config.REDIS_URL).catch((failure: DependencyError) =>
   exitIfRefused(logger, failure, 'redis not reachable yet; will retry'),
@@ -153,9 +155,9 @@ const metrics = createIngesterMetrics({
   lag: cachedConsumerLag(lagReader, config.INGEST_GROUP_ID, config.USAGE_TOPIC, 5000),
   oldestPendingMs: () => usageConsumer.oldestPendingMs(),
 });
-const keyStore = new KeyStore(redis, config.REDIS_KEY_PREFIX);
+const keyStore = new KeyStore(redis, redisPrefix);
 const canaryKey = new CanaryKey(async () => (await keyStore.findByHash(hashKey(config.CANARY_API_KEY)))?.id);
-const erasureStore = new RollupFence(redis, config.REDIS_KEY_PREFIX);
+const erasureStore = new RollupFence(redis, redisPrefix);
 const usageConsumer = new UsageConsumer(
   {
     source,

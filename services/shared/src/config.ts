@@ -104,6 +104,10 @@ export const infrastructureSpec = {
     desc: "PEM file of the CAs that sign a rediss:// server's certificate; empty: the system's. User and password go in REDIS_URL (rediss://user:password@host:port)",
   }),
   REDIS_KEY_PREFIX: str({ default: 'otm:', desc: 'Prefix of every Redis key and channel' }),
+  REDIS_CLUSTER: bool({
+    default: false,
+    desc: 'REDIS_URL names a node (or the configuration endpoint) of a Redis Cluster: the other nodes are found from it, and the keys go under REDIS_KEY_PREFIX in braces (a hash tag)',
+  }),
   CLICKHOUSE_URL: url({ default: 'http://127.0.0.1:18123', desc: 'ClickHouse HTTP interface' }),
   CLICKHOUSE_DATABASE: str({ default: 'otm', desc: 'Database of the usage tables and rollups (created by the migrations)' }),
   CLICKHOUSE_USER: str({ default: 'default', desc: 'ClickHouse user' }),

@@ -104,8 +104,8 @@ export function networkFailure(
 }
 
 /** A Redis connection, or a DependencyError saying why there is none. The caller quits it. */
-export async function reachRedis(url: string, name: string, caFile = ''): Promise<Redis> {
-  const redis = createRedis(url, { name, caFile });
+export async function reachRedis(url: string, name: string, caFile = '', cluster = false): Promise<Redis> {
+  const redis = createRedis(url, { name, caFile, cluster });
   try {
     await connectRedis(redis, url);
     await redis.ping();

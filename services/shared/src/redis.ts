@@ -1,29 +1,76 @@
+// Redis connections: one server (REDIS_URL), or a Redis Cluster (REDIS_CLUSTER=true,
+// REDIS_URL naming one of its nodes or its configuration endpoint: the others are
+// found from it). On a cluster, keys a command or a transaction uses together must
+// share a slot: every key and channel of the project goes under the prefix in braces,
+// a hash tag (redisKeyPrefix: `{otm:}apikey:…`), except the dedupe marks, which spread
+// over the cluster in buckets of their own (services/ingester/src/dedupe-step.ts).
 import fs from 'node:fs';
-import { Redis } from 'ioredis';
+import { Cluster, Redis as RedisNode, type RedisOptions } from 'ioredis';
 
-export type { Redis };
+/** A connection to one Redis server, or to a Redis Cluster. */
+export type Redis = RedisNode | Cluster;
+
+export interface RedisConnectOptions {
+  name?: string;
+  caFile?: string;
+  /** REDIS_CLUSTER: the URL names a node of a Redis Cluster. */
+  cluster?: boolean;
+}
 
 /**
  * A Redis connection that fails commands fast while disconnected instead of
  * queueing them forever: callers turn the failure into a 503 or a retry.
  */
-export function createRedis(url: string, options: { name?: string; caFile?: string } = {}): Redis {
+export function createRedis(url: string, options: RedisConnectOptions = {}): Redis {
   // rediss:// is TLS (ioredis: tls {}); a CA file of our own for a private CA.
-  const tlsOptions = url.startsWith('rediss:') && options.caFile ? { tls: { ca: [fs.readFileSync(options.caFile)] } } : {};
-  const redis = new Redis(url, {
-    ...tlsOptions,
+  const tls = url.startsWith('rediss:') ? { tls: options.caFile ? { ca: [fs.readFileSync(options.caFile)] } : {} } : {};
+  const common: RedisOptions = {
     connectionName: options.name,
     maxRetriesPerRequest: 1,
-    enableOfflineQueue: false,
     connectTimeout: 2000,
     commandTimeout: 2000,
     retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
-    lazyConnect: true,
-  });
+  };
+  let redis: Redis;
+  if (options.cluster) {
+    const seed = new URL(url);
+    redis = new Cluster([{ host: seed.hostname, port: Number(seed.port || 6379) }], {
+      redisOptions: {
+        ...common,
+        ...tls,
+        username: decodeURIComponent(seed.username) || undefined,
+        password: decodeURIComponent(seed.password) || undefined,
+      },
+      enableOfflineQueue: false,
+      lazyConnect: true,
+      clusterRetryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+      // A node answering "the cluster is down" (a slot without its master) is asked again shortly.
+      retryDelayOnClusterDown: 100,
+    });
+  } else {
+    redis = new RedisNode(url, { ...common, ...tls, enableOfflineQueue: false, lazyConnect: true });
+  }
   // The socket's errors (refused, TLS, a refused password) reach callers through the
   // commands that fail meanwhile; kept here, not printed as ioredis' "Unhandled error event".
   redis.on('error', (error: Error) => lastErrors.set(redis, error));
   return redis;
+}
+
+/** Whether `redis` is a Redis Cluster connection. */
+export function isCluster(redis: Redis): redis is Cluster {
+  return redis instanceof Cluster;
+}
+
+/**
+ * The prefix the project's keys and channels take: REDIS_KEY_PREFIX, in braces on a
+ * cluster (a hash tag: the keys a transaction uses together share a slot).
+ */
+export function redisKeyPrefix(prefix: string, cluster: boolean): string {
+  if (!cluster) return prefix;
+  // A hash tag already (Redis hashes what stands between the first `{` and the next `}`, if anything does).
+  const open = prefix.indexOf('{');
+  const tagged = open !== -1 && prefix.indexOf('}', open + 1) > open + 1;
+  return tagged ? prefix : `{${prefix}}`;
 }
 
 const lastErrors = new WeakMap<Redis, Error>();

@@ -37,6 +37,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- else }}
   value: {{ .Values.redis.url | quote }}
 {{- end }}
+- name: REDIS_CLUSTER
+  value: {{ .Values.redis.cluster | default false | quote }}
 - name: CLICKHOUSE_URL
   value: {{ .Values.clickhouse.url | quote }}
 - name: CLICKHOUSE_DATABASE

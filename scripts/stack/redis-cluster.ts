@@ -1,0 +1,125 @@
+// A Redis Cluster of three masters on loopback (Debian's redis-server in cluster mode,
+// the slots assigned once by `redis-cli --cluster create`), for the tests that run the
+// project on a cluster. Each node is a process of its own under the stack's folder;
+// `redisCluster(config, firstPort)` starts what is not running and returns once every
+// slot is served.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import type { StackConfig } from './config.js';
+import { ProcessService, ensureDebianPackage } from './process-service.js';
+
+const NODES = 3;
+
+class RedisClusterNode extends ProcessService {
+  readonly startTimeoutMs = 60_000;
+  constructor(
+    config: StackConfig,
+    readonly port: number,
+  ) {
+    super(config);
+  }
+  get name() {
+    return `redis-cluster-${this.port}`;
+  }
+  protected get home() {
+    return path.join(this.config.dir, 'redis-cluster', String(this.port));
+  }
+  get address() {
+    return `${this.config.host}:${this.port}`;
+  }
+
+  protected prepare() {
+    ensureDebianPackage('redis-server', 'redis-server');
+    const configFile = path.join(this.home, 'redis.conf');
+    fs.writeFileSync(
+      configFile,
+      [
+        `bind ${this.config.host}`,
+        `port ${this.port}`,
+        `dir ${this.home}`,
+        'daemonize no',
+        'cluster-enabled yes',
+        'cluster-config-file nodes.conf',
+        'cluster-node-timeout 5000',
+        'appendonly no',
+        'save ""',
+        'maxmemory 256mb',
+        'maxmemory-policy noeviction',
+        '',
+      ].join('\n'),
+    );
+    return { command: 'redis-server', args: [configFile] };
+  }
+
+  async healthy(): Promise<boolean> {
+    return (await command(this.config.host, this.port, 'PING')).startsWith('+PONG');
+  }
+
+  /** Removes what the node kept (its keys are the tests' own; its nodes.conf names a cluster made before). */
+  forget(): void {
+    fs.rmSync(this.home, { recursive: true, force: true });
+  }
+
+  /** Whether this node sees every slot served. */
+  async clusterOk(): Promise<boolean> {
+    return (await command(this.config.host, this.port, 'CLUSTER INFO')).includes('cluster_state:ok');
+  }
+}
+
+/** One inline command's first answer (RESP), '' when the node does not answer within a second. */
+function command(host: string, port: number, line: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    let answer = '';
+    const done = () => {
+      socket.destroy();
+      resolve(answer);
+    };
+    socket.setTimeout(1000, done);
+    socket.on('error', done);
+    socket.on('connect', () => socket.write(`${line}\r\n`));
+    socket.on('data', (chunk) => {
+      answer += chunk.toString();
+      // A bulk string ($n) ends after its n bytes; a simple answer at its line's end.
+      const bulk = answer.match(/^\$(\d+)\r\n/);
+      if (!bulk || answer.length >= bulk[0].length + Number(bulk[1]) + 2) done();
+    });
+  });
+}
+
+export interface RedisClusterHandle {
+  /** REDIS_URL of one node (the others are found from it), with REDIS_CLUSTER=true. */
+  url: string;
+  down(): Promise<void>;
+}
+
+/** Starts the three nodes from `firstPort` on (what runs already is kept) and assigns the slots once. */
+export async function redisCluster(config: StackConfig, firstPort: number): Promise<RedisClusterHandle> {
+  const nodes = Array.from({ length: NODES }, (_, index) => new RedisClusterNode(config, firstPort + index));
+  // A node not running starts empty (its data and its view of the cluster gone): the
+  // cluster is made again unless every node still runs one.
+  for (const node of nodes) if (!(await node.healthy())) node.forget();
+  for (const node of nodes) await node.start();
+  await Promise.all(nodes.map((node) => node.waitHealthy(node.startTimeoutMs)));
+  if (!(await nodes[0]!.clusterOk())) {
+    const created = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes.map((node) => node.address), '--cluster-replicas', '0', '--cluster-yes'],
+      { encoding: 'utf8' },
+    );
+    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+  }
+  const deadline = Date.now() + 30_000;
+  while (!(await Promise.all(nodes.map((node) => node.clusterOk()))).every(Boolean)) {
+    if (Date.now() > deadline) throw new Error('the Redis Cluster did not reach cluster_state:ok within 30 s');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  return {
+    url: `redis://${nodes[0]!.address}`,
+    async down() {
+      for (const node of nodes) await node.down();
+    },
+  };
+}
