@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import type { StackConfig } from './config.js';
-import { ProcessService, ensureDebianPackage } from './process-service.js';
+import { ProcessService } from './process-service.js';
+import { writeRedisConf } from './redis.js';
 
 const NODES = 3;
 
@@ -31,25 +32,16 @@ class RedisClusterNode extends ProcessService {
   }
 
   protected prepare() {
-    ensureDebianPackage('redis-server', 'redis-server');
-    const configFile = path.join(this.home, 'redis.conf');
-    fs.writeFileSync(
-      configFile,
-      [
-        `bind ${this.config.host}`,
-        `port ${this.port}`,
-        `dir ${this.home}`,
-        'daemonize no',
-        'cluster-enabled yes',
-        'cluster-config-file nodes.conf',
-        'cluster-node-timeout 5000',
-        'appendonly no',
-        'save ""',
-        'maxmemory 256mb',
-        'maxmemory-policy noeviction',
-        '',
-      ].join('\n'),
-    );
+    const configFile = writeRedisConf(this.home, this.config.host, [
+      `port ${this.port}`,
+      'cluster-enabled yes',
+      'cluster-config-file nodes.conf',
+      'cluster-node-timeout 5000',
+      'appendonly no',
+      'save ""',
+      'maxmemory 256mb',
+      'maxmemory-policy noeviction',
+    ]);
     return { command: 'redis-server', args: [configFile] };
   }
 

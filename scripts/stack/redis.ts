@@ -9,6 +9,14 @@ import { stackAddresses } from './config.js';
 import { SECURE_USERS, ensureSecureMaterial } from './secure.js';
 import { ProcessService, ensureDebianPackage } from './process-service.js';
 
+/** Writes `home`/redis.conf (Debian's redis-server installed when missing): bound to `host`, its files in `home`, in the foreground, then `lines`. */
+export function writeRedisConf(home: string, host: string, lines: string[]): string {
+  ensureDebianPackage('redis-server', 'redis-server');
+  const configFile = path.join(home, 'redis.conf');
+  fs.writeFileSync(configFile, [`bind ${host}`, `dir ${home}`, 'daemonize no', ...lines, ''].join('\n'));
+  return configFile;
+}
+
 export class RedisService extends ProcessService {
   readonly name = 'redis';
   // Redis answers only once it has read its append-only file back: a stack that ran
@@ -22,27 +30,18 @@ export class RedisService extends ProcessService {
   }
 
   protected prepare() {
-    ensureDebianPackage('redis-server', 'redis-server');
-    const configFile = path.join(this.home, 'redis.conf');
-    fs.writeFileSync(
-      configFile,
-      [
-        `bind ${this.config.host}`,
-        ...(this.config.secure ? this.secureLines() : [`port ${this.config.redisPort}`]),
-        `dir ${this.home}`,
-        'daemonize no',
-        'protected-mode yes',
-        // Dedupe keys survive a restart (AOF, fsync every second). What a crash
-        // still loses, ClickHouse's event-key collapsing absorbs.
-        'appendonly yes',
-        'appendfsync everysec',
-        'save ""',
-        'maxmemory 1gb',
-        'maxmemory-policy noeviction',
-        'notify-keyspace-events ""',
-        '',
-      ].join('\n'),
-    );
+    const configFile = writeRedisConf(this.home, this.config.host, [
+      ...(this.config.secure ? this.secureLines() : [`port ${this.config.redisPort}`]),
+      'protected-mode yes',
+      // Dedupe keys survive a restart (AOF, fsync every second). What a crash
+      // still loses, ClickHouse's event-key collapsing absorbs.
+      'appendonly yes',
+      'appendfsync everysec',
+      'save ""',
+      'maxmemory 1gb',
+      'maxmemory-policy noeviction',
+      'notify-keyspace-events ""',
+    ]);
     return { command: 'redis-server', args: [configFile] };
   }
 
