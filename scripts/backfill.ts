@@ -7,7 +7,7 @@ import { Command } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { BACKFILL_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { RollupFence } from '@otm/shared/rollups/fence';
-import { createRedis, redisKeyPrefix } from '@otm/shared/redis';
+import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
 import { backfillRollups } from '@otm/shared/rollups/backfill';
 import { randomUUID } from 'node:crypto';
 
@@ -22,7 +22,7 @@ const config = parseConfig(process.env, infrastructureSpec);
 const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
 const settings = clickhouseSettingsFrom(config);
 const clickhouse = createClickHouse(settings, settings.database, BACKFILL_TIMEOUT_MS);
-const redis = createRedis(config.REDIS_URL, { name: 'backfill-cli', caFile: config.REDIS_TLS_CA_FILE, cluster: config.REDIS_CLUSTER });
+const redis = createRedis(config.REDIS_URL, redisOptionsFrom(config, 'backfill-cli'));
 await redis.connect();
 const lock = `${redisPrefix}rollup-backfill-lock`;
 const token = randomUUID();

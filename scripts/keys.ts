@@ -4,7 +4,7 @@
 //   npm run keys -- delete <id>
 //   npm run keys -- capture <id> <full|redact|metadata-only>
 //   npm run keys -- env-capture [<environment> <full|redact|metadata-only>]
-import { redisKeyPrefix } from '@otm/shared/redis';
+import { redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
 import { Command, Option } from 'commander';
 import { CAPTURE_POLICIES, ENVIRONMENTS, isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
@@ -20,7 +20,7 @@ const config = parseConfig(process.env, infrastructureSpec);
 const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
 
 async function withStore<T>(work: (store: KeyStore) => Promise<T>): Promise<T> {
-  const redis = await reachRedis(config.REDIS_URL, 'keys-cli', config.REDIS_TLS_CA_FILE, config.REDIS_CLUSTER);
+  const redis = await reachRedis(config.REDIS_URL, redisOptionsFrom(config, 'keys-cli'));
   try {
     return await work(new KeyStore(redis, redisPrefix));
   } finally {

@@ -2,7 +2,7 @@
 //   npm run recost -- --from 2026-10-01T00:00:00Z --to 2026-11-01T00:00:00Z [--provider openai] [--model gpt-4o] [--dry-run]
 // The prices are the price database this build carries plus PRICE_TABLE_FILE, as the ingester reads them. The
 // change is written to the audit log first (no entry, no change).
-import { redisKeyPrefix } from '@otm/shared/redis';
+import { redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
 import os from 'node:os';
 import { Command } from 'commander';
 import { parseTimestamp } from '@otm/schemas';
@@ -41,7 +41,7 @@ await runCommand('recost', async () => {
     await clickhouse.close();
     throw error;
   });
-  const redis = await reachRedis(config.REDIS_URL, 'recost-cli', config.REDIS_TLS_CA_FILE, config.REDIS_CLUSTER);
+  const redis = await reachRedis(config.REDIS_URL, redisOptionsFrom(config, 'recost-cli'));
   try {
     const run = () =>
       recost(clickhouse, new RollupFence(redis, redisPrefix), prices, scope, {

@@ -2,7 +2,7 @@
 // were counted in (services/shared/src/rollups/removal.ts; docs/privacy.md, "Removing records"):
 //   npm run remove-records -- --event-key <key> [--event-key <key>] [--request-id <id>] --reason "a test record"
 // Written to the audit log first (no entry, no change). Asking again is harmless.
-import { redisKeyPrefix } from '@otm/shared/redis';
+import { redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
 import os from 'node:os';
 import { Command } from 'commander';
 import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
@@ -35,7 +35,7 @@ await runCommand('remove-records', async () => {
     await clickhouse.close();
     throw error;
   });
-  const redis = await reachRedis(config.REDIS_URL, 'remove-records-cli', config.REDIS_TLS_CA_FILE, config.REDIS_CLUSTER);
+  const redis = await reachRedis(config.REDIS_URL, redisOptionsFrom(config, 'remove-records-cli'));
   try {
     const outcome = await new AuditLog(clickhouse).around(
       {

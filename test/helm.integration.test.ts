@@ -165,6 +165,7 @@ describe('helm chart', () => {
         'clickhouse.credentials.secretName=otm-clickhouse-writer',
         'migrations.job.credentials.secretName=otm-clickhouse-ddl,migrations.job.registryCredentials.secretName=otm-registry-writer',
         'redis.cluster=true',
+        'redis.sentinelMaster=otm-master',
       ];
       const { file, kinds, text } = await template('cluster-knobs', ['--set', knobs.join(',')]);
       expect(kinds.sort()).toEqual([
@@ -196,7 +197,7 @@ describe('helm chart', () => {
         expect(deployment, service).toMatch(/- mountPath: \/var\/run\/otm-token\s+name: token/);
         expect(deployment, service).toMatch(/- image: example\/token-writer:1\s+name: token-writer/);
         expect(deployment, service).toMatch(/name: MIGRATE_ON_START\s+value: "false"/);
-        expect(deployment, service).toMatch(/name: REDIS_CLUSTER\s+value: "true"/);
+        expect(deployment, service).toMatch(/name: REDIS_CLUSTER\s+value: "true"\s+- name: REDIS_SENTINEL_MASTER\s+value: "otm-master"/);
       }
       expect(object('Deployment', 'otm-gateway')).toContain('scrape: "yes"');
       expect(object('Deployment', 'otm-admin')).not.toContain('scrape:');

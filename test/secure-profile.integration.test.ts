@@ -156,7 +156,7 @@ describe('secure profile: every dependency refuses plaintext and anonymous clien
     const plain = createRedis(`redis://127.0.0.1:${config.redisPort}`);
     await expect(plain.connect().then(() => plain.ping())).rejects.toThrow();
     plain.disconnect();
-    const anonymous = await reachRedis(url.toString(), 'secure-test', material.caFile).catch((error: unknown) => error);
+    const anonymous = await reachRedis(url.toString(), { name: 'secure-test', caFile: material.caFile }).catch((error: unknown) => error);
     expect(String(anonymous)).toMatch(/^DependencyError: Redis: rediss:\/\/127\.0\.0\.1:\d+ refused the user and password \(NOAUTH/);
     url.username = SECURE_USERS.redis;
     url.password = material.passwords.redis;

@@ -5,11 +5,10 @@
 // slot is served.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import type { StackConfig } from './config.js';
 import { ProcessService } from './process-service.js';
-import { writeRedisConf } from './redis.js';
+import { inline, writeRedisConf } from './redis.js';
 
 const NODES = 3;
 
@@ -46,7 +45,7 @@ class RedisClusterNode extends ProcessService {
   }
 
   async healthy(): Promise<boolean> {
-    return (await command(this.config.host, this.port, 'PING')).startsWith('+PONG');
+    return (await inline(this.config.host, this.port, 'PING')).startsWith('+PONG');
   }
 
   /** Removes what the node kept (its keys are the tests' own; its nodes.conf names a cluster made before). */
@@ -56,29 +55,8 @@ class RedisClusterNode extends ProcessService {
 
   /** Whether this node sees every slot served. */
   async clusterOk(): Promise<boolean> {
-    return (await command(this.config.host, this.port, 'CLUSTER INFO')).includes('cluster_state:ok');
+    return (await inline(this.config.host, this.port, 'CLUSTER INFO')).includes('cluster_state:ok');
   }
-}
-
-/** One inline command's first answer (RESP), '' when the node does not answer within a second. */
-function command(host: string, port: number, line: string): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
-    let answer = '';
-    const done = () => {
-      socket.destroy();
-      resolve(answer);
-    };
-    socket.setTimeout(1000, done);
-    socket.on('error', done);
-    socket.on('connect', () => socket.write(`${line}\r\n`));
-    socket.on('data', (chunk) => {
-      answer += chunk.toString();
-      // A bulk string ($n) ends after its n bytes; a simple answer at its line's end.
-      const bulk = answer.match(/^\$(\d+)\r\n/);
-      if (!bulk || answer.length >= bulk[0].length + Number(bulk[1]) + 2) done();
-    });
-  });
 }
 
 export interface RedisClusterHandle {

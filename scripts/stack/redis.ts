@@ -88,17 +88,31 @@ export class RedisService extends ProcessService {
     }
   }
 
-  private plainHealthy(): Promise<boolean> {
-    return new Promise((resolve) => {
-      const socket = net.connect({ host: this.config.host, port: this.config.redisPort });
-      const done = (ok: boolean) => {
-        socket.destroy();
-        resolve(ok);
-      };
-      socket.setTimeout(1000, () => done(false));
-      socket.on('error', () => done(false));
-      socket.on('connect', () => socket.write('PING\r\n'));
-      socket.on('data', (chunk) => done(chunk.toString().startsWith('+PONG')));
-    });
+  private async plainHealthy(): Promise<boolean> {
+    return (await inline(this.config.host, this.config.redisPort, 'PING')).startsWith('+PONG');
   }
+}
+
+/** One inline command's answer (RESP) as read within a second, '' when nothing answers. */
+export function inline(host: string, port: number, line: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    let answer = '';
+    const done = () => {
+      socket.destroy();
+      resolve(answer);
+    };
+    socket.setTimeout(1000, done);
+    socket.on('error', done);
+    socket.on('connect', () => socket.write(`${line}\r\n`));
+    socket.on('data', (chunk) => {
+      answer += chunk.toString();
+      const bulk = answer.match(/^\$(\d+)\r\n/);
+      if (answer.startsWith('*') || !bulk || answer.length >= bulk[0].length + Number(bulk[1]) + 2) {
+        // An array answer may come in pieces: wait a moment more for the rest.
+        if (answer.startsWith('*')) setTimeout(done, 100);
+        else done();
+      }
+    });
+  });
 }

@@ -9,7 +9,7 @@ import { createLogger } from '@otm/shared/logger';
 import { createKafka, ensureTopic, kafkaSettingsFrom, openKafkaInspector } from '@otm/shared/kafka';
 import { openRecordSender, type ProducerClient } from '@otm/shared/kafka-senders';
 import { createRegistry, fetchJsonSchema, schemaIdFor, registryAccessFrom } from '@otm/shared/registry';
-import { createRedis, redisKeyPrefix } from '@otm/shared/redis';
+import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { buildApp } from './app.js';
 import { ReplayMemory } from './replay-memory.js';
@@ -58,12 +58,8 @@ const { schemaId, validators } = await startStep(
   (error) => registryFailure(error, config.SCHEMA_REGISTRY_URL),
 );
 
-const redis = createRedis(config.REDIS_URL, { name: 'gateway', caFile: config.REDIS_TLS_CA_FILE, cluster: config.REDIS_CLUSTER });
-const subscriber = createRedis(config.REDIS_URL, {
-  name: 'gateway-revocations',
-  caFile: config.REDIS_TLS_CA_FILE,
-  cluster: config.REDIS_CLUSTER,
-});
+const redis = createRedis(config.REDIS_URL, redisOptionsFrom(config, 'gateway'));
+const subscriber = createRedis(config.REDIS_URL, redisOptionsFrom(config, 'gateway-revocations'));
 await startStep(
   logger,
   () => connectRedis(redis, config.REDIS_URL),

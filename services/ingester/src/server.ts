@@ -15,7 +15,7 @@ import {
   kafkaSettingsFrom,
 } from '@otm/shared/kafka';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
-import { createRedis, redisKeyPrefix } from '@otm/shared/redis';
+import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
 import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
 import { consumerOptionsFrom, loadIngesterConfig, plausibleBoundsFrom } from './config.js';
@@ -102,7 +102,7 @@ await startStep(
   (error) => kafkaFailure(error, config.KAFKA_BROKERS.join(',')),
 );
 
-const redis = createRedis(config.REDIS_URL, { name: 'ingester', caFile: config.REDIS_TLS_CA_FILE, cluster: config.REDIS_CLUSTER });
+const redis = createRedis(config.REDIS_URL, redisOptionsFrom(config, 'ingester'));
 // Away is waited for (the loads retry); refused credentials are not a state to wait out.
 await connectRedis(redis, config.REDIS_URL).catch((failure: DependencyError) =>
   exitIfRefused(logger, failure, 'redis not reachable yet; will retry'),

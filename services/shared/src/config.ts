@@ -104,6 +104,10 @@ export const infrastructureSpec = {
     desc: "PEM file of the CAs that sign a rediss:// server's certificate; empty: the system's. User and password go in REDIS_URL (rediss://user:password@host:port)",
   }),
   REDIS_KEY_PREFIX: str({ default: 'otm:', desc: 'Prefix of every Redis key and channel' }),
+  REDIS_SENTINEL_MASTER: str({
+    default: '',
+    desc: "The master's name at a Redis Sentinel: REDIS_URL then names the Sentinel (its user and password are the master's), and the connection follows a failover",
+  }),
   REDIS_CLUSTER: bool({
     default: false,
     desc: 'REDIS_URL names a node (or the configuration endpoint) of a Redis Cluster: the other nodes are found from it, and the keys go under REDIS_KEY_PREFIX in braces (a hash tag)',

@@ -4,7 +4,7 @@
 // instead of a stack trace; runCommand does the printing and the exit code.
 import { SchemaNotRegisteredError } from './registry.js';
 import type { ClickHouseClient } from './clickhouse.js';
-import { createRedis, lastRedisError, type Redis } from './redis.js';
+import { createRedis, lastRedisError, type Redis, type RedisConnectOptions } from './redis.js';
 
 export type Dependency = 'Redis' | 'ClickHouse' | 'Kafka' | 'the schema registry' | 'the admin service';
 
@@ -104,8 +104,8 @@ export function networkFailure(
 }
 
 /** A Redis connection, or a DependencyError saying why there is none. The caller quits it. */
-export async function reachRedis(url: string, name: string, caFile = '', cluster = false): Promise<Redis> {
-  const redis = createRedis(url, { name, caFile, cluster });
+export async function reachRedis(url: string, options: RedisConnectOptions): Promise<Redis> {
+  const redis = createRedis(url, options);
   try {
     await connectRedis(redis, url);
     await redis.ping();

@@ -1,6 +1,7 @@
-// Redis connections: one server (REDIS_URL), or a Redis Cluster (REDIS_CLUSTER=true,
-// REDIS_URL naming one of its nodes or its configuration endpoint: the others are
-// found from it). On a cluster, keys a command or a transaction uses together must
+// Redis connections: one server (REDIS_URL), a master found through Sentinel
+// (REDIS_SENTINEL_MASTER, REDIS_URL naming the Sentinel), or a Redis Cluster
+// (REDIS_CLUSTER=true, REDIS_URL naming one of its nodes or its configuration endpoint:
+// the others are found from it). On a cluster, keys a command or a transaction uses together must
 // share a slot: every key and channel of the project goes under the prefix in braces,
 // a hash tag (redisKeyPrefix: `{otm:}apikey:…`), except the dedupe marks, which spread
 // over the cluster in buckets of their own (services/ingester/src/dedupe-step.ts).
@@ -15,6 +16,16 @@ export interface RedisConnectOptions {
   caFile?: string;
   /** REDIS_CLUSTER: the URL names a node of a Redis Cluster. */
   cluster?: boolean;
+  /** REDIS_SENTINEL_MASTER: the URL names a Sentinel, which names this master's address. */
+  sentinelMaster?: string;
+}
+
+/** The connection options the REDIS_* settings give, for a connection called `name`. */
+export function redisOptionsFrom(
+  config: { REDIS_TLS_CA_FILE: string; REDIS_CLUSTER: boolean; REDIS_SENTINEL_MASTER: string },
+  name: string,
+): RedisConnectOptions {
+  return { name, caFile: config.REDIS_TLS_CA_FILE, cluster: config.REDIS_CLUSTER, sentinelMaster: config.REDIS_SENTINEL_MASTER };
 }
 
 /**
@@ -32,7 +43,24 @@ export function createRedis(url: string, options: RedisConnectOptions = {}): Red
     retryStrategy: (attempt) => Math.min(50 * attempt, 1000),
   };
   let redis: Redis;
-  if (options.cluster) {
+  if (options.sentinelMaster) {
+    // The Sentinel is asked for the master's address at every (re)connection: after a
+    // failover the connection comes back on the promoted replica. The URL's user and
+    // password are the master's; the Sentinel is reached without them.
+    const sentinel = new URL(url);
+    redis = new RedisNode({
+      ...common,
+      ...tls,
+      sentinels: [{ host: sentinel.hostname, port: Number(sentinel.port || 26379) }],
+      name: options.sentinelMaster,
+      username: decodeURIComponent(sentinel.username) || undefined,
+      password: decodeURIComponent(sentinel.password) || undefined,
+      enableTLSForSentinelMode: url.startsWith('rediss:'),
+      sentinelRetryStrategy: (attempt) => Math.min(50 * attempt, 1000),
+      enableOfflineQueue: false,
+      lazyConnect: true,
+    });
+  } else if (options.cluster) {
     const seed = new URL(url);
     redis = new Cluster([{ host: seed.hostname, port: Number(seed.port || 6379) }], {
       redisOptions: {

@@ -39,6 +39,8 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 - name: REDIS_CLUSTER
   value: {{ .Values.redis.cluster | default false | quote }}
+- name: REDIS_SENTINEL_MASTER
+  value: {{ .Values.redis.sentinelMaster | default "" | quote }}
 - name: CLICKHOUSE_URL
   value: {{ .Values.clickhouse.url | quote }}
 - name: CLICKHOUSE_DATABASE
