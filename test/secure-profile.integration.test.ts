@@ -13,7 +13,13 @@ import { promisify } from 'node:util';
 import { createKafka, ensureTopic, grantAcls, kafkaRefusal, kafkaSettingsFrom, type KafkaSecurityConfig } from '@otm/shared/kafka';
 import { createRegistry, registerJsonSchema } from '@otm/shared/registry';
 import { buildQueuedRecordSchema } from '@otm/schemas';
-import { createRedis } from '@otm/shared/redis';
+import { createRedis, redisKeyPrefix } from '@otm/shared/redis';
+import type { Cluster } from 'ioredis';
+import { KeyStore } from '@otm/shared/keys/key-store';
+import { hashKey } from '@otm/shared/keys/key-format';
+import { DedupeStep } from '../services/ingester/src/dedupe-step.js';
+import { redisCluster } from '../scripts/stack/redis-cluster.js';
+
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { clickhouseFailure, kafkaFailure, reachRedis, registryFailure } from '@otm/shared/dependency-failure';
 import { loadStackConfig } from '../scripts/stack/config.js';
@@ -150,6 +156,36 @@ describe('secure profile: every dependency refuses plaintext and anonymous clien
     ).rejects.toThrow(/Access denied to database default/);
     await writer.close();
   });
+
+  it('Redis Cluster over TLS as the ACL user: dedupe marks over every node, the key store, nothing outside its prefixes', async () => {
+    const nodes = await redisCluster(config, 28301);
+    const redis = createRedis(nodes.url, { name: 'secure-cluster', cluster: true, caFile: material.caFile });
+    try {
+      expect(nodes.url).toMatch(/^rediss:/);
+      await redis.connect();
+      const prefix = `otm:${uniqueName('cluster')}:`;
+      const dedupe = new DedupeStep(redis, prefix, 600);
+      const eventKeys = Array.from({ length: 300 }, (_, index) => `${prefix}event-${index}`);
+      await dedupe.markSeen(eventKeys.map((eventKey) => ({ eventKey, digest: 'd' })));
+      const seen = await dedupe.filterSeen(
+        eventKeys,
+        (eventKey) => eventKey,
+        () => 'd',
+      );
+      expect(seen).toMatchObject({ fresh: [], duplicates: 300, collisions: [] });
+      // A new cluster: what each master holds is marks (KEYS is not the ACL user's to run).
+      const held = await Promise.all((redis as Cluster).nodes('master').map((node) => node.dbsize()));
+      expect(held.filter((count) => count > 0)).toHaveLength(3);
+      const store = new KeyStore(redis, redisKeyPrefix(prefix, true));
+      const created = await store.create({ environment: 'qa', name: 'tls cluster' });
+      expect((await store.findByHash(hashKey(created.key)))?.id).toBe(created.id);
+      expect(await store.delete(created.id)).toBe(true);
+      await expect(redis.set('elsewhere', '1')).rejects.toThrow(/NOPERM/);
+    } finally {
+      redis.disconnect();
+      await nodes.down();
+    }
+  }, 120_000);
 
   it('Redis: plaintext is not answered, the default user is off, the ACL user reaches only its prefix', async () => {
     const url = new URL(`rediss://127.0.0.1:${config.redisPort}`);

@@ -3,10 +3,10 @@
 // managed cluster); the operator (`otm`: tooling and the tests' own clients), the broker,
 // the PLAIN and mTLS test clients are super users. Topics are created by the operator
 // before the services start: no service may create one.
+// Relative, not @otm/shared, and nothing that imports a workspace package: the test
+// setup loads this file (through services.ts) before any workspace is built.
 import { createKafka, ensureTopic, grantAcls, type AclGrant } from '../../services/shared/src/kafka.js';
 import { infrastructureSpec } from '../../services/shared/src/config.js';
-import { ERASURE_TOPIC_CONFIG } from '../../services/shared/src/erasure-announcements.js';
-import { ingesterSpec } from '../../services/ingester/src/config.js';
 import { stackAddresses, type StackConfig } from './config.js';
 import { secureKafkaClient } from './kafka.js';
 import { SECURE_USERS } from './secure.js';
@@ -20,13 +20,16 @@ export interface PipelineNames {
   ingestGroup: string;
 }
 
-/** The services' defaults. */
+/** The services' defaults (the ingester's INGEST_GROUP_ID is its own config's; kafka-acls.test.ts holds them equal). */
 export const DEFAULT_PIPELINE_NAMES: PipelineNames = {
   usageTopic: infrastructureSpec.USAGE_TOPIC.default!,
   dlqTopic: infrastructureSpec.DLQ_TOPIC.default!,
   erasureTopic: infrastructureSpec.ERASURE_TOPIC.default!,
-  ingestGroup: ingesterSpec.INGEST_GROUP_ID.default!,
+  ingestGroup: 'otm-ingester',
 };
+
+/** The erasure topic's settings (ERASURE_TOPIC_CONFIG of erasure-announcements.ts; kafka-acls.test.ts holds them equal). */
+export const ERASURE_TOPIC_SETTINGS = { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '0' };
 
 /** The least each service needs (its principal, `User:<name>`), nothing else. */
 export function serviceAcls(names: PipelineNames, principals = SERVICE_PRINCIPALS): AclGrant[] {
@@ -70,6 +73,6 @@ export async function preparePipelineTopics(
   });
   await ensureTopic(kafka, names.usageTopic, usagePartitions);
   await ensureTopic(kafka, names.dlqTopic, 1);
-  await ensureTopic(kafka, names.erasureTopic, 1, 30_000, ERASURE_TOPIC_CONFIG);
+  await ensureTopic(kafka, names.erasureTopic, 1, 30_000, ERASURE_TOPIC_SETTINGS);
   await grantAcls(kafka, serviceAcls(names));
 }

@@ -2,13 +2,17 @@
 // the slots assigned once by `redis-cli --cluster create`), for the tests that run the
 // project on a cluster. Each node is a process of its own under the stack's folder;
 // `redisCluster(config, firstPort)` starts what is not running and returns once every
-// slot is served.
+// slot is served. On the secure profile the nodes speak TLS only (clients and the
+// cluster bus, with the profile's certificate) and know two users, the default off: the
+// services' ACL user, with the key patterns of a cluster (docs/production.md, "Redis
+// Cluster"), and an administrator that makes the cluster.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { StackConfig } from './config.js';
 import { ProcessService } from './process-service.js';
 import { inline, writeRedisConf } from './redis.js';
+import { SECURE_USERS, ensureSecureMaterial } from './secure.js';
 
 const NODES = 3;
 
@@ -32,7 +36,7 @@ class RedisClusterNode extends ProcessService {
 
   protected prepare() {
     const configFile = writeRedisConf(this.home, this.config.host, [
-      `port ${this.port}`,
+      ...(this.config.secure ? this.secureLines() : [`port ${this.port}`]),
       'cluster-enabled yes',
       'cluster-config-file nodes.conf',
       'cluster-node-timeout 5000',
@@ -44,7 +48,44 @@ class RedisClusterNode extends ProcessService {
     return { command: 'redis-server', args: [configFile] };
   }
 
+  /** TLS only, for clients and the cluster bus; the services' ACL user and the administrator, the default user off. */
+  private secureLines(): string[] {
+    const material = ensureSecureMaterial(this.config);
+    return [
+      'port 0',
+      `tls-port ${this.port}`,
+      'tls-cluster yes',
+      `tls-cert-file ${material.serverCertFile}`,
+      `tls-key-file ${material.serverKeyFile}`,
+      `tls-ca-cert-file ${material.caFile}`,
+      'tls-auth-clients no',
+      'user default off',
+      `user ${SECURE_USERS.redis} on >${material.passwords.redis} ~otm:* ~{otm:* &otm:* &{otm:* +@all -@dangerous +info`,
+      `user ${SECURE_USERS.redisAdmin} on >${material.passwords.redisAdmin} ~* &* +@all`,
+    ];
+  }
+
+  /** One command through redis-cli (TLS and the administrator on the secure profile); its output. */
+  cli(args: string[]): string {
+    const material = this.config.secure ? ensureSecureMaterial(this.config) : undefined;
+    const secure = material
+      ? [
+          '--tls',
+          '--cacert',
+          material.caFile,
+          '--user',
+          SECURE_USERS.redisAdmin,
+          '--pass',
+          material.passwords.redisAdmin,
+          '--no-auth-warning',
+        ]
+      : [];
+    const result = spawnSync('redis-cli', [...secure, ...args], { encoding: 'utf8', timeout: 60_000 });
+    return `${result.stdout ?? ''}${result.stderr ?? ''}`;
+  }
+
   async healthy(): Promise<boolean> {
+    if (this.config.secure) return this.cli(['-h', this.config.host, '-p', String(this.port), 'PING']).includes('PONG');
     return (await inline(this.config.host, this.port, 'PING')).startsWith('+PONG');
   }
 
@@ -55,12 +96,14 @@ class RedisClusterNode extends ProcessService {
 
   /** Whether this node sees every slot served. */
   async clusterOk(): Promise<boolean> {
+    if (this.config.secure)
+      return this.cli(['-h', this.config.host, '-p', String(this.port), 'CLUSTER', 'INFO']).includes('cluster_state:ok');
     return (await inline(this.config.host, this.port, 'CLUSTER INFO')).includes('cluster_state:ok');
   }
 }
 
 export interface RedisClusterHandle {
-  /** REDIS_URL of one node (the others are found from it), with REDIS_CLUSTER=true. */
+  /** REDIS_URL of one node (the others are found from it), with REDIS_CLUSTER=true; on the secure profile TLS, as the services' ACL user. */
   url: string;
   down(): Promise<void>;
 }
@@ -74,20 +117,24 @@ export async function redisCluster(config: StackConfig, firstPort: number): Prom
   for (const node of nodes) await node.start();
   await Promise.all(nodes.map((node) => node.waitHealthy(node.startTimeoutMs)));
   if (!(await nodes[0]!.clusterOk())) {
-    const created = spawnSync(
-      'redis-cli',
-      ['--cluster', 'create', ...nodes.map((node) => node.address), '--cluster-replicas', '0', '--cluster-yes'],
-      { encoding: 'utf8' },
-    );
-    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+    const created = nodes[0]!.cli([
+      '--cluster',
+      'create',
+      ...nodes.map((node) => node.address),
+      '--cluster-replicas',
+      '0',
+      '--cluster-yes',
+    ]);
+    if (!created.includes('All 16384 slots covered')) throw new Error(`redis-cli --cluster create failed: ${created}`);
   }
   const deadline = Date.now() + 30_000;
   while (!(await Promise.all(nodes.map((node) => node.clusterOk()))).every(Boolean)) {
     if (Date.now() > deadline) throw new Error('the Redis Cluster did not reach cluster_state:ok within 30 s');
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
+  const material = config.secure ? ensureSecureMaterial(config) : undefined;
   return {
-    url: `redis://${nodes[0]!.address}`,
+    url: material ? `rediss://${SECURE_USERS.redis}:${material.passwords.redis}@${nodes[0]!.address}` : `redis://${nodes[0]!.address}`,
     async down() {
       for (const node of nodes) await node.down();
     },

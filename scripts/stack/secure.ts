@@ -34,6 +34,8 @@ export interface SecurePasswords {
   kafkaPlain: string;
   registry: string;
   redis: string;
+  /** A Redis Cluster's administrator (scripts/stack/redis-cluster.ts: it makes the cluster). */
+  redisAdmin: string;
   clickhouseDefault: string;
   clickhouseMigrator: string;
   clickhouseWriter: string;
@@ -49,6 +51,7 @@ export const SECURE_USERS = {
   kafkaPlain: 'otm-plain',
   registry: 'otm',
   redis: 'otm',
+  redisAdmin: 'otm-redis-admin',
   clickhouseMigrator: 'otm_migrator',
   clickhouseWriter: 'otm_writer',
   clickhouseReader: 'otm_reader',
@@ -134,6 +137,7 @@ export function ensureSecureMaterial(config: StackConfig): SecureMaterial {
       kafkaPlain: random(),
       registry: random(),
       redis: random(),
+      redisAdmin: random(),
       clickhouseDefault: random(),
       clickhouseMigrator: random(),
       clickhouseWriter: random(),
@@ -155,7 +159,7 @@ export function ensureSecureMaterial(config: StackConfig): SecureMaterial {
 /** The passwords on file, with one made for each user added since they were written (the file rewritten then). */
 function withPasswordsAdded(passwordsFile: string, random: () => string): SecurePasswords {
   const passwords = JSON.parse(fs.readFileSync(passwordsFile, 'utf8')) as Partial<SecurePasswords>;
-  const added = (['kafkaGateway', 'kafkaIngester', 'kafkaAdmin'] as const).filter((user) => passwords[user] === undefined);
+  const added = (['kafkaGateway', 'kafkaIngester', 'kafkaAdmin', 'redisAdmin'] as const).filter((user) => passwords[user] === undefined);
   for (const user of added) passwords[user] = random();
   if (added.length > 0) fs.writeFileSync(passwordsFile, JSON.stringify(passwords, null, 2), { mode: 0o600 });
   return passwords as SecurePasswords;
