@@ -7,6 +7,7 @@ import { Command } from 'commander';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { BACKFILL_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { RollupFence } from '@otm/shared/rollups/fence';
+import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
 import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
 import { backfillRollups } from '@otm/shared/rollups/backfill';
 import { randomUUID } from 'node:crypto';
@@ -31,7 +32,7 @@ try {
     console.error('another backfill is running (an ingester, or this command elsewhere); try again later');
     process.exitCode = 1;
   } else {
-    const outcome = await backfillRollups(clickhouse, new RollupFence(redis, redisPrefix), {
+    const outcome = await backfillRollups(clickhouse, new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse)), {
       cluster: config.CLICKHOUSE_CLUSTER,
       log: (line) => console.log(line),
     });

@@ -10,6 +10,7 @@ import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { infrastructureSpec, parseConfig, str } from '@otm/shared/config';
 import { RollupFence } from '@otm/shared/rollups/fence';
+import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
 import { reachClickHouse, reachRedis, runCommand } from '@otm/shared/dependency-failure';
 import { PriceTable } from '../services/ingester/src/prices.js';
 import { recost } from '@otm/shared/rollups/recost';
@@ -44,7 +45,7 @@ await runCommand('recost', async () => {
   const redis = await reachRedis(config.REDIS_URL, redisOptionsFrom(config, 'recost-cli'));
   try {
     const run = () =>
-      recost(clickhouse, new RollupFence(redis, redisPrefix), prices, scope, {
+      recost(clickhouse, new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse)), prices, scope, {
         dryRun: options.dryRun,
         cluster: config.CLICKHOUSE_CLUSTER,
       });

@@ -9,6 +9,7 @@ import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
 import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { RollupFence } from '@otm/shared/rollups/fence';
+import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
 import { reachClickHouse, reachRedis, runCommand } from '@otm/shared/dependency-failure';
 import { removeRecords } from '@otm/shared/rollups/removal';
 
@@ -44,7 +45,10 @@ await runCommand('remove-records', async () => {
         target: `${options.eventKey.length + options.requestId.length} ids`,
         details: { ...selection, reason: options.reason },
       },
-      () => removeRecords(clickhouse, new RollupFence(redis, redisPrefix), selection, { cluster: config.CLICKHOUSE_CLUSTER }),
+      () =>
+        removeRecords(clickhouse, new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse)), selection, {
+          cluster: config.CLICKHOUSE_CLUSTER,
+        }),
     );
     console.log(`${outcome.records} records removed (${outcome.removed.events} rows of usage_events, ${outcome.removed.io} of usage_io)`);
     for (const { table, groups } of outcome.tables) if (groups > 0) console.log(`  ${table}: ${groups} groups rebuilt`);

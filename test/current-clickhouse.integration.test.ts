@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { RollupFence } from '@otm/shared/rollups/fence';
+import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
 import { migrate } from '@otm/shared/migrate';
 import { createRedis } from '@otm/shared/redis';
 import { recountRollups, rollupTotals } from '@otm/shared/rollups/repair';
@@ -243,7 +244,7 @@ describe('the same SQL on ClickHouse 18.16 and on a current release (chDB)', () 
       outcomes.push(
         await recountRollups(
           client,
-          new RollupFence(redis, `${n.keyPrefix}${outcomes.length}:`),
+          new RollupFence(redis, `${n.keyPrefix}${outcomes.length}:`, null),
           records.map((row) => row.eventKey),
         ),
       );
@@ -285,7 +286,7 @@ describe('the same SQL on ClickHouse 18.16 and on a current release (chDB)', () 
     };
     const outcomes = [];
     for (const [index, client] of [old.db, current.db].entries()) {
-      outcomes.push(await recost(client, new RollupFence(redis, `${n.keyPrefix}recost${index}:`), table, range));
+      outcomes.push(await recost(client, new RollupFence(redis, `${n.keyPrefix}recost${index}:`, new GuardLedger(client)), table, range));
     }
     expect(outcomes[1]).toEqual(outcomes[0]);
     expect(outcomes[0]!.rows).toBeGreaterThan(100);
@@ -309,6 +310,57 @@ describe('the same SQL on ClickHouse 18.16 and on a current release (chDB)', () 
   }, 300_000);
 });
 
+describe("the erasure fence's copy in ClickHouse on 18.16 and on a current release (chDB)", () => {
+  it('reads tombstones, fenced intervals and open leases the same way, and retention forgets what expired', async (context) => {
+    if (!chdb) return context.skip('no python3 on the PATH: chDB cannot run');
+    const answers = [];
+    for (const client of [old.db, current.db]) {
+      await client.command({ query: 'TRUNCATE TABLE IF EXISTS rollup_guards' });
+      const ledger = new GuardLedger(client, 60_000);
+      const erased = { environment: 'prod', userId: "o'brien" };
+      await ledger.erase(erased, now - 1000, 3600);
+      const held = [{ kind: 'errors' as const, fromMs: now - HOUR_MS, toMs: now, owner: 'job-1' }];
+      await ledger.fence(held);
+      const check = await ledger.beginInsert([erased, { environment: 'prod', userId: 'kept' }]);
+      const open = await ledger.openLeases();
+      await ledger.endInsert(check.lease);
+      const afterEnd = await ledger.openLeases();
+      await ledger.waitForInsertsInFlight();
+      await ledger.liftFence(held);
+      const lifted = await ledger.beginInsert([erased]);
+      await ledger.endInsert(lifted.lease);
+      const tables = (await client.query({ query: 'SELECT count() AS n FROM rollup_guards', format: 'JSONEachRow' })).json<{ n: string }>();
+      const before = Number((await tables)[0]!.n);
+      // A day later the leases and the lifted fence have expired; the tombstone (an hour) too.
+      await applyRetention(client, { eventsDays: 0, ioDays: 0, rollupsDays: 0, canaryDays: 0, eventKeysDays: 0 }, now + 86_400_000);
+      const remaining = await (
+        await client.query({ query: 'SELECT count() AS n FROM rollup_guards', format: 'JSONEachRow' })
+      ).json<{ n: string }>();
+      answers.push({
+        erasedAt: [...check.erasedAt.entries()],
+        fenced: check.fenced,
+        leaseOpen: open.includes(check.lease),
+        afterEnd: afterEnd.includes(check.lease),
+        fencedAfterLift: lifted.fenced,
+        erasedAfterLift: [...lifted.erasedAt.values()],
+        rows: before,
+        remaining: Number(remaining[0]!.n),
+      });
+    }
+    expect(answers[0]).toEqual({
+      erasedAt: [["prod\u0000o'brien", now - 1000]],
+      fenced: [{ kind: 'errors', fromMs: now - HOUR_MS, toMs: now }],
+      leaseOpen: true,
+      afterEnd: false,
+      fencedAfterLift: [],
+      erasedAfterLift: [now - 1000],
+      rows: 7,
+      remaining: 0,
+    });
+    expect(answers[1]).toEqual(answers[0]);
+  }, 120_000);
+});
+
 describe('the rollup jobs on ClickHouse 18.16 and on a current release (chDB)', () => {
   it('backfills the rollups of records stored before migration 0008, then erases a user, the same way', async (context) => {
     if (!chdb) return context.skip('no python3 on the PATH: chDB cannot run');
@@ -322,7 +374,7 @@ describe('the rollup jobs on ClickHouse 18.16 and on a current release (chDB)', 
           (await loadIsolatingBadRows(client, rows('cb'), (row) => row, undefined, { windowS: 86_400, keyTable: false })).refused,
         ).toEqual([]);
         await migrate(servers[index]!, client, later);
-        const outcome = await backfillRollups(client, new RollupFence(redis, `${n.keyPrefix}backfill${index}:`));
+        const outcome = await backfillRollups(client, new RollupFence(redis, `${n.keyPrefix}backfill${index}:`, null));
         expect(outcome.done).toBe(true);
       }
       const backfilled = await rollupGroups(clients[0]!);
@@ -345,7 +397,7 @@ describe('the rollup jobs on ClickHouse 18.16 and on a current release (chDB)', 
           redis,
           `${n.keyPrefix}erasure${index}:`,
           client,
-          new RollupFence(redis, `${n.keyPrefix}erasure${index}:`),
+          new RollupFence(redis, `${n.keyPrefix}erasure${index}:`, null),
           new AuditLog(client),
           createLogger('current-clickhouse-test', 'silent'),
           { tombstoneSeconds: 3600, mutationTimeoutMs: 120_000 },

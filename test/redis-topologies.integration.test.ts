@@ -116,7 +116,7 @@ describe('on a Redis Cluster', () => {
   });
 
   it("the erasure fence's transactions: leases, tombstones and fenced intervals under one hash tag", async () => {
-    const fence = new RollupFence(redis(), redisKeyPrefix(`${stack.uniqueName('cluster-fence')}:`, true));
+    const fence = new RollupFence(redis(), redisKeyPrefix(`${stack.uniqueName('cluster-fence')}:`, true), null);
     const subject = { environment: 'prod' as const, userId: 'erased' };
     await fence.erase(subject, 1234, 600);
     const held = await fence.fence([{ kind: 'errors', fromMs: 0, toMs: 60_000 }]);

@@ -352,7 +352,7 @@ export async function benchAnalytics(): Promise<void> {
     out.erasureState = state;
     started = Date.now();
     const dayMs = Math.floor(endMs / 86_400_000) * 86_400_000 - 10 * 86_400_000;
-    const recosted = await recost(clickhouse as never, new RollupFence(redis, `bench-analytics-${runId}:`), PriceTable.load(), {
+    const recosted = await recost(clickhouse as never, new RollupFence(redis, `bench-analytics-${runId}:`, null), PriceTable.load(), {
       fromMs: dayMs,
       toMs: dayMs + 86_400_000,
     });

@@ -6,6 +6,7 @@ import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { AuditLog } from '@otm/shared/audit';
 import { RollupFence } from '@otm/shared/rollups/fence';
+import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
 import { ErasureJobs } from '@otm/shared/rollups/erasure';
 import { registerErasureRoutes } from './erasure-routes.js';
 import { registerRemovalRoutes } from './removal-routes.js';
@@ -96,7 +97,7 @@ const erasureJobs = new ErasureJobs(
   redis,
   redisPrefix,
   clickhouse,
-  new RollupFence(redis, redisPrefix),
+  new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse)),
   audit,
   logger,
   {
@@ -108,10 +109,18 @@ const erasureJobs = new ErasureJobs(
   erasureAnnouncer,
 );
 
-const removalJobs = new RemovalJobs(redis, redisPrefix, clickhouse, new RollupFence(redis, redisPrefix), audit, logger, {
-  mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
-  cluster: config.CLICKHOUSE_CLUSTER,
-});
+const removalJobs = new RemovalJobs(
+  redis,
+  redisPrefix,
+  clickhouse,
+  new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse)),
+  audit,
+  logger,
+  {
+    mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
+    cluster: config.CLICKHOUSE_CLUSTER,
+  },
+);
 
 const app = await buildAdminApp(
   {

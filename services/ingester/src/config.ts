@@ -1,5 +1,14 @@
 import { retentionSpec } from '@otm/shared/rollups/retention';
-import { infrastructureSpec, metricsPortSpec, nonNegativeInt, parseConfig, plausibleSpec, positiveInt, str } from '@otm/shared/config';
+import {
+  bool,
+  infrastructureSpec,
+  metricsPortSpec,
+  nonNegativeInt,
+  parseConfig,
+  plausibleSpec,
+  positiveInt,
+  str,
+} from '@otm/shared/config';
 
 export const ingesterSpec = {
   ...infrastructureSpec,
@@ -20,6 +29,14 @@ export const ingesterSpec = {
   INGEST_RETRY_MAX_MS: positiveInt({ default: 5000, desc: 'Longest pause between retries of a failed dependency' }),
   INGEST_SESSION_TIMEOUT_MS: positiveInt({ default: 10_000, desc: 'Consumer group session timeout' }),
   DEDUPE_TTL_SECONDS: positiveInt({ default: 86_400, desc: 'How long an event key is remembered in Redis' }),
+  INGEST_WITHOUT_REDIS: bool({
+    default: true,
+    desc: 'Keep loading while Redis is unreachable: duplicates dropped by ClickHouse\'s key look-up alone, the erasure fence read from ClickHouse (docs/ingester.md, "When Redis is down"); false waits for Redis. Off in cluster mode',
+  }),
+  INGEST_PENDING_MARKS_MAX: positiveInt({
+    default: 200_000,
+    desc: 'Dedupe marks of records loaded while Redis was down, kept to be written when it answers again, at most (the oldest go first; bounds memory)',
+  }),
   PRICE_TABLE_FILE: str({
     default: '',
     desc: 'JSON file of price overrides (negotiated or private prices, optionally dated) that win over the price database: docs/pricing.md',

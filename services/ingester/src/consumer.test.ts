@@ -16,6 +16,7 @@ import { RECORD_OUTCOMES, deadLetter, ok, type DeadLetter } from './outcome.js';
 import { PriceTable } from './prices.js';
 import type { DeadLetterSink, Deduplicator, Erasures, EventStore, IsolatedLoad, RecordDecoder, SeenMark, Unanswered } from './ports.js';
 import type { EncodedRow } from './rows.js';
+import { DedupeWithoutRedis, ErasuresWithoutRedis, REDIS_PROBE_MS, RedisOutage } from './without-redis.js';
 import { subjectKey, type FenceInterval, type Subject } from '@otm/shared/rollups/fence';
 
 const TOPIC = 'usage';
@@ -177,10 +178,20 @@ function messages(records: QueuedUsageRecord[], firstOffset = 0): IncomingRecord
   );
 }
 
-function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore; erasures?: MemoryErasures; canaryKeyId?: string } = {}) {
+function pipeline(
+  parts: {
+    dedupe?: MemoryDeduplicator;
+    store?: MemoryEventStore;
+    erasures?: MemoryErasures;
+    canaryKeyId?: string;
+    /** The stages the consumer is given in place of the in-memory Redis ones (the fallbacks of without-redis.ts). */
+    wrap?: (redis: { dedupe: MemoryDeduplicator; erasures: MemoryErasures }) => { dedupe: Deduplicator; erasures: Erasures };
+  } = {},
+) {
   const consumer = new MemorySource();
   const erasures = parts.erasures ?? new MemoryErasures();
   const dedupe = parts.dedupe ?? new MemoryDeduplicator();
+  const given = parts.wrap?.({ dedupe, erasures }) ?? { dedupe, erasures };
   const store = parts.store ?? new MemoryEventStore();
   const deadLetters = new MemoryDeadLetters();
   const metrics = createIngesterMetrics();
@@ -188,9 +199,9 @@ function pipeline(parts: { dedupe?: MemoryDeduplicator; store?: MemoryEventStore
     {
       source: consumer,
       decoder,
-      dedupe,
+      dedupe: given.dedupe,
       store,
-      erasures,
+      erasures: given.erasures,
       deadLetters,
       prices: PriceTable.load(),
       metrics,
@@ -398,5 +409,63 @@ describe('UsageConsumer on in-memory stages', () => {
     expect((await metrics.erasedDropped.get()).values[0]?.value).toBe(1);
     expect((await metrics.deadLetters.get()).values[0]?.value).toBe(3);
     expect((await metrics.keyCollisions.get()).values[0]?.value).toBe(1);
+  });
+
+  it('Redis unreachable: units load and commit without it (duplicates dropped by the store, tombstones and leases from the ledger); the marks are written once it answers', async () => {
+    const ledger = new MemoryErasures();
+    const outageMetrics = createIngesterMetrics();
+    let clock = 0;
+    const outage = new RedisOutage(outageMetrics, createLogger('ingester-test', 'silent'), () => clock);
+    let redisDown = true;
+    const refused = () => Promise.reject(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6379'), { code: 'ECONNREFUSED' }));
+    const { consumer, store, usage, dedupe, erasures } = pipeline({
+      wrap: (redis) => ({
+        dedupe: new DedupeWithoutRedis(
+          {
+            filterSeen: (items, keyOf, digestOf) => (redisDown ? refused() : redis.dedupe.filterSeen(items, keyOf, digestOf)),
+            markSeen: (marks) => (redisDown ? refused() : redis.dedupe.markSeen(marks)),
+          },
+          outage,
+          outageMetrics,
+          1000,
+        ),
+        erasures: new ErasuresWithoutRedis(
+          {
+            beginInsert: (subjects) => (redisDown ? refused() : redis.erasures.beginInsert(subjects)),
+            endInsert: (lease) => redis.erasures.endInsert(lease),
+          },
+          ledger,
+          outage,
+          outageMetrics,
+        ),
+      }),
+    });
+    await usage.start();
+    const records = sample(10, 'w');
+    for (const record of records) record.meta.environment = 'prod';
+    records[3]!.record.user.id = 'erased-user';
+    ledger.tombstones.set(subjectKey({ environment: 'prod', userId: 'erased-user' }), Date.parse(records[3]!.meta.receivedAt) + 1000);
+    await consumer.deliver(0, messages(records));
+    await until(() => consumer.committed.get(0) === 10n);
+    // The same records again (a redelivery) while Redis is still down: the store's look-up drops them.
+    await consumer.deliver(0, messages(records, 10));
+    await until(() => consumer.committed.get(0) === 20n);
+    expect(store.inserts.size).toBe(9);
+    expect(store.inserts.has('w-3')).toBe(false);
+    expect(store.twice()).toEqual([]);
+    expect(ledger.leases.size).toBe(0);
+    expect(erasures.leases.size).toBe(0);
+    expect((await outageMetrics.redisDegraded.get()).values[0]?.value).toBe(1);
+    expect((await outageMetrics.pendingMarks.get()).values[0]?.value).toBe(9);
+    expect(dedupe.seen.size).toBe(0);
+
+    // Redis back: the next unit asks it again and writes the marks kept meanwhile with its own.
+    redisDown = false;
+    clock += REDIS_PROBE_MS;
+    await consumer.deliver(0, messages(sample(2, 'x'), 20));
+    await until(() => consumer.committed.get(0) === 22n);
+    expect(dedupe.seen.size).toBe(11);
+    expect((await outageMetrics.redisDegraded.get()).values[0]?.value).toBe(0);
+    expect((await outageMetrics.pendingMarks.get()).values[0]?.value).toBe(0);
   });
 });

@@ -24,6 +24,8 @@ import {
 } from '../../../test/helpers/stack.js';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { createRedis } from '@otm/shared/redis';
+import { RollupFence } from '@otm/shared/rollups/fence';
+import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
 import { PriceTable } from './prices.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -388,7 +390,7 @@ async function ingesterOnPrivateRedis(label: string, port: number) {
 }
 
 describe('Redis outage', () => {
-  it('Redis stopped for 6 s under load, then started: same content, nothing skipped', async () => {
+  it('Redis stopped under load: loading goes on without it, every record once; the marks kept meanwhile are written when it is back', async () => {
     const { n, privateRedis, ingester, clickhouse } = await ingesterOnPrivateRedis('redisdown', 26379);
 
     const load = duplicatedLoad(4000, 13);
@@ -397,11 +399,69 @@ describe('Redis outage', () => {
     await eventually(async () => (await distinctCount(clickhouse)) > 0, 30_000);
     await privateRedis.stop();
     await produceQueued(n.topic, load.messages.slice(half));
-    await new Promise((resolve) => setTimeout(resolve, 6000));
-    expect(ingester.child.exitCode).toBeNull();
-    await privateRedis.start();
+    // Every record loaded, once, with Redis still down.
     await expectExactContent(clickhouse, load, 90_000);
-    expect(ingester.logs.some((line) => line.includes('dependency failed; retrying') && line.includes('redis'))).toBe(true);
+    expect(ingester.child.exitCode).toBeNull();
+    expect(ingester.logs.some((line) => line.includes('Redis unreachable: loading goes on without it'))).toBe(true);
+
+    await privateRedis.start();
+    // A unit after Redis is back asks it again (the client reconnects within a second or
+    // so) and writes the marks of what loaded without it with its own.
+    let round = 0;
+    await eventually(
+      async () => {
+        await produceQueued(n.topic, duplicatedLoad(5, 100 + round++).messages);
+        return ingester.logs.some((line) => line.includes('Redis answers again'));
+      },
+      60_000,
+      1000,
+    );
+    const redis = createRedis(privateRedis.address, { name: 'test' });
+    await redis.connect();
+    cleanups.push(() => redis.quit());
+    await eventually(async () => (await redis.keys(`${n.keyPrefix}seen:load-13-*`)).length === load.distinct, 30_000, 500);
+  });
+
+  it("without Redis the erasure fence is read from ClickHouse: an erased user's earlier records are dropped, a fenced interval waits for its job", async () => {
+    const { n, privateRedis, ingester, clickhouse } = await ingesterOnPrivateRedis('redisdown-erasure', 26383);
+    const warmup = duplicatedLoad(20, 21);
+    await produceQueued(n.topic, warmup.messages);
+    await eventually(async () => (await distinctCount(clickhouse)) === warmup.distinct, 30_000);
+    await privateRedis.stop();
+
+    // A job reaching Redis (the shared one: not the ingester's) erases a user and fences
+    // an interval, writing both to Redis and to the ledger in the ingester's database.
+    const jobRedis = createRedis(testStack().REDIS_URL, { name: 'test' });
+    await jobRedis.connect();
+    cleanups.push(() => jobRedis.quit());
+    const fence = new RollupFence(jobRedis, n.keyPrefix, new GuardLedger(clickhouse));
+    const erasedAt = Date.now();
+    await fence.erase({ environment: 'prod', userId: 'erased-user' }, erasedAt, 3600);
+
+    const records = queuedRecords(sampleUsageRecords(6, { seed: 22 }), { eventKey: (index) => `erasure-${index}` });
+    records.forEach((record, index) => {
+      record.meta.environment = 'prod';
+      record.meta.receivedAt = new Date(erasedAt - 1000).toISOString();
+      if (index < 2) record.record.user.id = 'erased-user';
+    });
+    // The millisecond record 5 happened in is fenced: its unit waits until the fence is lifted.
+    const inFence = records[5]!;
+    const eventMs = Date.parse(inFence.record.timing!.startTime!);
+    const held = await fence.fence([{ kind: 'all', fromMs: eventMs, toMs: eventMs + 1 }]);
+    await fence.waitForInsertsInFlight();
+    await produceQueued(n.topic, records.slice(0, 5));
+    await eventually(async () => (await distinctCount(clickhouse)) === warmup.distinct + 3, 60_000, 500);
+    await produceQueued(n.topic, [inFence]);
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(await distinctCount(clickhouse)).toBe(warmup.distinct + 3);
+    await fence.liftFence(held);
+    await eventually(async () => (await distinctCount(clickhouse)) === warmup.distinct + 4, 60_000, 500);
+    const stored = await queryRows<{ event_key: string }>(
+      clickhouse,
+      "SELECT event_key FROM usage_events WHERE event_key LIKE 'erasure-%' ORDER BY event_key",
+    );
+    expect(stored.map((row) => row.event_key)).toEqual(['erasure-2', 'erasure-3', 'erasure-4', 'erasure-5']);
+    expect(ingester.logs.some((line) => line.includes('Redis unreachable: loading goes on without it'))).toBe(true);
   });
 });
 

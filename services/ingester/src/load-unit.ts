@@ -134,7 +134,8 @@ async function insertOnce(context: LoadContext, candidates: Item[], unanswered: 
   const check = await context.deps.erasures
     .beginInsert(candidates.map((item) => ({ environment: item.row.environment, userId: item.row.userId })))
     .catch((error: unknown) => {
-      throw Object.assign(error as Error, { dependency: 'redis (erasure lease)' });
+      // Named by the step that failed where it says (the lease taken from ClickHouse while Redis is down).
+      throw Object.assign(error as Error, { dependency: (error as { dependency?: string }).dependency ?? 'redis (erasure lease)' });
     });
   try {
     if (check.fenced.length > 0 && candidates.some((item) => isFenced(check.fenced, item.row.eventMs, item.row.isError))) {

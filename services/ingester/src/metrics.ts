@@ -96,6 +96,27 @@ export function createIngesterMetrics(sources?: LagSources) {
       labelNames: ['dependency', 'reason'],
       registers: [registry],
     }),
+    redisDegraded: new Gauge({
+      name: 'otm_ingester_redis_degraded',
+      help: "1 while the ingester loads without Redis (dedupe by ClickHouse's key look-up, the erasure fence read from ClickHouse); 0 otherwise",
+      registers: [registry],
+    }),
+    degradedLoads: new Counter({
+      name: 'otm_ingester_degraded_loads_total',
+      help: 'Load units checked or fenced without Redis, by step (dedupe, lease, mark)',
+      labelNames: ['step'] as const,
+      registers: [registry],
+    }),
+    pendingMarks: new Gauge({
+      name: 'otm_ingester_pending_dedupe_marks',
+      help: 'Dedupe marks of records loaded without Redis, waiting to be written when it answers again',
+      registers: [registry],
+    }),
+    droppedMarks: new Counter({
+      name: 'otm_ingester_dedupe_marks_dropped_total',
+      help: "Dedupe marks not kept over a long Redis outage (past INGEST_PENDING_MARKS_MAX); ClickHouse's key look-up still drops their replays",
+      registers: [registry],
+    }),
     batchSeconds: new Histogram({
       name: 'otm_ingester_batch_seconds',
       help: 'Time to dedupe and load one load unit',

@@ -83,7 +83,7 @@ describe('recost', () => {
     const corrected = new PriceTable('test-2026-12', {
       openai: { 'gpt-4o': { input: 5, output: 20 }, 'mystery-model': { input: 1, output: 1 } },
     });
-    const run = () => withRedis((redis) => recost(clickhouse, new RollupFence(redis, names.keyPrefix), corrected, range));
+    const run = () => withRedis((redis) => recost(clickhouse, new RollupFence(redis, names.keyPrefix, null), corrected, range));
     const first = await run();
     expect(first.rows).toBe(4);
     // The report: per model, the rows, how many changed, and the cost before and after.
@@ -205,7 +205,7 @@ describe('recost', () => {
         ],
       },
     });
-    const outcome = await withRedis((redis) => recost(clickhouse, new RollupFence(redis, names.keyPrefix), next, range));
+    const outcome = await withRedis((redis) => recost(clickhouse, new RollupFence(redis, names.keyPrefix, null), next, range));
     const changed = Object.fromEntries(outcome.pairs.map((pair) => [`${pair.provider} ${pair.model}`, pair.rowsChanged]));
     expect(changed).toEqual({
       'anthropic claude-sonnet-4-20250514': 0,

@@ -103,7 +103,7 @@ describe('recounting the rollups of an insert that ended without an answer', () 
       ].sort(),
     );
 
-    const fence = new RollupFence(redis, `${n.keyPrefix}`);
+    const fence = new RollupFence(redis, `${n.keyPrefix}`, null);
     // Every key of the unit, as the ingester passes them: those already counted are compared and left.
     const outcome = await recountRollups(
       clickhouse,

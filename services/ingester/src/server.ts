@@ -25,6 +25,8 @@ import { DedupeStep } from './dedupe-step.js';
 import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './adapters.js';
 import { createIngesterMetrics } from './metrics.js';
 import { RollupFence } from '@otm/shared/rollups/fence';
+import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
+import { DedupeWithoutRedis, ErasuresWithoutRedis, RedisOutage } from './without-redis.js';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
 import { migrate, requireMigrated } from '@otm/shared/migrate';
@@ -157,13 +159,22 @@ const metrics = createIngesterMetrics({
 });
 const keyStore = new KeyStore(redis, redisPrefix);
 const canaryKey = new CanaryKey(async () => (await keyStore.findByHash(hashKey(config.CANARY_API_KEY)))?.id);
-const erasureStore = new RollupFence(redis, redisPrefix);
+// The erasure fence's copy in ClickHouse (migration 0013), read while Redis is down;
+// not in cluster mode, where a read may reach a replica the last insert has not.
+const withoutRedis =
+  config.INGEST_WITHOUT_REDIS &&
+  !clickhouseSettings.cluster &&
+  (!config.INGEST_MIGRATIONS_UP_TO || config.INGEST_MIGRATIONS_UP_TO >= '0013');
+const guardLedger = new GuardLedger(clickhouse);
+const erasureStore = new RollupFence(redis, redisPrefix, guardLedger);
+const redisDedupe = new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS);
+const redisOutage = new RedisOutage(metrics, logger);
 const usageConsumer = new UsageConsumer(
   {
     source,
     decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config)))),
-    dedupe: new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS),
-    erasures: erasureStore,
+    dedupe: withoutRedis ? new DedupeWithoutRedis(redisDedupe, redisOutage, metrics, config.INGEST_PENDING_MARKS_MAX) : redisDedupe,
+    erasures: withoutRedis ? new ErasuresWithoutRedis(erasureStore, guardLedger, redisOutage, metrics) : erasureStore,
     store: new ClickHouseEventStore(clickhouse, erasureStore, clickhouseSettings.cluster, {
       windowS: config.DEDUPE_TTL_SECONDS,
       keyTable: !config.INGEST_MIGRATIONS_UP_TO || config.INGEST_MIGRATIONS_UP_TO >= '0012',

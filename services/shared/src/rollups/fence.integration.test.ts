@@ -12,7 +12,7 @@ afterAll(() => redis.quit());
 describe('the fence', () => {
   it('two jobs on the same day: the interval stays fenced until both have lifted theirs', async () => {
     await redis.connect();
-    const store = new RollupFence(redis, `${uniqueName('fence')}:`);
+    const store = new RollupFence(redis, `${uniqueName('fence')}:`, null);
     const day = { kind: 'all' as const, fromMs: Date.UTC(2026, 10, 25), toMs: Date.UTC(2026, 10, 26) };
     const fencedNow = async () => {
       const check = await store.beginInsert([]);

@@ -19,11 +19,26 @@
 // fence, then waits until every lease that existed at that moment is gone: after that,
 // no insert can be running that read the tombstones before they existed, so the rows
 // it deletes stay deleted and the rows it recounts are not counted twice.
+//
+// With a ledger (guard-ledger.ts), every tombstone and fence is written to ClickHouse as
+// well, and a job waits for the leases of both: an ingester that cannot reach Redis
+// takes its lease and reads there instead.
 import { randomUUID } from 'node:crypto';
 import type { Redis } from '../redis.js';
 
 /** An insert attempt holds its lease at most this long (a crashed ingester's lease expires). */
 export const LEASE_MS = 60_000;
+
+/** A fence holds at most this long, should its job die. */
+export const FENCE_MS = 15 * 60_000;
+
+/** The fence's copy in ClickHouse (guard-ledger.ts): what a job writes and waits for there. */
+export interface FenceLedger {
+  erase(subject: Subject, atMs: number, tombstoneSeconds: number): Promise<void>;
+  fence(held: readonly FenceInterval[]): Promise<void>;
+  liftFence(held: readonly FenceInterval[]): Promise<void>;
+  waitForInsertsInFlight(pollMs?: number): Promise<void>;
+}
 
 export interface Subject {
   environment: string;
@@ -70,6 +85,8 @@ export class RollupFence {
   constructor(
     private readonly redis: Redis,
     private readonly prefix: string,
+    /** The fence's copy in ClickHouse; null only where no ingester loads without Redis (a test's own prefix, the bench). */
+    private readonly ledger: FenceLedger | null,
   ) {}
 
   private tombstoneKey(subject: Subject): string {
@@ -111,6 +128,7 @@ export class RollupFence {
   /** The tombstone of one user in one environment. */
   async erase(subject: Subject, atMs: number, tombstoneSeconds: number): Promise<void> {
     await this.redis.set(this.tombstoneKey(subject), String(atMs), 'EX', tombstoneSeconds);
+    await this.ledger?.erase(subject, atMs, tombstoneSeconds);
   }
 
   /**
@@ -126,19 +144,26 @@ export class RollupFence {
       (await this.redis
         .multi()
         .sadd(this.fenceKey, ...entries)
-        .pexpire(this.fenceKey, 15 * 60_000)
+        .pexpire(this.fenceKey, FENCE_MS)
         .exec()) ?? [];
     for (const [error] of results) if (error) throw error;
+    await this.ledger?.fence(held);
     return held;
   }
 
   /** Lifts intervals as fence() returned them (those of that call only). */
   async liftFence(intervals: readonly FenceInterval[]): Promise<void> {
-    if (intervals.length > 0) await this.redis.srem(this.fenceKey, ...intervals.map(fenceEntry));
+    if (intervals.length === 0) return;
+    await this.redis.srem(this.fenceKey, ...intervals.map(fenceEntry));
+    await this.ledger?.liftFence(intervals);
   }
 
-  /** Waits until every insert lease that exists now has ended (or expired). */
+  /** Waits until every insert lease that exists now, in Redis and in the ledger, has ended (or expired). */
   async waitForInsertsInFlight(pollMs = 50): Promise<void> {
+    await Promise.all([this.waitForRedisLeases(pollMs), this.ledger?.waitForInsertsInFlight(pollMs)]);
+  }
+
+  private async waitForRedisLeases(pollMs: number): Promise<void> {
     // Leases of ingesters that died are dropped once their time is past.
     await this.redis.zremrangebyscore(this.leasesKey, '-inf', Date.now());
     const present = await this.redis.zrange(this.leasesKey, 0, -1, 'WITHSCORES');

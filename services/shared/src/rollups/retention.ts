@@ -9,6 +9,7 @@ import { formatDateTime } from '../clickhouse-values.js';
 import { localTable, onCluster } from '../cluster-ddl.js';
 import { mutate } from '../mutations.js';
 import { positiveInt, nonNegativeInt } from '../config.js';
+import { GUARDS_TABLE } from './guard-ledger.js';
 import { SCALED_ROLLUPS } from './views.js';
 
 /** Days each table keeps its rows; 0 keeps them for ever. */
@@ -149,11 +150,19 @@ export async function applyRetention(
   if (policy.canaryDays > 0) {
     canaryCutoff = formatDateTime(now - policy.canaryDays * DAY_MS);
     if (!dryRun) {
-      const exists = await clickhouse.query({ query: 'EXISTS TABLE canary_probes', format: 'TabSeparated' });
-      if ((await exists.text()).trim() === '1') {
+      if (await tableExists(clickhouse, 'canary_probes')) {
         await mutate(clickhouse, 'canary_probes', `DELETE WHERE loaded_at < toDateTime('${canaryCutoff}')`, undefined, cluster);
       }
     }
   }
+  // The erasure fence's rows in ClickHouse (guard-ledger.ts) that no longer hold anything.
+  if (!dryRun && (await tableExists(clickhouse, GUARDS_TABLE))) {
+    await mutate(clickhouse, GUARDS_TABLE, `DELETE WHERE expires_ms < ${Math.floor(now)}`, undefined, cluster);
+  }
   return { dropped: expired, canaryCutoff };
+}
+
+async function tableExists(clickhouse: ClickHouseClient, table: string): Promise<boolean> {
+  const exists = await clickhouse.query({ query: `EXISTS TABLE ${table}`, format: 'TabSeparated' });
+  return (await exists.text()).trim() === '1';
 }
