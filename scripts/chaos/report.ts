@@ -44,14 +44,19 @@ function table(report: ChaosReport): string {
         : result.longestRefusalSeconds,
       result.slowestAnswerSeconds,
       result.maxLag,
+      result.lagGrowth === undefined
+        ? '-'
+        : result.lagGrowthBound !== undefined
+          ? `${result.lagGrowth} (≤ ${result.lagGrowthBound})`
+          : result.lagGrowth,
       result.recoverySeconds ?? '-',
       result.rollupRecounts ?? 0,
       result.passed ? 'passed' : `**failed**: ${result.failure}`,
     ].join(' | '),
   );
   return [
-    '| scenario | offered / achieved per s | acknowledged | stored (distinct) | missing | counted twice | dead letters | non-2xx answers (records) | longest refusal (s) | slowest answer (s) | max lag (messages) | recovery (s) | rollup recounts | result |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| scenario | offered / achieved per s | acknowledged | stored (distinct) | missing | counted twice | dead letters | non-2xx answers (records) | longest refusal (s) | slowest answer (s) | max lag (messages) | lag growth over the fault (messages) | recovery (s) | rollup recounts | result |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
     ...rows.map((row) => `| ${row} |`),
   ].join('\n');
 }
@@ -97,7 +102,10 @@ export function renderReliability(reports: ChaosReport[]): string {
     '  the documented leader-election bound (12 s: the controller fences a dead broker after the 6 s broker',
     "  session timeout, and a request may wait the gateway's 5 s produce timeout). **slowest answer**: the",
     '  longest a request waited for any answer.',
-    "- **max lag**: the consumer group's uncommitted messages, sampled every 500 ms. **recovery**: from",
+    "- **max lag**: the consumer group's uncommitted messages, sampled every 500 ms. **lag growth**: the",
+    "  mean lag over the fault's last 10 s less that over its first 10 s (about 0 for a 10 s fault); where",
+    '  a scenario bounds it (in seconds of offered traffic), the ingester must keep up through the fault.',
+    '  **recovery**: from',
     '  the fault cleared (the service restarted and healthy, the process resumed, the proxy passing',
     '  again) until the lag is under two seconds of offered traffic.',
     '',

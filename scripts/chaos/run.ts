@@ -19,7 +19,7 @@ import { ensureLocalCertificate } from '../local-tls.js';
 import { startService, type ServiceProcess } from '../lib/service-process.js';
 import { FaultProxy } from './fault-proxy.js';
 import { Traffic, type TrafficCounts } from './traffic.js';
-import { scenarios, type Harness, type Scenario } from './scenarios.js';
+import { LAG_WINDOW_SECONDS, scenarios, type Harness, type Scenario } from './scenarios.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface ChaosOptions {
@@ -75,6 +75,10 @@ export interface ScenarioResult {
   refusalBoundSeconds?: number;
   slowestAnswerSeconds: number;
   maxLag: number;
+  /** The mean lag over the hold's last LAG_WINDOW_SECONDS less that over its first (messages; about 0 for a hold that short). */
+  lagGrowth?: number;
+  /** What the scenario allows it to be (maxLagGrowthSeconds of offered traffic). */
+  lagGrowthBound?: number;
   /** Fault cleared until the lag is under two seconds of offered traffic and stays there; null if it never was. */
   recoverySeconds: number | null;
   /** Traffic stopped until the lag is 0 and every acknowledged record stored (or it was clear some never would be). */
@@ -351,13 +355,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const trafficStarted = performance.now();
     traffic.start();
     let failure: string | undefined;
+    let lagGrowth = Number.NaN;
     let clearedAt = performance.now();
     try {
       await sleep(options.warmSeconds * 1000);
       const injected = performance.now();
       const holdMs = (scenario.holdSeconds ?? options.holdSeconds) * 1000;
-      await scenario.inject(harness, holdMs);
-      await sleep(Math.max(0, holdMs - (performance.now() - injected)));
+      // The lag over the hold, sampled as the max lag is (lag growth, below).
+      const holdLags: { atMs: number; lag: number }[] = [];
+      const holdWatch = setInterval(() => lagKnown && holdLags.push({ atMs: performance.now() - injected, lag }), 250);
+      try {
+        await scenario.inject(harness, holdMs);
+        await sleep(Math.max(0, holdMs - (performance.now() - injected)));
+      } finally {
+        clearInterval(holdWatch);
+      }
+      lagGrowth = meanLag(holdLags, holdMs - LAG_WINDOW_SECONDS * 1000, holdMs) - meanLag(holdLags, 0, LAG_WINDOW_SECONDS * 1000);
       await scenario.clear(harness);
       clearedAt = performance.now();
     } catch (error) {
@@ -432,6 +445,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     if (deadLetters > 0) failure = `${deadLetters} valid records dead-lettered`;
     const refused = Object.values(counts.refusals).reduce((sum, n) => sum + n, 0);
     if (scenario.refusalsAllowed === false && refused > 0) failure ??= `${refused} records refused (none allowed)`;
+    const growthBound = scenario.maxLagGrowthSeconds === undefined ? undefined : scenario.maxLagGrowthSeconds * options.rate;
+    if (growthBound !== undefined && !(lagGrowth <= growthBound)) {
+      failure ??= `the lag grew by ${Math.round(lagGrowth)} messages over the fault, more than ${growthBound} (${scenario.maxLagGrowthSeconds} s of offered traffic)`;
+    }
     const refusalBound = scenario.maxRefusalSeconds?.(kafkaBrokers);
     if (refusalBound !== undefined && counts.longestRefusalSeconds > refusalBound) {
       failure ??= `refusals for ${round(counts.longestRefusalSeconds)} s, longer than the ${refusalBound} s allowed`;
@@ -456,6 +473,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ...(refusalBound !== undefined ? { refusalBoundSeconds: refusalBound } : {}),
       slowestAnswerSeconds: round(counts.slowestAnswerSeconds),
       maxLag,
+      ...(Number.isFinite(lagGrowth) ? { lagGrowth: Math.round(lagGrowth) } : {}),
+      ...(growthBound !== undefined ? { lagGrowthBound: growthBound } : {}),
       recoverySeconds: recoverySeconds === null ? null : round(recoverySeconds),
       drainSeconds: round(drainSeconds),
       drained,
@@ -465,7 +484,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ...(failure ? { failure } : {}),
     };
     log(
-      `${scenario.name}: ${result.acknowledged} acknowledged, ${result.stored} stored, ${missing} missing, ${doubleCounted} counted twice, ${deadLetters} dead-lettered, ${result.rollupRecounts} recounts; max lag ${maxLag}, recovered in ${result.recoverySeconds ?? '-'} s; refusals ${JSON.stringify(result.refusals)}: ${result.passed ? 'passed' : `FAILED (${failure})`}`,
+      `${scenario.name}: ${result.acknowledged} acknowledged, ${result.stored} stored, ${missing} missing, ${doubleCounted} counted twice, ${deadLetters} dead-lettered, ${result.rollupRecounts} recounts; max lag ${maxLag}, lag growth over the fault ${result.lagGrowth ?? '-'}, recovered in ${result.recoverySeconds ?? '-'} s; refusals ${JSON.stringify(result.refusals)}: ${result.passed ? 'passed' : `FAILED (${failure})`}`,
     );
     return result;
   }
@@ -493,4 +512,10 @@ async function rollupRequests(clickhouse: ClickHouseClient, apiKeyId: string): P
   });
   const [row] = await result.json<{ n: string }>();
   return Number(row?.n ?? 0);
+}
+
+/** The mean of the lags sampled from `fromMs` to `toMs` into the hold; NaN when none was. */
+function meanLag(samples: readonly { atMs: number; lag: number }[], fromMs: number, toMs: number): number {
+  const inside = samples.filter((sample) => sample.atMs >= fromMs && sample.atMs < toMs);
+  return inside.length === 0 ? Number.NaN : inside.reduce((sum, sample) => sum + sample.lag, 0) / inside.length;
 }

@@ -319,6 +319,48 @@ describe('4. sockets released after an error answer, whatever the client does', 
     await sleep(500);
     expect(processFacts(admin).fds).toBeLessThanOrEqual(before + 5);
   }, 60_000);
+
+  /** Sends one GET /healthz on a kept-alive connection, then nothing: when the server closes it after the answer. */
+  async function idleAfterAnswer(connect: () => net.Socket): Promise<{ answer: string; closedAfterMs: number }> {
+    return new Promise((resolve, reject) => {
+      const socket = connect();
+      let answer = '';
+      let answeredAt = 0;
+      const limit = setTimeout(() => {
+        socket.destroy();
+        reject(new Error('the connection stayed open 20 s after its answer'));
+      }, 20_000);
+      socket.on('data', (chunk) => {
+        answeredAt ||= Date.now();
+        answer += chunk.toString();
+      });
+      socket.on('error', () => undefined);
+      socket.once(socket instanceof tls.TLSSocket ? 'secureConnect' : 'connect', () =>
+        socket.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n'),
+      );
+      socket.once('close', () => {
+        clearTimeout(limit);
+        resolve({ answer, closedAfterMs: Date.now() - answeredAt });
+      });
+    });
+  }
+
+  it('gateway and admin service: a kept-alive connection idle after its answer is closed after the keep-alive limit (5 s)', async () => {
+    const { certFile } = await testCertificate();
+    const ca = fs.readFileSync(certFile);
+    const adminPort = Number(new URL(admin.url).port);
+    const [ofGateway, ofAdmin] = await Promise.all([
+      idleAfterAnswer(() => tls.connect({ host: '127.0.0.1', port, ca, servername: 'localhost' })),
+      idleAfterAnswer(() => net.connect({ host: '127.0.0.1', port: adminPort })),
+    ]);
+    console.log(`idle after the answer: gateway closed after ${ofGateway.closedAfterMs} ms, admin after ${ofAdmin.closedAfterMs} ms`);
+    for (const idle of [ofGateway, ofAdmin]) {
+      expect(idle.answer).toMatch(/^HTTP\/1.1 200/);
+      expect(idle.answer).toMatch(/keep-alive/i);
+      expect(idle.closedAfterMs).toBeGreaterThanOrEqual(4_000);
+      expect(idle.closedAfterMs).toBeLessThan(8_000);
+    }
+  }, 30_000);
 });
 
 describe('6. answers bounded', () => {

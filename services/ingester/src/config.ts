@@ -101,3 +101,19 @@ export function consumerOptionsFrom(config: IngesterConfig) {
     unsafeCommitBeforeLoad: config.INGEST_FAULT_INJECTION === 'commit-before-load',
   };
 }
+
+/** Whether migration `name` (its file name's number, '0013') applies: every one but in tests holding an installation to earlier ones. */
+export function migrationApplies(config: IngesterConfig, name: string): boolean {
+  return !config.INGEST_MIGRATIONS_UP_TO || config.INGEST_MIGRATIONS_UP_TO >= name;
+}
+
+/**
+ * Loading without Redis (without-redis.ts): not in cluster mode, where a read of the
+ * fence's copy (migration 0013) may reach a replica the last insert has not.
+ */
+export function withoutRedisFrom(config: IngesterConfig) {
+  return {
+    enabled: config.INGEST_WITHOUT_REDIS && !config.CLICKHOUSE_CLUSTER && migrationApplies(config, '0013'),
+    pendingMarksMax: config.INGEST_PENDING_MARKS_MAX,
+  };
+}

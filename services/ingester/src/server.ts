@@ -18,7 +18,7 @@ import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
 import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
-import { consumerOptionsFrom, loadIngesterConfig, plausibleBoundsFrom } from './config.js';
+import { consumerOptionsFrom, loadIngesterConfig, migrationApplies, plausibleBoundsFrom, withoutRedisFrom } from './config.js';
 import { UsageConsumer } from './consumer.js';
 import { SchemaCache } from './decode-step.js';
 import { DedupeStep } from './dedupe-step.js';
@@ -26,7 +26,7 @@ import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './adapt
 import { createIngesterMetrics } from './metrics.js';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
-import { DedupeWithoutRedis, ErasuresWithoutRedis, RedisOutage } from './without-redis.js';
+import { redisStages } from './without-redis.js';
 import { ERASURE_TOPIC_CONFIG } from '@otm/shared/erasure-announcements';
 import { markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
 import { migrate, requireMigrated } from '@otm/shared/migrate';
@@ -51,12 +51,9 @@ const config = loadIngesterConfig(process.env);
 // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
 const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
 const logger = createLogger('ingester', config.LOG_LEVEL);
-// Under its 256 MB old-space cap V8 lets the old generation grow by only about half of
-// what survived the last full collection (30 MB alive: the next one at 46 MB): every
-// record waiting for its load unit is promoted, and under a backlog a full collection
-// ran five times a second. Doubling is allowed instead: a fifth less CPU per record at
-// about the same RSS (bench/analysis.md). NODE_OPTIONS refuses the flag; it is read at
-// every collection.
+// Under its 256 MB cap V8 lets the old generation grow by only half of what survived a
+// full collection: under a backlog one ran five times a second. Doubling costs a fifth
+// less CPU per record at the same RSS (docs/ingester.md, "Memory"); NODE_OPTIONS refuses the flag.
 if (config.INGEST_HEAP_GROWING_PERCENT > 0) v8.setFlagsFromString(`--heap-growing-percent=${config.INGEST_HEAP_GROWING_PERCENT}`);
 if (config.INGEST_FAULT_INJECTION === 'undecodable-snappy') {
   codecs.snappy.decompress = () => Promise.reject(new Error('injected fault: this snappy batch cannot be decoded'));
@@ -159,25 +156,19 @@ const metrics = createIngesterMetrics({
 });
 const keyStore = new KeyStore(redis, redisPrefix);
 const canaryKey = new CanaryKey(async () => (await keyStore.findByHash(hashKey(config.CANARY_API_KEY)))?.id);
-// The erasure fence's copy in ClickHouse (migration 0013), read while Redis is down;
-// not in cluster mode, where a read may reach a replica the last insert has not.
-const withoutRedis =
-  config.INGEST_WITHOUT_REDIS &&
-  !clickhouseSettings.cluster &&
-  (!config.INGEST_MIGRATIONS_UP_TO || config.INGEST_MIGRATIONS_UP_TO >= '0013');
+// The erasure fence, also in ClickHouse (migration 0013): read there while Redis is down.
 const guardLedger = new GuardLedger(clickhouse);
 const erasureStore = new RollupFence(redis, redisPrefix, guardLedger);
-const redisDedupe = new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS);
-const redisOutage = new RedisOutage(metrics, logger);
+const dedupe = new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS);
+const redisSteps = redisStages({ dedupe, erasures: erasureStore }, guardLedger, withoutRedisFrom(config), metrics, logger);
 const usageConsumer = new UsageConsumer(
   {
     source,
     decoder: new RegistryDecoder(new SchemaCache(createRegistry(config.SCHEMA_REGISTRY_URL, registryAccessFrom(config)))),
-    dedupe: withoutRedis ? new DedupeWithoutRedis(redisDedupe, redisOutage, metrics, config.INGEST_PENDING_MARKS_MAX) : redisDedupe,
-    erasures: withoutRedis ? new ErasuresWithoutRedis(erasureStore, guardLedger, redisOutage, metrics) : erasureStore,
+    ...redisSteps,
     store: new ClickHouseEventStore(clickhouse, erasureStore, clickhouseSettings.cluster, {
       windowS: config.DEDUPE_TTL_SECONDS,
-      keyTable: !config.INGEST_MIGRATIONS_UP_TO || config.INGEST_MIGRATIONS_UP_TO >= '0012',
+      keyTable: migrationApplies(config, '0012'),
     }),
     deadLetters: new KafkaDeadLetters(dlqSender, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),

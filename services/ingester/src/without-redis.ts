@@ -158,3 +158,22 @@ export class ErasuresWithoutRedis implements Erasures {
     else await this.redis.endInsert(lease);
   }
 }
+
+/**
+ * The consumer's Redis stages: as they are, or (`enabled`) going on without Redis, with
+ * the fence's copy in ClickHouse (`ledger`) for the lease.
+ */
+export function redisStages(
+  redis: { dedupe: Deduplicator; erasures: Erasures },
+  ledger: Erasures,
+  options: { enabled: boolean; pendingMarksMax: number },
+  metrics: Metrics,
+  logger: Logger,
+): { dedupe: Deduplicator; erasures: Erasures } {
+  if (!options.enabled) return redis;
+  const outage = new RedisOutage(metrics, logger);
+  return {
+    dedupe: new DedupeWithoutRedis(redis.dedupe, outage, metrics, options.pendingMarksMax),
+    erasures: new ErasuresWithoutRedis(redis.erasures, ledger, outage, metrics),
+  };
+}
