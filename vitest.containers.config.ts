@@ -16,6 +16,7 @@ export default defineConfig({
       'clients/**/*.integration.test.ts',
       'test/**/*.integration.test.ts',
       'clients/**/*.containers.test.ts',
+      'test/**/*.containers.test.ts',
     ],
     exclude: [
       'test/stack.integration.test.ts',

@@ -8,7 +8,7 @@ import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { BACKFILL_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
-import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
+import { createRedis, redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
 import { backfillRollups } from '@otm/shared/rollups/backfill';
 import { randomUUID } from 'node:crypto';
 
@@ -20,7 +20,7 @@ new Command('backfill')
 
 const config = parseConfig(process.env, infrastructureSpec);
 // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
-const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
+const redisPrefix = redisPrefixFrom(config);
 const settings = clickhouseSettingsFrom(config);
 const clickhouse = createClickHouse(settings, settings.database, BACKFILL_TIMEOUT_MS);
 const redis = createRedis(config.REDIS_URL, redisOptionsFrom(config, 'backfill-cli'));

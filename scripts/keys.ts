@@ -4,7 +4,7 @@
 //   npm run keys -- delete <id>
 //   npm run keys -- capture <id> <full|redact|metadata-only>
 //   npm run keys -- env-capture [<environment> <full|redact|metadata-only>]
-import { redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
+import { redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
 import { Command, Option } from 'commander';
 import { CAPTURE_POLICIES, ENVIRONMENTS, isSafeIdentifier, type CapturePolicy, type Environment } from '@otm/schemas';
 import { infrastructureSpec, parseConfig } from '@otm/shared/config';
@@ -17,7 +17,7 @@ import os from 'node:os';
 
 const config = parseConfig(process.env, infrastructureSpec);
 // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
-const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
+const redisPrefix = redisPrefixFrom(config);
 
 async function withStore<T>(work: (store: KeyStore) => Promise<T>): Promise<T> {
   const redis = await reachRedis(config.REDIS_URL, redisOptionsFrom(config, 'keys-cli'));

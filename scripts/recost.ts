@@ -2,7 +2,7 @@
 //   npm run recost -- --from 2026-10-01T00:00:00Z --to 2026-11-01T00:00:00Z [--provider openai] [--model gpt-4o] [--dry-run]
 // The prices are the price database this build carries plus PRICE_TABLE_FILE, as the ingester reads them. The
 // change is written to the audit log first (no entry, no change).
-import { redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
+import { redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
 import os from 'node:os';
 import { Command } from 'commander';
 import { parseTimestamp } from '@otm/schemas';
@@ -27,7 +27,7 @@ const options = new Command('recost')
 
 const config = parseConfig(process.env, { ...infrastructureSpec, PRICE_TABLE_FILE: str({ default: '', desc: 'price overrides' }) });
 // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
-const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
+const redisPrefix = redisPrefixFrom(config);
 const fromMs = parseTimestamp(options.from);
 const toMs = parseTimestamp(options.to);
 if (fromMs === null || toMs === null || fromMs >= toMs) {

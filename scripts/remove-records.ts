@@ -2,7 +2,7 @@
 // were counted in (services/shared/src/rollups/removal.ts; docs/privacy.md, "Removing records"):
 //   npm run remove-records -- --event-key <key> [--event-key <key>] [--request-id <id>] --reason "a test record"
 // Written to the audit log first (no entry, no change). Asking again is harmless.
-import { redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
+import { redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
 import os from 'node:os';
 import { Command } from 'commander';
 import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
@@ -28,7 +28,7 @@ if (options.eventKey.length === 0 && options.requestId.length === 0) {
 
 const config = parseConfig(process.env, infrastructureSpec);
 // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
-const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
+const redisPrefix = redisPrefixFrom(config);
 const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
 const selection = { eventKeys: options.eventKey, requestIds: options.requestId };
 await runCommand('remove-records', async () => {

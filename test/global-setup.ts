@@ -32,7 +32,22 @@ function fromEnvironment(): StackAddresses | undefined {
 
 let teardown: (() => Promise<void>) | undefined;
 
+/**
+ * The services under test run on this Node.js (process.execPath): one before 22.15 has no
+ * zstd in zlib, and a zstd batch would stop its partition. npm test and
+ * npm run test:containers run on a supported one (scripts/node-runtime.mjs).
+ */
+function requireSupportedNode(): void {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  if (major < 22 || (major === 22 && minor < 15)) {
+    throw new Error(
+      `the integration tests run the services on this Node.js (${process.version}), older than 22.15 (no zstd): run them through npm test or npm run test:containers, or with node scripts/node-runtime.mjs vitest …`,
+    );
+  }
+}
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  requireSupportedNode();
   let addresses = fromEnvironment();
   if (!addresses && process.env.OTM_TEST_STACK === 'containers') {
     const host = dockerHost();

@@ -103,7 +103,7 @@ export function renderReliability(reports: ChaosReport[]): string {
     "  session timeout, and a request may wait the gateway's 5 s produce timeout). **slowest answer**: the",
     '  longest a request waited for any answer.',
     "- **max lag**: the consumer group's uncommitted messages, sampled every 500 ms. **lag growth**: the",
-    "  mean lag over the fault's last 10 s less that over its first 10 s (about 0 for a 10 s fault); where",
+    "  mean lag over the fault's last 10 s less that over its first 10 s (`-` for a fault shorter than 20 s); where",
     '  a scenario bounds it (in seconds of offered traffic), the ingester must keep up through the fault.',
     '  **recovery**: from',
     '  the fault cleared (the service restarted and healthy, the process resumed, the proxy passing',

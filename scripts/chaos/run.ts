@@ -75,7 +75,7 @@ export interface ScenarioResult {
   refusalBoundSeconds?: number;
   slowestAnswerSeconds: number;
   maxLag: number;
-  /** The mean lag over the hold's last LAG_WINDOW_SECONDS less that over its first (messages; about 0 for a hold that short). */
+  /** The mean lag over the hold's last LAG_WINDOW_SECONDS less that over its first (messages); absent for a hold shorter than both. */
   lagGrowth?: number;
   /** What the scenario allows it to be (maxLagGrowthSeconds of offered traffic). */
   lagGrowthBound?: number;
@@ -370,7 +370,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       } finally {
         clearInterval(holdWatch);
       }
-      lagGrowth = meanLag(holdLags, holdMs - LAG_WINDOW_SECONDS * 1000, holdMs) - meanLag(holdLags, 0, LAG_WINDOW_SECONDS * 1000);
+      // Two windows that do not overlap, or no figure.
+      if (holdMs >= 2 * LAG_WINDOW_SECONDS * 1000) {
+        lagGrowth = meanLag(holdLags, holdMs - LAG_WINDOW_SECONDS * 1000, holdMs) - meanLag(holdLags, 0, LAG_WINDOW_SECONDS * 1000);
+      }
       await scenario.clear(harness);
       clearedAt = performance.now();
     } catch (error) {

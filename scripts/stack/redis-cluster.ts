@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { StackConfig } from './config.js';
 import { ProcessService } from './process-service.js';
-import { inline, writeRedisConf } from './redis.js';
+import { inline, secureRedisLines, writeRedisConf } from './redis.js';
 import { SECURE_USERS, ensureSecureMaterial } from './secure.js';
 
 const NODES = 3;
@@ -36,7 +36,7 @@ class RedisClusterNode extends ProcessService {
 
   protected prepare() {
     const configFile = writeRedisConf(this.home, this.config.host, [
-      ...(this.config.secure ? this.secureLines() : [`port ${this.port}`]),
+      ...(this.config.secure ? secureRedisLines(this.config, this.port, true) : [`port ${this.port}`]),
       'cluster-enabled yes',
       'cluster-config-file nodes.conf',
       'cluster-node-timeout 5000',
@@ -46,23 +46,6 @@ class RedisClusterNode extends ProcessService {
       'maxmemory-policy noeviction',
     ]);
     return { command: 'redis-server', args: [configFile] };
-  }
-
-  /** TLS only, for clients and the cluster bus; the services' ACL user and the administrator, the default user off. */
-  private secureLines(): string[] {
-    const material = ensureSecureMaterial(this.config);
-    return [
-      'port 0',
-      `tls-port ${this.port}`,
-      'tls-cluster yes',
-      `tls-cert-file ${material.serverCertFile}`,
-      `tls-key-file ${material.serverKeyFile}`,
-      `tls-ca-cert-file ${material.caFile}`,
-      'tls-auth-clients no',
-      'user default off',
-      `user ${SECURE_USERS.redis} on >${material.passwords.redis} ~otm:* ~{otm:* &otm:* &{otm:* +@all -@dangerous +info`,
-      `user ${SECURE_USERS.redisAdmin} on >${material.passwords.redisAdmin} ~* &* +@all`,
-    ];
   }
 
   /** One command through redis-cli (TLS and the administrator on the secure profile); its output. */

@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 // Not @otm/shared: the test setup loads this file before any workspace is built.
 import { Redis } from 'ioredis';
-import { stackAddresses } from './config.js';
+import { stackAddresses, type StackConfig } from './config.js';
 import { SECURE_USERS, ensureSecureMaterial } from './secure.js';
 import { ProcessService, ensureDebianPackage } from './process-service.js';
 
@@ -15,6 +15,30 @@ export function writeRedisConf(home: string, host: string, lines: string[]): str
   const configFile = path.join(home, 'redis.conf');
   fs.writeFileSync(configFile, [`bind ${host}`, `dir ${home}`, 'daemonize no', ...lines, ''].join('\n'));
   return configFile;
+}
+
+/**
+ * A node's lines on the secure profile: TLS only (the plain port closed; on a cluster the
+ * bus too) and one ACL user, the default user off. The user may run what the services run
+ * on the keys and channels under the prefix `otm:` (on a cluster also `{otm:`, the prefix
+ * as a hash tag), and nothing from @dangerous but INFO (ioredis' ready check); a cluster's
+ * nodes also hold the administrator that creates and checks the cluster.
+ */
+export function secureRedisLines(config: StackConfig, port: number, cluster = false): string[] {
+  const material = ensureSecureMaterial(config);
+  const patterns = cluster ? '~otm:* ~{otm:* &otm:* &{otm:*' : '~otm:* &otm:*';
+  return [
+    'port 0',
+    `tls-port ${port}`,
+    ...(cluster ? ['tls-cluster yes'] : []),
+    `tls-cert-file ${material.serverCertFile}`,
+    `tls-key-file ${material.serverKeyFile}`,
+    `tls-ca-cert-file ${material.caFile}`,
+    'tls-auth-clients no',
+    'user default off',
+    `user ${SECURE_USERS.redis} on >${material.passwords.redis} ${patterns} +@all -@dangerous +info`,
+    ...(cluster ? [`user ${SECURE_USERS.redisAdmin} on >${material.passwords.redisAdmin} ~* &* +@all`] : []),
+  ];
 }
 
 export class RedisService extends ProcessService {
@@ -31,7 +55,7 @@ export class RedisService extends ProcessService {
 
   protected prepare() {
     const configFile = writeRedisConf(this.home, this.config.host, [
-      ...(this.config.secure ? this.secureLines() : [`port ${this.config.redisPort}`]),
+      ...(this.config.secure ? secureRedisLines(this.config, this.config.redisPort) : [`port ${this.config.redisPort}`]),
       'protected-mode yes',
       // Dedupe keys survive a restart (AOF, fsync every second). What a crash
       // still loses, ClickHouse's event-key collapsing absorbs.
@@ -43,25 +67,6 @@ export class RedisService extends ProcessService {
       'notify-keyspace-events ""',
     ]);
     return { command: 'redis-server', args: [configFile] };
-  }
-
-  /**
-   * The secure profile: TLS only (the plain port closed) and one ACL user, the default user
-   * off. The user may run what the services run on the keys and channels under the prefix
-   * `otm:`, and nothing from @dangerous but INFO (ioredis' ready check).
-   */
-  private secureLines(): string[] {
-    const material = ensureSecureMaterial(this.config);
-    return [
-      'port 0',
-      `tls-port ${this.config.redisPort}`,
-      `tls-cert-file ${material.serverCertFile}`,
-      `tls-key-file ${material.serverKeyFile}`,
-      `tls-ca-cert-file ${material.caFile}`,
-      'tls-auth-clients no',
-      'user default off',
-      `user ${SECURE_USERS.redis} on >${material.passwords.redis} ~otm:* &otm:* +@all -@dangerous +info`,
-    ];
   }
 
   async healthy(): Promise<boolean> {

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import { createLogger } from '@otm/shared/logger';
 import { connectionLimitsFrom, readinessOf } from '@otm/shared/http-edge';
-import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
+import { createRedis, redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { AuditLog } from '@otm/shared/audit';
 import { RollupFence } from '@otm/shared/rollups/fence';
@@ -28,7 +28,7 @@ import { DependencyError, clickhouseFailure, connectRedis, exitIfRefused, redisF
 
 const config = loadAdminConfig(process.env);
 // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
-const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
+const redisPrefix = redisPrefixFrom(config);
 const logger = createLogger('admin', config.LOG_LEVEL);
 const redis = createRedis(config.REDIS_URL, redisOptionsFrom(config, 'admin'));
 // A dependency that cannot be used at start ends the process with one line naming it

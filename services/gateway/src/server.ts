@@ -9,7 +9,7 @@ import { createLogger } from '@otm/shared/logger';
 import { createKafka, ensureTopic, kafkaSettingsFrom, openKafkaInspector } from '@otm/shared/kafka';
 import { openRecordSender, type ProducerClient } from '@otm/shared/kafka-senders';
 import { createRegistry, fetchJsonSchema, schemaIdFor, registryAccessFrom } from '@otm/shared/registry';
-import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
+import { createRedis, redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { buildApp } from './app.js';
 import { ReplayMemory } from './replay-memory.js';
@@ -26,7 +26,7 @@ import { DependencyError, connectRedis, kafkaFailure, redisFailure, registryFail
 
 const config = loadGatewayConfig(process.env);
 // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
-const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
+const redisPrefix = redisPrefixFrom(config);
 const logger = createLogger('gateway', config.LOG_LEVEL);
 // V8 lets the old generation grow to up to four times what survived its last full
 // collection before it collects again: the gateway's garbage (records that waited for

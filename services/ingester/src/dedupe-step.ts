@@ -40,13 +40,17 @@ export class DedupeStep {
 
   private readonly cluster: boolean;
 
-  private key(eventKey: string): string {
-    return this.cluster ? `${this.prefix}seen:{${bucketOf(eventKey)}}:${eventKey}` : `${this.prefix}seen:${eventKey}`;
+  /** The mark's key: under its bucket's hash tag on a cluster (`bucket` from groups()), plain on one server. */
+  private key(eventKey: string, bucket?: number): string {
+    return bucket === undefined ? `${this.prefix}seen:${eventKey}` : `${this.prefix}seen:{${bucket}}:${eventKey}`;
   }
 
-  /** `keys` (with their positions) in the groups one call may name: all of them on one server, by bucket on a cluster. */
-  private groups(eventKeys: readonly string[]): number[][] {
-    if (!this.cluster) return [eventKeys.map((_, index) => index)];
+  /**
+   * `keys` (by their positions) in the groups one call may name: all of them on one
+   * server; by bucket on a cluster, each key hashed once.
+   */
+  private groups(eventKeys: readonly string[]): { bucket?: number; positions: number[] }[] {
+    if (!this.cluster) return [{ positions: eventKeys.map((_, index) => index) }];
     const byBucket = new Map<number, number[]>();
     eventKeys.forEach((eventKey, index) => {
       const bucket = bucketOf(eventKey);
@@ -54,7 +58,7 @@ export class DedupeStep {
       if (group) group.push(index);
       else byBucket.set(bucket, [index]);
     });
-    return [...byBucket.values()];
+    return [...byBucket].map(([bucket, positions]) => ({ bucket, positions }));
   }
 
   /** Items whose key was not loaded before, first occurrence within the batch only; and those whose key was, with another record. */
@@ -82,8 +86,8 @@ export class DedupeStep {
   private async clusterMarks(eventKeys: readonly string[]): Promise<unknown[]> {
     const values: unknown[] = new Array<unknown>(eventKeys.length);
     await Promise.all(
-      this.groups(eventKeys).map(async (positions) => {
-        const answer = await this.redis.mget(positions.map((index) => this.key(eventKeys[index]!)));
+      this.groups(eventKeys).map(async ({ bucket, positions }) => {
+        const answer = await this.redis.mget(positions.map((index) => this.key(eventKeys[index]!, bucket)));
         if (answer.length !== positions.length) throw new Error(`redis answered ${answer.length} of ${positions.length} keys`);
         positions.forEach((index, at) => (values[index] = answer[at]));
       }),
@@ -96,10 +100,10 @@ export class DedupeStep {
     // (a command object each): a script marks a thousand keys per call (per bucket on a cluster).
     const redis = this.redis as MarkingRedis;
     const calls: Promise<number>[] = [];
-    for (const positions of this.groups(marks.map((mark) => mark.eventKey))) {
+    for (const { bucket, positions } of this.groups(marks.map((mark) => mark.eventKey))) {
       for (let start = 0; start < positions.length; start += MARK_KEYS) {
         const slice = positions.slice(start, start + MARK_KEYS).map((index) => marks[index]!);
-        const keys = slice.map((mark) => this.key(mark.eventKey));
+        const keys = slice.map((mark) => this.key(mark.eventKey, bucket));
         calls.push(redis.otmMarkSeen(keys.length, ...keys, this.ttlSeconds, ...slice.map((mark) => mark.digest)));
       }
     }

@@ -15,7 +15,7 @@ import {
   kafkaSettingsFrom,
 } from '@otm/shared/kafka';
 import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
-import { createRedis, redisKeyPrefix, redisOptionsFrom } from '@otm/shared/redis';
+import { createRedis, redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
 import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
 import { consumerOptionsFrom, loadIngesterConfig, migrationApplies, plausibleBoundsFrom, withoutRedisFrom } from './config.js';
@@ -49,7 +49,7 @@ import { KeyStore } from '@otm/shared/keys/key-store';
 
 const config = loadIngesterConfig(process.env);
 // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
-const redisPrefix = redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
+const redisPrefix = redisPrefixFrom(config);
 const logger = createLogger('ingester', config.LOG_LEVEL);
 // Under its 256 MB cap V8 lets the old generation grow by only half of what survived a
 // full collection: under a backlog one ran five times a second. Doubling costs a fifth

@@ -93,6 +93,11 @@ export function isCluster(redis: Redis): redis is Cluster {
  * The prefix the project's keys and channels take: REDIS_KEY_PREFIX, in braces on a
  * cluster (a hash tag: the keys a transaction uses together share a slot).
  */
+/** The key prefix the services use, from a parsed configuration (REDIS_KEY_PREFIX, as a hash tag on a cluster). */
+export function redisPrefixFrom(config: { REDIS_KEY_PREFIX: string; REDIS_CLUSTER: boolean }): string {
+  return redisKeyPrefix(config.REDIS_KEY_PREFIX, config.REDIS_CLUSTER);
+}
+
 export function redisKeyPrefix(prefix: string, cluster: boolean): string {
   if (!cluster) return prefix;
   // A hash tag already (Redis hashes what stands between the first `{` and the next `}`, if anything does).
