@@ -1,8 +1,10 @@
 // The container path in the default test run (docs/containers.md), as a representative
 // subset of `npm run test:containers`: the project's Docker engine comes up (installed
 // from Debian when missing), every image is built without an image registry, and the
-// user module's test runs through testcontainers on them: records sent with the SDK
-// to the gateway image, read back from the topic and from ClickHouse.
+// user module's test runs through testcontainers on them (records sent with the SDK
+// to the gateway image, read back from the topic and from ClickHouse), docker-compose.yml
+// runs the whole stack from them, and records of every codec, zstd included, load
+// from the containers' Kafka.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -21,7 +23,13 @@ describe('containers', () => {
     // The gateway runs from the services image: small enough to pull fast on every scale-out.
     const services = /^otm-telemetry\/services:local: (\d+) MB/m.exec(images.stdout);
     expect(Number(services?.[1]), images.stdout).toBeLessThan(250);
-    const { stdout } = await npm(['run', 'test:containers', '--', 'clients/testcontainers'], 600_000);
-    expect(stdout).toMatch(/1 passed/);
+    // The user module's test, the compose file run for real, and every codec (zstd too) into the containers' Kafka.
+    const { stdout } = await npm(
+      ['run', 'test:containers', '--', 'clients/testcontainers', 'test/compose.containers.test.ts', 'test/codecs.integration.test.ts'],
+      900_000,
+    );
+    const plain = stdout.replace(/\x1b\[[0-9;]*m/g, ''); // eslint-disable-line no-control-regex
+    expect(plain).toMatch(/Test Files\s+3 passed \(3\)/);
+    expect(plain).toMatch(/Tests\s+8 passed \(8\)/);
   });
 });
