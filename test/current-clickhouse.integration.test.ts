@@ -321,7 +321,9 @@ describe("the erasure fence's copy in ClickHouse on 18.16 and on a current relea
       await ledger.erase(erased, now - 1000, 3600);
       const held = [{ kind: 'errors' as const, fromMs: now - HOUR_MS, toMs: now, owner: 'job-1' }];
       await ledger.fence(held);
-      const check = await ledger.beginInsert([erased, { environment: 'prod', userId: 'kept' }]);
+      // 5,000 subjects: their digests alone are past ClickHouse's 256 KiB query limit, so they are asked in parts.
+      const others = Array.from({ length: 5000 }, (_, index) => ({ environment: 'prod', userId: `user-${index}` }));
+      const check = await ledger.beginInsert([...others.slice(0, 4000), erased, ...others.slice(4000)]);
       const open = await ledger.openLeases();
       await ledger.endInsert(check.lease);
       const afterEnd = await ledger.openLeases();

@@ -156,9 +156,9 @@ const metrics = createIngesterMetrics({
 });
 const keyStore = new KeyStore(redis, redisPrefix);
 const canaryKey = new CanaryKey(async () => (await keyStore.findByHash(hashKey(config.CANARY_API_KEY)))?.id);
-// The erasure fence, also in ClickHouse (migration 0013): read there while Redis is down.
+// The erasure fence, also in ClickHouse (migration 0013, where applied): read there while Redis is down.
 const guardLedger = new GuardLedger(clickhouse);
-const erasureStore = new RollupFence(redis, redisPrefix, guardLedger);
+const erasureStore = new RollupFence(redis, redisPrefix, migrationApplies(config, '0013') ? guardLedger : null);
 const dedupe = new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS);
 const redisSteps = redisStages({ dedupe, erasures: erasureStore }, guardLedger, withoutRedisFrom(config), metrics, logger);
 const usageConsumer = new UsageConsumer(

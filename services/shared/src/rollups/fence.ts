@@ -147,7 +147,11 @@ export class RollupFence {
         .pexpire(this.fenceKey, FENCE_MS)
         .exec()) ?? [];
     for (const [error] of results) if (error) throw error;
-    await this.ledger?.fence(held);
+    // Not held unless held in both: a fence left in Redis alone would stop those rows for 15 minutes.
+    await this.ledger?.fence(held).catch(async (error: unknown) => {
+      await this.redis.srem(this.fenceKey, ...entries).catch(() => undefined);
+      throw error;
+    });
     return held;
   }
 

@@ -19,6 +19,9 @@ import { FENCE_MS, LEASE_MS, subjectKey, type FenceInterval, type FenceLedger, t
 
 export const GUARDS_TABLE = 'rollup_guards';
 
+/** Subjects per tombstone query: 1,000 digests are about 70 KB of SQL. */
+const TOMBSTONES_PER_QUERY = 1000;
+
 type GuardKind = 'tombstone' | 'fence' | 'lease';
 
 interface GuardRow {
@@ -125,14 +128,21 @@ export class GuardLedger implements FenceLedger {
     }
   }
 
+  /** The live tombstones of `ids`, asked a thousand at a time (a query stays far below ClickHouse's 256 KiB limit). */
   private async tombstones(ids: readonly string[]): Promise<{ id: string; erasedAtMs: number }[]> {
-    if (ids.length === 0) return [];
-    const rows = await this.read<{ id: string; erased_at_ms: string | number }>(
-      `SELECT id, max(erased_at_ms) AS erased_at_ms FROM ${GUARDS_TABLE}
-       WHERE kind = 'tombstone' AND id IN (${ids.map(sqlString).join(',')})
-       GROUP BY id HAVING max(expires_ms) > ${Date.now()}`,
+    const chunks: string[][] = [];
+    for (let start = 0; start < ids.length; start += TOMBSTONES_PER_QUERY) chunks.push(ids.slice(start, start + TOMBSTONES_PER_QUERY));
+    const now = Date.now();
+    const found = await Promise.all(
+      chunks.map((chunk) =>
+        this.read<{ id: string; erased_at_ms: string | number }>(
+          `SELECT id, max(erased_at_ms) AS erased_at_ms FROM ${GUARDS_TABLE}
+           WHERE kind = 'tombstone' AND id IN (${chunk.map(sqlString).join(',')})
+           GROUP BY id HAVING max(expires_ms) > ${now}`,
+        ),
+      ),
     );
-    return rows.map((tombstone) => ({ id: tombstone.id, erasedAtMs: Number(tombstone.erased_at_ms) }));
+    return found.flat().map((tombstone) => ({ id: tombstone.id, erasedAtMs: Number(tombstone.erased_at_ms) }));
   }
 
   private async fenced(): Promise<FenceInterval[]> {
