@@ -15,8 +15,11 @@ import { projectRoot, testCertificate, testNames, testStack } from './helpers/st
 
 /** How long the services run after all three said they are up. */
 const HEALTHY_MINUTE_MS = 60_000;
-/** pino-pretty's level as npm start prints it: `[12:00:00] WARN: ...`. */
-const ALARM = /\b(WARN|ERROR|FATAL):/;
+/**
+ * pino-pretty's level as npm start prints it (`[12:00:00] WARN: ...`), and what a library
+ * warns of on the console (AJV's `strict mode: ...` about a schema).
+ */
+const ALARM = /\b(WARN|ERROR|FATAL):|\bstrict mode:/;
 
 const stack = testStack();
 const names = testNames('start-log');

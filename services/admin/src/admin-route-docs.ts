@@ -82,8 +82,8 @@ export const removalBody = {
     reason: { type: 'string', minLength: 1, maxLength: 1024, description: 'Why the records go (kept in the audit log)' },
   },
   anyOf: [
-    { required: ['eventKeys'], properties: { eventKeys: { minItems: 1 } } },
-    { required: ['requestIds'], properties: { requestIds: { minItems: 1 } } },
+    { required: ['eventKeys'], properties: { eventKeys: { type: 'array', minItems: 1 } } },
+    { required: ['requestIds'], properties: { requestIds: { type: 'array', minItems: 1 } } },
   ],
 } as const;
 

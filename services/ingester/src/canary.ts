@@ -54,7 +54,31 @@ export async function probeArrived(clickhouse: ClickHouseClient, probeId: string
   return Number(row?.n ?? 0) > 0;
 }
 
+/** How long the gateway may not answer the canary before it is a warning (at start it comes up a moment after the ingester). */
+export const GATEWAY_SILENCE_WARN_MS = 60_000;
+
+/**
+ * The gateway not answering the canary: said at info while it has been so for less than
+ * GATEWAY_SILENCE_WARN_MS (a start, a restart), at warn after that.
+ */
+export class GatewaySilence {
+  private since: number | undefined;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** A probe found no gateway: the level to say it at. */
+  unanswered(): 'info' | 'warn' {
+    this.since ??= this.now();
+    return this.now() - this.since >= GATEWAY_SILENCE_WARN_MS ? 'warn' : 'info';
+  }
+
+  answered(): void {
+    this.since = undefined;
+  }
+}
+
 export class FreshnessCanary {
+  private readonly silence = new GatewaySilence();
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private probing: Promise<void> | undefined;
@@ -97,9 +121,14 @@ export class FreshnessCanary {
       answer = await this.send(probeId);
     } catch (error) {
       this.metrics.probes.inc({ outcome: 'send_failed' });
-      this.logger.warn({ err: (error as Error).message }, 'canary: the gateway did not answer');
+      const level = this.silence.unanswered();
+      this.logger[level](
+        { err: (error as Error).message },
+        level === 'warn' ? 'canary: the gateway did not answer' : 'canary: the gateway did not answer (yet); probing again',
+      );
       return;
     }
+    this.silence.answered();
     if (answer.status !== 202) {
       this.metrics.probes.inc({ outcome: 'refused' });
       this.logger.warn({ status: answer.status, answer: answer.body.slice(0, 500) }, 'canary: the gateway refused the probe');
