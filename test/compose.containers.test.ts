@@ -5,7 +5,6 @@
 // beside it is not in the way. Runs in `npm run test:containers`.
 import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -13,7 +12,7 @@ import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { dockerHost } from '../scripts/lib/docker-engine.js';
 import { ensureDebianPackage } from '../scripts/stack/process-service.js';
-import { eventually, fixture, projectRoot, testCertificate } from './helpers/stack.js';
+import { eventually, fixture, freePort, projectRoot, testCertificate } from './helpers/stack.js';
 
 const run = promisify(execFile);
 
@@ -22,17 +21,6 @@ function composeCommand(env: NodeJS.ProcessEnv): string[] {
   if (spawnSync('docker', ['compose', 'version'], { env, stdio: 'ignore' }).status === 0) return ['docker', 'compose'];
   ensureDebianPackage('docker-compose', 'docker-compose');
   return ['docker-compose'];
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 describe('docker-compose.yml', () => {

@@ -3,6 +3,7 @@
 // and readers for the topic and ClickHouse.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { inject } from 'vitest';
 import { Agent, request as undiciRequest } from 'undici';
@@ -311,4 +312,16 @@ export async function groupLag(groupId: string, topic: string, brokers = testSta
   } finally {
     await admin.disconnect();
   }
+}
+
+/** A TCP port free on the host now (the OS picks it; closed again before it is returned). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }

@@ -3,12 +3,12 @@
 // and a full queue counts exactly what it drops.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
-import net from 'node:net';
 import { Agent, fetch as undiciFetch } from 'undici';
 import {
   createTestKey,
   eventually,
   fixture,
+  freePort,
   queryRows,
   startGateway,
   startIngester,
@@ -156,14 +156,3 @@ describe('the client against the real gateway', () => {
     }
   });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}

@@ -93,11 +93,13 @@ const erasureAnnouncer = new ErasureAnnouncer(
   config.ERASURE_TOPIC,
   config.SCHEMA_REGISTRY_REGISTER,
 );
+// One fence for every job of this service: in Redis and its copy in ClickHouse.
+const fence = new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse));
 const erasureJobs = new ErasureJobs(
   redis,
   redisPrefix,
   clickhouse,
-  new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse)),
+  fence,
   audit,
   logger,
   {
@@ -109,18 +111,10 @@ const erasureJobs = new ErasureJobs(
   erasureAnnouncer,
 );
 
-const removalJobs = new RemovalJobs(
-  redis,
-  redisPrefix,
-  clickhouse,
-  new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse)),
-  audit,
-  logger,
-  {
-    mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
-    cluster: config.CLICKHOUSE_CLUSTER,
-  },
-);
+const removalJobs = new RemovalJobs(redis, redisPrefix, clickhouse, fence, audit, logger, {
+  mutationTimeoutMs: config.ERASURE_MUTATION_TIMEOUT_MS,
+  cluster: config.CLICKHOUSE_CLUSTER,
+});
 
 const app = await buildAdminApp(
   {
