@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { machineLimit, renderFromFiles, renderMarkdown, sectionMachines, type Output } from './render.js';
+import { freshnessTarget, machineLimit, renderFromFiles, renderMarkdown, sectionMachines, type Output } from './render.js';
 import { projectRoot as root } from '../lib/project-root.js';
 
 describe('BENCHMARKS.md', () => {
@@ -101,5 +101,39 @@ describe("the machine's limit", () => {
     expect(renderMarkdown({ ...figures, batch: { ...figures.batch, generatorCpuUsPerRecord: undefined } } as Output)).not.toContain(
       "The machine's limit",
     );
+  });
+});
+
+describe('freshnessTarget', () => {
+  const measured = {
+    p99MsAt2000: 700,
+    achievedPerSecAt2000: 1990,
+    p99MsAt3000: 950,
+    achievedPerSecAt3000: 2980,
+    p99MsAt5000: 2100,
+    achievedPerSecAt5000: 4700,
+  };
+
+  it('reads the lowest measured rate held at half the sustained rate or more (95 % of it achieved)', () => {
+    expect(freshnessTarget(measured, 6000)).toEqual([expect.any(String), '950 ms at 2,980/s achieved (half the sustained: 3,000/s)', true]);
+    expect(freshnessTarget(measured, 3000)).toEqual([expect.any(String), '700 ms at 1,990/s achieved (half the sustained: 1,500/s)', true]);
+    expect(freshnessTarget(measured, 8000)).toEqual([
+      expect.any(String),
+      '2,100 ms at 4,700/s achieved (half the sustained: 4,000/s)',
+      false,
+    ]);
+  });
+
+  it('is not met when no measured rate reached half the sustained rate', () => {
+    expect(freshnessTarget(measured, 12_000)).toEqual([
+      expect.any(String),
+      '2,100 ms at 4,700/s achieved (half the sustained: 6,000/s)',
+      false,
+    ]);
+  });
+
+  it('says so when freshness or the sustained rate was not measured', () => {
+    expect(freshnessTarget(undefined, 6000)[2]).toBeUndefined();
+    expect(freshnessTarget(measured, undefined)[2]).toBeUndefined();
   });
 });

@@ -228,6 +228,10 @@ ${parts.map(([name, value]) => `| − ${name} | ${f(value, 1)} |`).join('\n')}
     .map((row) => `| ${row.page} | ${f(row.ms)} ms | ${f(row.charts)} | ${f(row.errors)} |`)
     .join('\n');
   const worstP95 = atFull.length ? Math.max(...atFull.map((row) => row.p95Ms)) : undefined;
+  // The same requests timed again while a pipeline loaded records into the full size.
+  const worstWhileIngesting = ((an.atFullWhileIngesting ?? []) as { name: string; p95Ms: number }[]).reduce<
+    { name: string; p95Ms: number } | undefined
+  >((worst, row) => (worst === undefined || row.p95Ms > worst.p95Ms ? row : worst), undefined);
   const limit = machineLimit(data);
   const limitShare = limit?.sustainedPerS === undefined ? undefined : limit.sustainedPerS / limit.limitPerS;
   const partOf = (name: string) => limit?.parts.find((part) => part.part === name);
@@ -255,6 +259,13 @@ ${limit.parts
     : '';
   const targets = [
     ['analytics: every p95 ≤ 300 ms at the full size', `${f(worstP95)} ms (the slowest)`, check(worstP95, (x) => x <= 300)],
+    [
+      'analytics: every p95 ≤ 300 ms at the full size while the pipeline ingests at half the sustained rate',
+      worstWhileIngesting === undefined
+        ? 'not measured'
+        : `${f(worstWhileIngesting.p95Ms)} ms (the slowest: ${worstWhileIngesting.name}), ${f(an.whileIngesting?.achievedPerS)}/s ingested of ${f(an.whileIngesting?.offeredPerS)} offered`,
+      check(worstWhileIngesting?.p95Ms, (x) => x <= 300),
+    ],
     [
       'analytics: time at the full size / at a tenth ≤ 1.5 (p50)',
       `${f(ratios.length ? Math.max(...ratios) : undefined, 2)} (the largest)${worstP95Ratio ? `; at p95 ${f(worstP95Ratio.ratio, 2)} at most (${worstP95Ratio.row.name}: ClickHouse's own p95 ${f(worstP95Ratio.small?.clickhouseP95Ms)} / ${f(worstP95Ratio.row.clickhouseP95Ms)} ms)` : ''}`,
@@ -286,11 +297,7 @@ ${limit.parts
       `${f(i.cpuUsPerRecord / i.baselineCpuUsPerRecord, 1)}× (${f(i.cpuUsPerRecord, 1)} / ${f(i.baselineCpuUsPerRecord, 1)} µs)`,
       check(i.cpuUsPerRecord / i.baselineCpuUsPerRecord, (x) => x <= 2.5),
     ],
-    [
-      'freshness p99 < 1,000 ms at half the sustained rate or more',
-      `${f(fr.p99MsAt2000)} ms at ${f(fr.achievedPerSecAt2000)}/s achieved (half the sustained: ${f((e.sustainedPerS ?? NaN) / 2)}/s)`,
-      check(fr.p99MsAt2000, (x) => x < 1000 && fr.achievedPerSecAt2000 >= (e.sustainedPerS ?? Infinity) / 2),
-    ],
+    freshnessTarget(fr, e.sustainedPerS),
     ['gateway p99 < 20 ms at half its maximum', `${f(g.p99Ms)} ms`, check(g.p99Ms, (x) => x < 20)],
     ['gateway peak RSS ≤ 256 MB under the end-to-end run', `${f(e.gatewayRssMb)} MB`, check(e.gatewayRssMb, (x) => x <= 256)],
     ['ingester peak RSS ≤ 320 MB under the end-to-end run', `${f(e.ingesterRssMb)} MB`, check(e.ingesterRssMb, (x) => x <= 320)],
@@ -338,9 +345,14 @@ What was tried, measured, kept or taken back, run by run, is the history:
 ${i.enrichUsPerRecord ? `| enrich step CPU per record, priced from the price database (each provider and model resolved once) | ${range(i.enrichUsPerRecord, 2)} µs | the same records without prices ${range(i.enrichUnpricedUsPerRecord, 2)} µs; the database's calcPrice() per record ${range(i.calcPriceUsPerRecord, 2)} µs | ${f(i.enrichUsPerRecord.median - i.enrichUnpricedUsPerRecord.median, 2)} µs for pricing | |\n` : ''}| … ClickHouse's ceiling with the same rows as JSONEachRow (what the ingester sent before) | ${range(cj.ceiling)}; ClickHouse CPU ${f(cj.cpuUsPerRow, 1)} µs per row | | ${f(c.rowsPerS / cj.rowsPerS, 2)} RowBinary / JSONEachRow | |
 | the look-up before each insert: ${f(lk.keysPerUnit)} keys (half stored in the last day), ${f(lk.events)} records stored over 30 days; rows read, ms | usage_event_keys: ${range(lk.keyTable?.rowsRead)} rows, ${range(lk.keyTable?.ms)} ms | usage_events itself (before): ${range(lk.table?.rowsRead)} rows, ${range(lk.table?.ms)} ms | ${f(lk.keyTable?.ms?.median / lk.table?.ms?.median, 2)} | |
 | ingester rows/s / gateway maximum records/s (keeps up when ≥ 1) | ${f(i.rowsPerSec / g.recordsPerSec, 2)} | | | ≥ 1 |
-| freshness at 2,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt2000)}/s) | ${f(fr.p50MsAt2000)} / ${range(fr.p99At2000)} ms | | | |
-| freshness at 5,000/s: p50 / p99 (achieved ${f(fr.achievedPerSecAt5000)}/s) | ${f(fr.p50MsAt5000)} / ${range(fr.p99At5000)} ms | | | p99 < 1 s |
-| ingester load unit at 5,000/s: p50 (of which ClickHouse) / p99, rows per unit p50 | ${f(fr.unitMsP50At5000)} (${f(fr.unitClickhouseMsP50At5000)}) / ${f(fr.unitMsP99At5000)} ms, ${f(fr.unitRowsP50At5000)} rows | | | |
+${freshnessRates(fr)
+  .map(
+    (rate) =>
+      `| freshness at ${f(rate)}/s: p50 / p99 (achieved ${f(fr[`achievedPerSecAt${rate}`])}/s) | ${f(fr[`p50MsAt${rate}`])} / ${range(fr[`p99At${rate}`])} ms | | | p99 < 1 s at half the sustained rate |\n`,
+  )
+  .join(
+    '',
+  )}| ingester load unit at 5,000/s: p50 (of which ClickHouse) / p99, rows per unit p50 | ${f(fr.unitMsP50At5000)} (${f(fr.unitClickhouseMsP50At5000)}) / ${f(fr.unitMsP99At5000)} ms, ${f(fr.unitRowsP50At5000)} rows | | | |
 | revocation, 2 instances: p50 / p99 / max (${f(r.samples)} samples) | ${f(r.p50Ms, 1)} / ${f(r.p99Ms, 1)} / ${f(r.maxMs, 1)} ms | | | p99 < 100 ms, max < 500 ms |
 | redaction (capture policy redact), µs per KiB: prose (mean text ${f(rd.meanTextBytes)} B) / dense with personal data / hostile runs | ${range(rd.prose, 1)} / ${range(rd.dense, 1)} / ${range(rd.hostile, 1)} | | | |
 | … per record (prompt and response) | ${range(rd.perRecord, 1)} µs | schema validation of the same record ${range(rd.validation, 1)} µs | ${f(rd.ratioToValidation, 2)} | |
@@ -475,4 +487,43 @@ export function renderFromFiles(): string {
 if (import.meta.url === `file://${process.argv[1]}`) {
   fs.writeFileSync(path.join(root, 'BENCHMARKS.md'), renderFromFiles());
   console.log('wrote BENCHMARKS.md');
+}
+
+/** A figure as the report writes it: whole, with thousands separated; n/a when not a number. */
+function fmt(value: unknown): string {
+  return typeof value === 'number' && Number.isFinite(value) ? value.toLocaleString('en-US', { maximumFractionDigits: 0 }) : 'n/a';
+}
+
+/** The offered rates the freshness section measured (its p99MsAt<rate> figures), lowest first. */
+export function freshnessRates(fr: Record<string, unknown> | undefined): number[] {
+  return Object.keys(fr ?? {})
+    .map((name) => /^p99MsAt(\d+)$/.exec(name)?.[1])
+    .filter((rate): rate is string => rate !== undefined)
+    .map(Number)
+    .sort((a, b) => a - b);
+}
+
+/**
+ * The freshness target's row: the p99 at the lowest measured rate at least half the
+ * sustained rate end to end, held (95 % of it achieved, as a step of the ladder); none
+ * such: not met, the highest shown.
+ */
+export function freshnessTarget(
+  fr: Record<string, any> | undefined,
+  sustainedPerS: number | undefined,
+): [string, string, boolean | undefined] {
+  const target = 'freshness p99 < 1,000 ms at half the sustained rate or more';
+  const rates = freshnessRates(fr);
+  if (!fr || rates.length === 0) return [target, 'not measured', undefined];
+  const half = (sustainedPerS ?? Number.NaN) / 2;
+  // A rate counts as offered when at least 95 % of it was achieved (as a step of the ladder does).
+  const held = (r: number) => {
+    const achieved = Number(fr[`achievedPerSecAt${r}`]);
+    return achieved >= 0.95 * r ? r : achieved;
+  };
+  const rate = rates.find((r) => held(r) >= half) ?? rates.at(-1)!;
+  const p99 = Number(fr[`p99MsAt${rate}`]);
+  const achieved = Number(fr[`achievedPerSecAt${rate}`]);
+  const measured = `${fmt(p99)} ms at ${fmt(achieved)}/s achieved (half the sustained: ${fmt(half)}/s)`;
+  return [target, measured, Number.isFinite(half) ? p99 < 1000 && held(rate) >= half : undefined];
 }

@@ -10,7 +10,9 @@ import { recordMountOwner } from './stale-mounts.js';
 
 export class ClickHouseService extends ProcessService {
   readonly name: string = 'clickhouse';
-  readonly startTimeoutMs = 60_000;
+  // 18.16 loads every table's metadata before it answers: a data folder holding the
+  // databases of many interrupted test runs (thousands of tables) took past a minute.
+  readonly startTimeoutMs = 180_000;
   protected get home() {
     return path.join(this.config.dir, 'clickhouse');
   }

@@ -39,7 +39,21 @@ import { startService } from '../../lib/service-process.js';
 import { PriceTable } from '../../../services/ingester/src/prices.js';
 import { recost } from '@otm/shared/rollups/recost';
 import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
-import { addresses, log, percentile, queryLogRows, quick, redis, results, runId, waitForMerges } from '../context.js';
+import { KeyStore } from '@otm/shared/keys/key-store';
+import {
+  addresses,
+  bodiesFile,
+  log,
+  percentile,
+  queryLogRows,
+  quick,
+  redis,
+  results,
+  runId,
+  runSdkLoad,
+  startPipeline,
+  waitForMerges,
+} from '../context.js';
 
 /** ClickHouse's refusal of an OPTIMIZE with optimize_throw_if_noop (a background merge holds a part). */
 const CANNOT_ASSIGN_OPTIMIZE = 388;
@@ -322,7 +336,9 @@ export async function benchAnalytics(): Promise<void> {
       `  ${events.toLocaleString('en-US')} events (${out.restGenerateSeconds} s more), merged in ${(out.fullSettle as { seconds: number }).seconds} s, merges left waited for ${(out.fullSettle as { mergesWaitSeconds: number }).mergesWaitSeconds} s; timing the queries at both sizes`,
     );
     out.timing = 'interleaved';
+    const measureStarted = Date.now();
     [out.atFirst, out.atFull] = await measure(all(), [tenthAdmin, admin]);
+    const measuredSeconds = (Date.now() - measureStarted) / 1000;
 
     const sizes = await (
       await clickhouse.query({
@@ -335,6 +351,9 @@ export async function benchAnalytics(): Promise<void> {
     // An unfiltered 30-day query: the rollup rows it reads, against the events.
     const wide = (out.atFull as Timed[]).find((entry) => entry.name === 'usage by model (30d, day)');
     out.wideRowsShare = wide ? wide.rowsRead / events : NaN;
+
+    // The same requests at the full size while a pipeline ingests into that database.
+    Object.assign(out, await timedWhileIngesting(database, admin, all(), measuredSeconds, measure));
 
     // One user's erasure and one day's re-costing at the full size (figures, not targets).
     started = Date.now();
@@ -422,4 +441,61 @@ export async function benchAnalytics(): Promise<void> {
     await server.close();
   }
   results.analytics = out as never;
+}
+
+/** Records per second the pipeline offers while the queries are timed again: half the sustained rate end to end. */
+function ingestRateWhileTimed(): number {
+  const given = Number(process.env.BENCH_ANALYTICS_INGEST_RATE);
+  if (Number.isFinite(given) && given > 0) return given;
+  const sustained = Number((results.endToEnd as { sustainedPerS?: number } | undefined)?.sustainedPerS);
+  return Number.isFinite(sustained) && sustained > 0 ? sustained / 2 : 3000;
+}
+
+/**
+ * Every request timed again at the full size while a gateway and an ingester load
+ * records into the same database at half the sustained rate end to end (the SDK, batches
+ * of 500): the inserts, their views and the merges after them share the two cores with
+ * the queries, as in a live installation. The load runs a little longer than the timing
+ * is expected to take (half of the two sizes' interleaved timing), then stops by itself.
+ */
+async function timedWhileIngesting<T>(
+  database: string,
+  admin: { url: string },
+  list: Shape[],
+  measuredSeconds: number,
+  measure: (list: Shape[], admins: readonly { url: string }[]) => Promise<T[][]>,
+): Promise<Record<string, unknown>> {
+  const rate = ingestRateWhileTimed();
+  const topic = `bench.analytics.${runId}`;
+  const prefix = `bench-analytics-${runId}:ingest:`;
+  const port = 18445;
+  const key = await new KeyStore(redis, prefix).create({ environment: 'prod', name: 'analytics while ingesting' });
+  const { ingester, gateway } = await startPipeline({ topic, database, groupId: `bench-analytics-${runId}`, prefix, port, level: 'info' });
+  try {
+    const warmupSeconds = 10;
+    const load = runSdkLoad({
+      endpoint: `https://127.0.0.1:${port}`,
+      apiKey: key.key,
+      bodiesFile,
+      durationSeconds: Math.ceil(measuredSeconds * 0.75) + warmupSeconds,
+      warmupSeconds: 0,
+      flushAt: 500,
+      maxConcurrentRequests: 4,
+      rate,
+    });
+    await new Promise((resolve) => setTimeout(resolve, warmupSeconds * 1000));
+    const started = Date.now();
+    const [timed] = await measure(list, [admin]);
+    const timedSeconds = (Date.now() - started) / 1000;
+    const loaded = await load;
+    log(
+      `  timed again while ingesting: offered ${rate.toFixed(0)}/s, achieved ${loaded.perSec.toFixed(0)}/s; the timing took ${timedSeconds.toFixed(0)} s of the load's ${Math.ceil(measuredSeconds * 0.75)}`,
+    );
+    return {
+      atFullWhileIngesting: timed,
+      whileIngesting: { offeredPerS: rate, achievedPerS: loaded.perSec, timedSeconds, loadSeconds: Math.ceil(measuredSeconds * 0.75) },
+    };
+  } finally {
+    await Promise.all([gateway.stop(), ingester.stop()]);
+  }
 }

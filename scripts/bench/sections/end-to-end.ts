@@ -35,7 +35,9 @@ import {
 
 export async function benchEndToEnd(): Promise<void> {
   const stepSeconds = quick ? 10 : Number(process.env.BENCH_E2E_STEP_SECONDS ?? 60);
-  const ladder = quick ? [1000] : (process.env.BENCH_E2E_RATES ?? '1000,2000,3000,4000,5000,6000,8000,10000,12000').split(',').map(Number);
+  const ladder = quick
+    ? [1000]
+    : (process.env.BENCH_E2E_RATES ?? '1000,2000,3000,4000,5000,6000,7000,8000,10000,12000').split(',').map(Number);
   log(`4b. end to end: offered ${ladder.join(', ')} records/s for ${stepSeconds} s each, batch endpoint, until a step fails`);
   const topic = `bench.e2e.${runId}`;
   const database = `bench_e2e_${runId}`;

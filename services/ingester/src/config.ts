@@ -23,6 +23,10 @@ export const ingesterSpec = {
     default: 1000,
     desc: "The least time between the starts of two load units, unless the second is full (fewer, larger inserts: less of ClickHouse's CPU per record, up to this much more delay)",
   }),
+  INGEST_PARALLEL_VIEWS: bool({
+    default: true,
+    desc: "ClickHouse feeds an insert's materialized views (the rollups) at once rather than one after the other (parallel_view_processing): the same work, an insert answered sooner; false for a ClickHouse short of cores",
+  }),
   INGEST_BATCH_MAX_WAIT_MS: positiveInt({ default: 250, desc: 'How long a fetch waits to fill a batch' }),
   INGEST_FETCH_MAX_BYTES: positiveInt({ default: 1024 * 1024, desc: 'Bytes fetched per partition at most (bounds memory)' }),
   INGEST_CONCURRENCY: positiveInt({ default: 6, desc: 'Partition batches taken at once (and loaded together)' }),

@@ -51,6 +51,8 @@ export function createClickHouse(
   settings: ClickHouseSettings,
   database: string | null = settings.database,
   requestTimeoutMs = 30_000,
+  /** Settings every query of this client carries (the ingester's parallel_view_processing). */
+  querySettings: Record<string, number | string> = {},
 ): ClickHouseClient {
   return createClient({
     url: settings.url,
@@ -63,7 +65,7 @@ export function createClickHouse(
     // insert into a Distributed table returns once the shard's replica has the rows
     // (not once they are queued on this server to be sent later): the ingester commits
     // its Kafka offsets after that.
-    clickhouse_settings: settings.cluster ? { insert_distributed_sync: 1 } : {},
+    clickhouse_settings: { ...(settings.cluster ? { insert_distributed_sync: 1 } : {}), ...querySettings },
     compression: { request: false, response: false },
     // Every failed request is thrown to its caller, which logs it at the level it
     // deserves (a migration runner racing another on "already exists" is not an error);
