@@ -275,16 +275,28 @@ export function runSdkLoad(spec: Record<string, unknown>): Promise<SdkLoadResult
   return runGenerator(generators['sdk-load']!, spec);
 }
 
-export function runGenerator<T>(script: string, spec: Record<string, unknown>): Promise<T> {
+/**
+ * The SDK load generator, stopped when `signal` aborts (before its duration is up): the
+ * caller measures what it needs elsewhere; resolves once the generator has ended.
+ */
+export function runSdkLoadUntil(spec: Record<string, unknown>, signal: AbortSignal): Promise<void> {
+  return runGenerator<unknown>(generators['sdk-load']!, spec, signal).then(() => undefined);
+}
+
+export function runGenerator<T>(script: string, spec: Record<string, unknown>, signal?: AbortSignal): Promise<T> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [script, JSON.stringify(spec)], {
       // The local certificate is self-signed; the load stays on loopback.
       env: { ...process.env, NODE_TLS_REJECT_UNAUTHORIZED: '0', NODE_NO_WARNINGS: '1' },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    const stop = () => child.kill('SIGTERM');
+    signal?.addEventListener('abort', stop, { once: true });
     let out = '';
     child.stdout.on('data', (chunk) => (out += chunk));
     child.on('exit', (code) => {
+      signal?.removeEventListener('abort', stop);
+      if (signal?.aborted) return resolve(undefined as T);
       const line = out.trim().split('\n').pop() ?? '';
       if (code !== 0) return reject(new Error(`load generator exited ${code}: ${out}`));
       resolve(JSON.parse(line) as T);
