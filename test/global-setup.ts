@@ -10,6 +10,7 @@ import { loadStackConfig, stackAddresses } from '../scripts/stack/config.js';
 import { stackUp } from '../scripts/stack/services.js';
 import { dockerHost } from '../scripts/lib/docker-engine.js';
 import type { StackAddresses } from './helpers/stack.js';
+import { dropStaleTestDatabases } from './helpers/stale-databases.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -62,6 +63,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
     const config = loadStackConfig(process.env);
     await stackUp(config);
     addresses = { ...stackAddresses(config), source: 'local stack' };
+    // The test databases earlier runs left on this stack, more than a day old: on the
+    // local stack only, never on a cluster given in the environment.
+    // Best effort: a stack that refuses the sweep (another profile's credentials) is tested as it is.
+    const dropped = await dropStaleTestDatabases(addresses.CLICKHOUSE_URL).catch((error: unknown) => {
+      console.log(`test databases of earlier runs not swept: ${(error as Error).message}`);
+      return [];
+    });
+    if (dropped.length > 0) console.log(`dropped ${dropped.length} test databases earlier runs left more than a day ago`);
   }
   console.log(`integration tests use the ${addresses.source}: Kafka ${addresses.KAFKA_BROKERS}, ClickHouse ${addresses.CLICKHOUSE_URL}`);
   project.provide('stack', addresses);
