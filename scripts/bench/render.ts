@@ -80,10 +80,7 @@ export function machineLimit(
 }
 
 export function renderMarkdown(data: Output): string {
-  const f = (value: unknown, digits = 0) =>
-    typeof value === 'number' && Number.isFinite(value)
-      ? value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
-      : 'n/a';
+  const f = fmt;
   const range = (fig: unknown, digits = 0) => {
     const x = fig as Figure | undefined;
     return x ? `${f(x.median, digits)} (${f(x.min, digits)}–${f(x.max, digits)})` : 'n/a';
@@ -490,8 +487,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
 }
 
 /** A figure as the report writes it: whole, with thousands separated; n/a when not a number. */
-function fmt(value: unknown): string {
-  return typeof value === 'number' && Number.isFinite(value) ? value.toLocaleString('en-US', { maximumFractionDigits: 0 }) : 'n/a';
+function fmt(value: unknown, digits = 0): string {
+  return typeof value === 'number' && Number.isFinite(value)
+    ? value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : 'n/a';
 }
 
 /** The offered rates the freshness section measured (its p99MsAt<rate> figures), lowest first. */
