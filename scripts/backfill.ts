@@ -22,7 +22,7 @@ const config = parseConfig(process.env, infrastructureSpec);
 // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
 const redisPrefix = redisPrefixFrom(config);
 const settings = clickhouseSettingsFrom(config);
-const clickhouse = createClickHouse(settings, settings.database, BACKFILL_TIMEOUT_MS);
+const clickhouse = createClickHouse(settings, { requestTimeoutMs: BACKFILL_TIMEOUT_MS });
 const redis = createRedis(config.REDIS_URL, redisOptionsFrom(config, 'backfill-cli'));
 await redis.connect();
 const lock = `${redisPrefix}rollup-backfill-lock`;

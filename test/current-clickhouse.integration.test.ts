@@ -44,7 +44,7 @@ const n = testNames('current_ch');
 const stack = testStack();
 const settings = { url: stack.CLICKHOUSE_URL, username: 'default', password: '' };
 const old = {
-  server: createClickHouse({ ...settings, database: '' }, null),
+  server: createClickHouse({ ...settings, database: '' }, { database: null }),
   db: createClickHouse({ ...settings, database: n.database }),
 };
 let chdb: ChdbSession | undefined;

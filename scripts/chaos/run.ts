@@ -199,7 +199,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const clickhouse: ClickHouseClient = createClickHouse(clickhouseSettings);
   cleanups.push(() => clickhouse.close());
   cleanups.push(async () => {
-    const server = createClickHouse(clickhouseSettings, null);
+    const server = createClickHouse(clickhouseSettings, { database: null });
     await server.command({ query: `DROP DATABASE IF EXISTS ${names.database}` }).catch(() => undefined);
     await server.close();
   });

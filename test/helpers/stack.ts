@@ -52,7 +52,17 @@ export function stackEnv(overrides: Record<string, string | number | boolean> = 
   const { source, ...addresses } = stack;
   void source;
   // Metrics on a free port: a test never takes a fixed port (METRICS_PORT given wins).
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, ...addresses, LOG_LEVEL: 'info', METRICS_PORT: '0' };
+  // Dedupe marks for an hour, not a day: no test runs that long, and a developer's stack
+  // would otherwise carry every run's marks in Redis for a day (a million keys after a
+  // day of test runs). An override wins here too.
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    ...addresses,
+    LOG_LEVEL: 'info',
+    METRICS_PORT: '0',
+    DEDUPE_TTL_SECONDS: '3600',
+  };
   for (const [name, value] of Object.entries(overrides)) env[name] = String(value);
   return env;
 }

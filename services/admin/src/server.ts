@@ -53,8 +53,11 @@ const analyticsReader = config.ANALYTICS_CLICKHOUSE_USER
 // ingester: idempotent, and safe when several run at once. ClickHouse away at start
 // does not stop the admin service: it tries again every 5 s, and until then changes
 // of keys and policies are refused (503: no audit entry, no change).
-const migrationServer = createClickHouse(clickhouseSettingsFrom(config), null, MIGRATION_TIMEOUT_MS);
-const migrating = createClickHouse(clickhouseSettingsFrom(config), config.CLICKHOUSE_DATABASE, MIGRATION_TIMEOUT_MS);
+const migrationServer = createClickHouse(clickhouseSettingsFrom(config), { database: null, requestTimeoutMs: MIGRATION_TIMEOUT_MS });
+const migrating = createClickHouse(clickhouseSettingsFrom(config), {
+  database: config.CLICKHOUSE_DATABASE,
+  requestTimeoutMs: MIGRATION_TIMEOUT_MS,
+});
 const migrated = (async () => {
   for (;;) {
     try {

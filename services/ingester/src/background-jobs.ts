@@ -44,7 +44,7 @@ export function startBackgroundJobs(parts: {
   ];
   for (const timer of retentionTimers) timer.unref();
 
-  const backfilling = createClickHouse(settings, settings.database, BACKFILL_TIMEOUT_MS);
+  const backfilling = createClickHouse(settings, { requestTimeoutMs: BACKFILL_TIMEOUT_MS });
   const backfillRun = async () => {
     if (await isFullyBackfilled(clickhouse).catch(() => false)) {
       clearInterval(backfillTimer);

@@ -137,7 +137,7 @@ describe('a row ClickHouse refuses', () => {
     const n = names('bisect');
     const stack = testStack();
     const settings = { url: stack.CLICKHOUSE_URL, username: 'default', password: '' };
-    const server = createClickHouse({ ...settings, database: '' }, null);
+    const server = createClickHouse({ ...settings, database: '' }, { database: null });
     const clickhouse = createClickHouse({ ...settings, database: n.database });
     cleanups.push(
       () => server.close(),

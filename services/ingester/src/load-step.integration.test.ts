@@ -20,7 +20,7 @@ import { PriceTable } from './prices.js';
 const n = testNames('lookup');
 const stack = testStack();
 const settings = { url: stack.CLICKHOUSE_URL, username: 'default', password: '' };
-const server = createClickHouse({ ...settings, database: '' }, null);
+const server = createClickHouse({ ...settings, database: '' }, { database: null });
 const clickhouse = createClickHouse({ ...settings, database: n.database });
 const prices = PriceTable.load();
 const DAY_MS = 86_400_000;

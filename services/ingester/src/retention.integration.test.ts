@@ -10,7 +10,7 @@ import { applyRetention } from '@otm/shared/rollups/retention';
 
 const database = testNames('retention').database;
 const settings = { url: testStack().CLICKHOUSE_URL, username: 'default', password: '' };
-const server = createClickHouse({ ...settings, database: '' }, null);
+const server = createClickHouse({ ...settings, database: '' }, { database: null });
 const clickhouse = createClickHouse({ ...settings, database });
 afterAll(async () => {
   await server.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);

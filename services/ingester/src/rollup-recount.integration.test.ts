@@ -22,7 +22,7 @@ import { PriceTable } from './prices.js';
 const n = testNames('recount');
 const stack = testStack();
 const settings = { url: stack.CLICKHOUSE_URL, username: 'default', password: '' };
-const server = createClickHouse({ ...settings, database: '' }, null);
+const server = createClickHouse({ ...settings, database: '' }, { database: null });
 const clickhouse = createClickHouse({ ...settings, database: n.database });
 const redis = createRedis(stack.REDIS_URL, { name: 'recount-test' });
 afterAll(async () => {

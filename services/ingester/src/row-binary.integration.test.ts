@@ -43,7 +43,7 @@ async function database(label: string): Promise<ClickHouseClient> {
   const stack = testStack();
   const name = testNames(`rowbin-${label}`).database;
   const settings = { url: stack.CLICKHOUSE_URL, username: 'default', password: '' };
-  const server = createClickHouse({ ...settings, database: '' }, null);
+  const server = createClickHouse({ ...settings, database: '' }, { database: null });
   const client = createClickHouse({ ...settings, database: name });
   cleanups.push(
     () => server.close(),

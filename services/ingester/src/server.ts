@@ -60,16 +60,13 @@ if (config.INGEST_FAULT_INJECTION === 'undecodable-snappy') {
 }
 
 const clickhouseSettings = clickhouseSettingsFrom(config);
-const server = createClickHouse(clickhouseSettings, null, MIGRATION_TIMEOUT_MS);
-const migrating = createClickHouse(clickhouseSettings, clickhouseSettings.database, MIGRATION_TIMEOUT_MS);
+const server = createClickHouse(clickhouseSettings, { database: null, requestTimeoutMs: MIGRATION_TIMEOUT_MS });
+const migrating = createClickHouse(clickhouseSettings, { requestTimeoutMs: MIGRATION_TIMEOUT_MS });
 // The loads' client: an insert into usage_events feeds its materialized views in
 // parallel rather than one after the other (INGEST_PARALLEL_VIEWS; the same work, sooner).
-const clickhouse = createClickHouse(
-  clickhouseSettings,
-  clickhouseSettings.database,
-  undefined,
-  config.INGEST_PARALLEL_VIEWS ? { parallel_view_processing: 1 } : {},
-);
+const clickhouse = createClickHouse(clickhouseSettings, {
+  querySettings: config.INGEST_PARALLEL_VIEWS ? { parallel_view_processing: 1 } : {},
+});
 // A dependency that cannot be used at start ends the process with one line naming it
 // and the variables to fix (dependency-failure.ts).
 await startStep(

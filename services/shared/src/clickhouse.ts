@@ -47,13 +47,18 @@ export const MIGRATION_TIMEOUT_MS = 300_000;
  */
 export const BACKFILL_TIMEOUT_MS = 1_800_000;
 
-export function createClickHouse(
-  settings: ClickHouseSettings,
-  database: string | null = settings.database,
-  requestTimeoutMs = 30_000,
+/** How one client differs from the defaults. */
+export interface ClickHouseClientOptions {
+  /** The database its queries run in: settings.database unless given; null for none (the server's default). */
+  database?: string | null;
+  /** How long a request may take (30 s unless given). */
+  requestTimeoutMs?: number;
   /** Settings every query of this client carries (the ingester's parallel_view_processing). */
-  querySettings: Record<string, number | string> = {},
-): ClickHouseClient {
+  querySettings?: Record<string, number | string>;
+}
+
+export function createClickHouse(settings: ClickHouseSettings, options: ClickHouseClientOptions = {}): ClickHouseClient {
+  const { database = settings.database, requestTimeoutMs = 30_000, querySettings = {} } = options;
   return createClient({
     url: settings.url,
     username: settings.username,

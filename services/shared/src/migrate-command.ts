@@ -42,10 +42,10 @@ export async function runMigrateCommand(argv: readonly string[], env: NodeJS.Pro
     });
     const cluster = values.cluster ?? env.CLICKHOUSE_CLUSTER ?? '';
     const settings = clickhouseSettingsFrom({ ...config, CLICKHOUSE_CLUSTER: cluster });
-    const server = createClickHouse(settings, null, MIGRATION_TIMEOUT_MS);
-    const inDatabase = createClickHouse(settings, settings.database, MIGRATION_TIMEOUT_MS);
+    const server = createClickHouse(settings, { database: null, requestTimeoutMs: MIGRATION_TIMEOUT_MS });
+    const inDatabase = createClickHouse(settings, { requestTimeoutMs: MIGRATION_TIMEOUT_MS });
     // Reached with the usual request limit: only the migration's own statements may take minutes.
-    const probe = createClickHouse(settings, null);
+    const probe = createClickHouse(settings, { database: null });
     try {
       // The server first, without the database (migrate creates it).
       await reachClickHouse(probe, settings.url);

@@ -15,7 +15,7 @@ describe('migrate', () => {
   it('four runners at once on a new database all succeed, and the schema is whole', async () => {
     const database = testNames('migrate').database;
     const settings = { url: testStack().CLICKHOUSE_URL, username: 'default', password: '' };
-    const server = createClickHouse({ ...settings, database: '' }, null);
+    const server = createClickHouse({ ...settings, database: '' }, { database: null });
     const runners = Array.from({ length: 4 }, () => createClickHouse({ ...settings, database }));
     cleanups.push(
       () => server.command({ query: `DROP DATABASE IF EXISTS ${database}` }).then(() => server.close()),
