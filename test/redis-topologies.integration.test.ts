@@ -13,7 +13,7 @@ import { KeyStore } from '@otm/shared/keys/key-store';
 import { RollupFence, subjectKey } from '@otm/shared/rollups/fence';
 import { DedupeStep } from '../services/ingester/src/dedupe-step.js';
 import { loadStackConfig } from '../scripts/stack/config.js';
-import { inline } from '../scripts/stack/redis.js';
+import { redisReply } from '../scripts/stack/redis.js';
 import { redisCluster } from '../scripts/stack/redis-cluster.js';
 import { SENTINEL_MASTER, redisSentinel } from '../scripts/stack/redis-sentinel.js';
 import * as stack from './helpers/stack.js';
@@ -173,7 +173,7 @@ describe('through Redis Sentinel', () => {
 
     // The master dies; the Sentinel promotes the replica.
     expect(handle().master.kill()).toBe(true);
-    await stack.eventually(async () => (await inline(config.host, handle().replica.port, 'ROLE')).includes('master'), 30_000, 200);
+    await stack.eventually(async () => (await redisReply(config.host, handle().replica.port, 'ROLE'))[0] === 'master', 30_000, 200);
     // A key made on the new master: the gateway looks it up there.
     const after = await stack.eventually(
       async () => keys.create({ environment: 'qa', name: 'after failover' }).catch(() => undefined),

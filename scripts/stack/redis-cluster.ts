@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { StackConfig } from './config.js';
 import { ProcessService } from './process-service.js';
-import { inline, secureRedisLines, writeRedisConf } from './redis.js';
+import { redisReply, secureRedisLines, writeRedisConf } from './redis.js';
 import { SECURE_USERS, ensureSecureMaterial } from './secure.js';
 
 const NODES = 3;
@@ -69,7 +69,7 @@ class RedisClusterNode extends ProcessService {
 
   async healthy(): Promise<boolean> {
     if (this.config.secure) return this.cli(['-h', this.config.host, '-p', String(this.port), 'PING']).includes('PONG');
-    return (await inline(this.config.host, this.port, 'PING')).startsWith('+PONG');
+    return (await redisReply(this.config.host, this.port, 'PING'))[0] === 'PONG';
   }
 
   /** Removes what the node kept (its keys are the tests' own; its nodes.conf names a cluster made before). */
@@ -81,7 +81,7 @@ class RedisClusterNode extends ProcessService {
   async clusterOk(): Promise<boolean> {
     if (this.config.secure)
       return this.cli(['-h', this.config.host, '-p', String(this.port), 'CLUSTER', 'INFO']).includes('cluster_state:ok');
-    return (await inline(this.config.host, this.port, 'CLUSTER INFO')).includes('cluster_state:ok');
+    return (await redisReply(this.config.host, this.port, 'CLUSTER', 'INFO')).some((text) => text.includes('cluster_state:ok'));
   }
 }
 

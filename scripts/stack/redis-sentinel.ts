@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { StackConfig } from './config.js';
 import { ProcessService } from './process-service.js';
-import { inline, writeRedisConf } from './redis.js';
+import { redisReply, writeRedisConf } from './redis.js';
 
 /** The name the Sentinel knows the master by (REDIS_SENTINEL_MASTER). */
 export const SENTINEL_MASTER = 'otm-master';
@@ -58,7 +58,7 @@ class SentinelSetNode extends ProcessService {
   }
 
   async healthy(): Promise<boolean> {
-    return (await inline(this.config.host, this.port, 'PING')).startsWith('+PONG');
+    return (await redisReply(this.config.host, this.port, 'PING'))[0] === 'PONG';
   }
 
   /** Removes what the node kept: it starts empty (a Sentinel's rewritten file names the master it saw last). */
@@ -88,8 +88,8 @@ export async function redisSentinel(config: StackConfig, firstPort: number): Pro
   const deadline = Date.now() + 30_000;
   // Ready once the replica copies the master (its link up) and the Sentinel has found it.
   const ready = async () =>
-    (await inline(config.host, replica.port, 'ROLE')).includes('connected') &&
-    (await inline(config.host, sentinel.port, `SENTINEL REPLICAS ${SENTINEL_MASTER}`)).includes(String(replica.port));
+    (await redisReply(config.host, replica.port, 'ROLE')).includes('connected') &&
+    (await redisReply(config.host, sentinel.port, 'SENTINEL', 'REPLICAS', SENTINEL_MASTER)).includes(String(replica.port));
   while (!(await ready())) {
     if (Date.now() > deadline) throw new Error('the replica did not copy the master, or the Sentinel did not find it, within 30 s');
     await new Promise((resolve) => setTimeout(resolve, 200));

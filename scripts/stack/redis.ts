@@ -1,7 +1,6 @@
 // Redis (Debian's package) for the local stack: append-only, TLS and an ACL user in the
 // secure profile.
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 // Not @otm/shared: the test setup loads this file before any workspace is built.
 import { Redis } from 'ioredis';
@@ -94,30 +93,37 @@ export class RedisService extends ProcessService {
   }
 
   private async plainHealthy(): Promise<boolean> {
-    return (await inline(this.config.host, this.config.redisPort, 'PING')).startsWith('+PONG');
+    return (await redisReply(this.config.host, this.config.redisPort, 'PING'))[0] === 'PONG';
   }
 }
 
-/** One inline command's answer (RESP) as read within a second, '' when nothing answers. */
-export function inline(host: string, port: number, line: string): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host, port });
-    let answer = '';
-    const done = () => {
-      socket.destroy();
-      resolve(answer);
-    };
-    socket.setTimeout(1000, done);
-    socket.on('error', done);
-    socket.on('connect', () => socket.write(`${line}\r\n`));
-    socket.on('data', (chunk) => {
-      answer += chunk.toString();
-      const bulk = answer.match(/^\$(\d+)\r\n/);
-      if (answer.startsWith('*') || !bulk || answer.length >= bulk[0].length + Number(bulk[1]) + 2) {
-        // An array answer may come in pieces: wait a moment more for the rest.
-        if (answer.startsWith('*')) setTimeout(done, 100);
-        else done();
-      }
-    });
+/**
+ * A command's reply from the Redis (or Sentinel) at host:port within a second, as its
+ * words (an array reply flattened, numbers as text); [] when nothing answers.
+ */
+export async function redisReply(host: string, port: number, command: string, ...args: string[]): Promise<string[]> {
+  const redis = new Redis({
+    host,
+    port,
+    lazyConnect: true,
+    connectTimeout: 1000,
+    commandTimeout: 1000,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableReadyCheck: false,
   });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    return words(await redis.call(command, ...args));
+  } catch {
+    return [];
+  } finally {
+    redis.disconnect();
+  }
+}
+
+function words(reply: unknown): string[] {
+  if (Array.isArray(reply)) return reply.flatMap(words);
+  return reply === null || reply === undefined ? [] : [String(reply)];
 }
