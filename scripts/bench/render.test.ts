@@ -1,7 +1,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { freshnessTarget, machineLimit, renderFromFiles, renderMarkdown, sectionMachines, type Output } from './render.js';
+import {
+  earlierRuns,
+  freshnessTarget,
+  machineLimit,
+  renderFromFiles,
+  renderMarkdown,
+  sectionDates,
+  sectionMachines,
+  type Output,
+} from './render.js';
 import { projectRoot as root } from '../lib/project-root.js';
 
 describe('BENCHMARKS.md', () => {
@@ -38,6 +47,30 @@ describe('sectionMachines', () => {
       sectionMachines: { ...sectionMachines(['gateway'], data.machine.cpu, {}), lookup: 'Other CPU' },
     });
     expect(report).toMatch(/Sections measured on another machine \(Other CPU\): lookup/);
+  });
+});
+
+describe('sectionDates', () => {
+  it("dates the sections of this run with its date and keeps the others' dates", () => {
+    const before = { sectionDates: { gateway: '2026-11-28T10:00:00.000Z', ingester: '2026-11-27T09:00:00.000Z' } };
+    expect(sectionDates(['gateway'], '2026-11-29T12:00:00.000Z', before)).toEqual({
+      gateway: '2026-11-29T12:00:00.000Z',
+      ingester: '2026-11-27T09:00:00.000Z',
+    });
+    expect(sectionDates(['batch'], '2026-11-29T12:00:00.000Z', {})).toEqual({ batch: '2026-11-29T12:00:00.000Z' });
+  });
+
+  it('names in a partial run the sections kept from earlier runs, newest first, and when each was measured', () => {
+    const run = {
+      sections: ['endToEnd'],
+      sectionMachines: { endToEnd: 'AMD EPYC', gateway: 'AMD EPYC', batch: 'AMD EPYC', lookup: 'AMD EPYC' },
+      sectionDates: { endToEnd: '2026-11-29T12:56:01.642Z', batch: '2026-11-28T00:24:14.312Z', gateway: '2026-11-29T12:01:39.323Z' },
+    } as unknown as Output;
+    expect(earlierRuns(run)).toBe(
+      "\nKept from earlier runs: gateway (2026-11-29 12:01 UTC), batch (2026-11-28 00:24 UTC), lookup (date not recorded). A figure that sets two sections side by side (the machine's limit, a ratio between sections) joins their runs.",
+    );
+    expect(earlierRuns({ ...run, sections: 'all' } as Output)).toBe('');
+    expect(earlierRuns({ ...run, sections: ['endToEnd', 'gateway', 'batch', 'lookup'] } as Output)).toBe('');
   });
 });
 

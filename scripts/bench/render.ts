@@ -27,6 +27,15 @@ export function sectionMachines(ran: readonly string[], cpu: string, before: Rec
   return { ...kept, ...Object.fromEntries(ran.map((name) => [name, cpu])) };
 }
 
+/**
+ * When each section was last measured (the run's date): a partial run keeps the other
+ * sections' figures, and the report says from when.
+ */
+export function sectionDates(ran: readonly string[], date: string, before: Record<string, any>): Record<string, string> {
+  const kept = (before.sectionDates ?? {}) as Record<string, string>;
+  return { ...kept, ...Object.fromEntries(ran.map((name) => [name, date])) };
+}
+
 /** One part of the pipeline's work: its floor (the least CPU per record it can take) and what it took end to end. */
 export interface LimitPart {
   part: string;
@@ -311,7 +320,7 @@ Absolute figures on this shared machine move by 20–40 % between runs; the rati
 
 Machine: ${data.machine.cores} cores (${data.machine.cpu}), ${data.machine.memoryGiB} GiB, Node ${data.machine.node},
 Kafka ${data.machine.kafka} (KRaft, single node), ClickHouse ${data.machine.clickhouse}; Kafka, Apicurio, Redis,
-ClickHouse and the load generator all share the machine with the service under test.${otherMachines(data)}
+ClickHouse and the load generator all share the machine with the service under test.${otherMachines(data)}${earlierRuns(data)}
 
 Targets, as measured by this run:
 
@@ -472,6 +481,28 @@ function otherMachines(data: Output): string {
         `\nSections measured on another machine (${cpu}): ${names.join(', ')}; compare their figures with each other, not with the rest.`,
     )
     .join('');
+}
+
+/**
+ * The sections a partial run kept from earlier runs, with when each was measured: a
+ * figure setting two sections side by side (the machine's limit, a ratio between
+ * sections) joins two runs when their dates differ.
+ */
+export function earlierRuns(data: Output): string {
+  if (!Array.isArray(data.sections)) return '';
+  const dates = (data.sectionDates ?? {}) as Record<string, string>;
+  const ran = new Set<string>(data.sections as string[]);
+  const kept = Object.keys((data.sectionMachines ?? {}) as Record<string, string>).filter((name) => !ran.has(name));
+  if (kept.length === 0) return '';
+  const when = (name: string) => {
+    const date = dates[name];
+    return date ? `${date.slice(0, 10)} ${date.slice(11, 16)} UTC` : 'date not recorded';
+  };
+  const listed = kept
+    .sort((a, b) => (dates[b] ?? '').localeCompare(dates[a] ?? ''))
+    .map((name) => `${name} (${when(name)})`)
+    .join(', ');
+  return `\nKept from earlier runs: ${listed}. A figure that sets two sections side by side (the machine's limit, a ratio between sections) joins their runs.`;
 }
 
 /** BENCHMARKS.md as bench/results/latest.json gives it. */

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { createClickHouse, serverVersion } from '@otm/shared/clickhouse';
 import { renderSummary, summarise } from '../profile-summary.js';
 import { only, quick, runs, addresses, root, log, profiles, results, previous } from './context.js';
-import { renderMarkdown, sectionMachines, type Machine, type Output } from './render.js';
+import { renderMarkdown, sectionDates, sectionMachines, type Machine, type Output } from './render.js';
 
 export async function writeReport(ran: readonly string[]): Promise<void> {
   const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database: 'default', username: 'default', password: '' });
@@ -39,14 +39,16 @@ export async function writeReport(ran: readonly string[]): Promise<void> {
     log(`wrote ${path.relative(root, out)}`);
   }
 
+  const date = new Date().toISOString();
   const output: Output = {
-    date: new Date().toISOString(),
+    date,
     mode: quick ? 'quick' : 'full',
     // With --only, the other sections' figures are the previous run's.
     sections: only ? [...only] : 'all',
     runs,
     machine,
     sectionMachines: sectionMachines(ran, machine.cpu, previous),
+    sectionDates: sectionDates(ran, date, previous),
     ...results,
   };
   fs.mkdirSync(path.join(root, 'bench/results'), { recursive: true });
