@@ -23,8 +23,7 @@ export type Output = { date: string; mode: string; runs: number; machine: Machin
  * sections' figures, which may come from another machine (the report says which).
  */
 export function sectionMachines(ran: readonly string[], cpu: string, before: Record<string, any>): Record<string, string> {
-  const kept = (before.sectionMachines ?? {}) as Record<string, string>;
-  return { ...kept, ...Object.fromEntries(ran.map((name) => [name, cpu])) };
+  return stamped(ran, cpu, before.sectionMachines);
 }
 
 /**
@@ -32,8 +31,12 @@ export function sectionMachines(ran: readonly string[], cpu: string, before: Rec
  * sections' figures, and the report says from when.
  */
 export function sectionDates(ran: readonly string[], date: string, before: Record<string, any>): Record<string, string> {
-  const kept = (before.sectionDates ?? {}) as Record<string, string>;
-  return { ...kept, ...Object.fromEntries(ran.map((name) => [name, date])) };
+  return stamped(ran, date, before.sectionDates);
+}
+
+/** `kept` (a previous run's value per section) with the sections of this run given `value`. */
+function stamped(ran: readonly string[], value: string, kept: Record<string, string> = {}): Record<string, string> {
+  return { ...kept, ...Object.fromEntries(ran.map((name) => [name, value])) };
 }
 
 /** One part of the pipeline's work: its floor (the least CPU per record it can take) and what it took end to end. */

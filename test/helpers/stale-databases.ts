@@ -5,6 +5,8 @@
 // every start of the local stack. The integration setup drops, on the local stack only,
 // those made more than a day ago (a run still going is younger than that).
 
+import { createClient } from '@clickhouse/client';
+
 const TEST_DATABASE = /^[a-z][a-z0-9_]*_([0-9a-z]{6,10})_[0-9a-f]{8}$/;
 
 /** A day: no integration run lasts that long. */
@@ -23,13 +25,18 @@ export function staleTestDatabases(names: readonly string[], nowMs: number, maxA
 
 /** Drops the stale test databases of the ClickHouse at `url` (HTTP); returns their names. */
 export async function dropStaleTestDatabases(url: string, nowMs = Date.now()): Promise<string[]> {
-  const ask = async (query: string) => {
-    const response = await fetch(url, { method: 'POST', body: query });
-    if (!response.ok) throw new Error(`ClickHouse answered ${response.status}: ${await response.text()}`);
-    return response.text();
-  };
-  const names = (await ask('SELECT name FROM system.databases FORMAT TabSeparated')).split('\n').filter(Boolean);
-  const stale = staleTestDatabases(names, nowMs);
-  for (const name of stale) await ask(`DROP DATABASE IF EXISTS ${name}`);
-  return stale;
+  const clickhouse = createClient({ url });
+  try {
+    const rows = await (
+      await clickhouse.query({ query: 'SELECT name FROM system.databases', format: 'JSONEachRow' })
+    ).json<{ name: string }>();
+    const stale = staleTestDatabases(
+      rows.map((row) => row.name),
+      nowMs,
+    );
+    for (const name of stale) await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${name}` });
+    return stale;
+  } finally {
+    await clickhouse.close();
+  }
 }
