@@ -3,7 +3,7 @@
 // each figure the median of several runs (min and max kept), and writes
 // bench/results/latest.json and BENCHMARKS.md. Never fails on a number. All load
 // targets loopback and is bounded in count and time.
-import { redis, section } from './bench/context.js';
+import { deleteRunTopics, redis, section } from './bench/context.js';
 import { benchGateway } from './bench/sections/gateway.js';
 import { benchBatch } from './bench/sections/batch.js';
 import { benchProduce } from './bench/sections/produce.js';
@@ -39,5 +39,6 @@ const sections: [string, () => Promise<void>][] = [
 ];
 for (const [name, run] of sections) if (section(name)) await run();
 await writeReport(sections.map(([name]) => name).filter(section));
+await deleteRunTopics();
 redis.disconnect();
 process.exit(0);

@@ -26,7 +26,7 @@ export const options = new Command('bench')
   .option('--runs <n>', 'runs per figure (median, min, max)', '3')
   .option(
     '--profile',
-    'CPU-profile the gateway (batch section) and the ingester (ingester section, first run) and write summaries to bench/profiles/',
+    'CPU-profile the gateway (gateway section: single records; batch section) and the ingester (ingester section, first run) and write summaries to bench/profiles/',
   )
   .option(
     '--only <sections>',
@@ -496,3 +496,20 @@ export const results: Record<string, Record<string, number | string | Figure | R
     .filter((key) => previous[key])
     .map((key) => [key, previous[key]]),
 );
+
+/**
+ * Deletes the Kafka topics this run made (every one is named `bench.…` with the run id in
+ * it, dead-letter topics included): a full run writes gigabytes into them, which the
+ * broker would otherwise keep for its retention (a week), run after run.
+ */
+export async function deleteRunTopics(): Promise<void> {
+  const admin = kafka.admin();
+  await admin.connect();
+  try {
+    const topics = (await admin.listTopics()).filter((topic) => topic.startsWith('bench.') && topic.includes(runId));
+    if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 30_000 });
+    log(`deleted this run's ${topics.length} Kafka topics`);
+  } finally {
+    await admin.disconnect();
+  }
+}

@@ -191,6 +191,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const admin: Admin = kafka.admin();
   await admin.connect();
   cleanups.push(() => admin.disconnect());
+  // The scenario's topics go with it, as its database does: a run writes hundreds of megabytes into them.
+  cleanups.push(async () => {
+    const topics = (await admin.listTopics()).filter((topic) => topic === names.topic || topic === names.dlq);
+    if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 30_000 });
+  });
   const redis: Redis = createRedis(addresses.REDIS_URL, { name: 'chaos' });
   redis.on('error', () => undefined); // down in the Redis scenarios, on purpose
   await redis.connect();

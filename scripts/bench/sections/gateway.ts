@@ -20,6 +20,7 @@ import {
   keyPrefix,
   benchKey,
   results,
+  profileDir,
 } from '../context.js';
 
 /** prom-client samples the event loop's delay every 10 ms (monitorEventLoopDelay's resolution), which its figures include. */
@@ -80,8 +81,10 @@ export async function benchGateway(): Promise<void> {
   const stealAt50: number[] = [];
   const rss: number[] = [];
   const port = 18443;
-  const load = (url: string, extra: Record<string, unknown> = {}) =>
-    runLoad({
+  // What the single-record gateway accepted over the whole section (its profile's records).
+  let gatewayRecords = 0;
+  const load = async (url: string, extra: Record<string, unknown> = {}) => {
+    const result = await runLoad({
       url,
       bodiesFile,
       headers: { 'x-api-key': benchKey.key },
@@ -89,12 +92,25 @@ export async function benchGateway(): Promise<void> {
       durationSeconds: scale.loadSeconds,
       ...extra,
     });
+    if (url.includes(`:${port + 4}/`)) gatewayRecords += result.accepted;
+    return result;
+  };
   // The three servers start once and stay up; each run loads them in turn, so
   // every run's figures share the machine's conditions of that moment.
   const gatewayEnv = (gatewayPort: number) => gatewayServiceEnv(`bench.gateway.${runId}`, keyPrefix, gatewayPort);
   const [baselineServer, gateway, cluster] = await Promise.all([
     startBaseline(port),
-    startQuiet('gateway', gatewayEnv(port + 4), /gateway listening/),
+    startQuiet(
+      'gateway',
+      gatewayEnv(port + 4),
+      /gateway listening/,
+      'info',
+      profileDir(
+        'gateway-single',
+        'Gateway under the gateway section (single records: its warm-up, maximum, 50 % and 80 % runs; it idles while the bare server and the one-process-per-core gateway are measured, which the idle share counts)',
+        () => gatewayRecords,
+      ),
+    ),
     startQuiet('gateway-cluster', { ...gatewayEnv(port + 5), GATEWAY_WORKERS: String(os.availableParallelism()) }, /gateway listening/),
   ]);
   await sleep(1500); // let every worker listen
