@@ -176,6 +176,17 @@ describe('prices from the price database', () => {
     expect(book.find('in-house', 'llama-finetune-7')).toBeUndefined();
   });
 
+  it('keeps the models it looks up often while a producer sends endless unknown ids', () => {
+    const table = new PriceTable('test');
+    const known = table.find('openai', 'gpt-4o');
+    expect(known).toBeDefined();
+    // Past the cache's bound the least recently used ids go, not the model asked all along.
+    for (let index = 0; index < 25_000; index++) {
+      expect(table.find('openai', `made-up-${index}`)).toBeUndefined();
+      if (index % 500 === 0) expect(table.find('openai', 'gpt-4o')).toBe(known);
+    }
+  });
+
   it('loads its data offline: no fetch is made', async () => {
     vi.resetModules();
     const fetch = vi.fn(() => Promise.reject(new Error('offline')));

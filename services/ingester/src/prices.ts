@@ -10,6 +10,7 @@
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { LRUCache } from 'lru-cache';
 import { calcPrice, findProvider, type ConditionalPrice, type ModelInfo, type ModelPrice } from '@pydantic/genai-prices';
 import type { Price, PriceLookup, PriceSchedule, PriceWhen, Rate } from '@otm/shared/price';
 
@@ -175,12 +176,14 @@ function overrideMatches(key: string, model: string): boolean {
   return next === '@' || next === ':' || (next === '-' && /\d/.test(model[key.length + 1] ?? ''));
 }
 
-/** Cached look-ups kept at most; past it the cache starts again (a producer sending endless ids cannot grow it). */
+/** Cached look-ups kept at most, the least recently used let go first (a producer sending endless ids cannot grow it). */
 const CACHE_LIMIT = 10_000;
+/** A model neither the overrides nor the database price, as the cache holds it (it holds no null). */
+const UNPRICED = 'unpriced';
 
 export class PriceTable implements PriceLookup {
   private readonly overrides = new Map<string, PriceSchedule[]>();
-  private readonly cache = new Map<string, PriceSchedule | null>();
+  private readonly cache = new LRUCache<string, PriceSchedule | typeof UNPRICED>({ max: CACHE_LIMIT });
 
   /**
    * `overrides`: provider → model id or prefix → price(s); `database`: whether models
@@ -216,12 +219,11 @@ export class PriceTable implements PriceLookup {
   find(provider: string, modelId: string): PriceSchedule | undefined {
     const key = `${provider}\u0000${modelId}`;
     const cached = this.cache.get(key);
-    if (cached !== undefined) return cached ?? undefined;
+    if (cached !== undefined) return cached === UNPRICED ? undefined : cached;
     const sentProvider = provider.trim().toLowerCase();
     const model = modelId.trim().toLowerCase();
     const found = this.override(sentProvider, model) ?? (this.database ? fromDatabase(sentProvider, model) : undefined);
-    if (this.cache.size >= CACHE_LIMIT) this.cache.clear();
-    this.cache.set(key, found ?? null);
+    this.cache.set(key, found ?? UNPRICED);
     return found;
   }
 }
