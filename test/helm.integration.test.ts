@@ -220,6 +220,37 @@ describe('helm chart', () => {
     },
   );
 
+  it(
+    "a name the values set again replaces the chart's own entry: each name once in every container's env; valid Kubernetes objects",
+    { timeout: 600_000 },
+    async () => {
+      const { file, text } = await template('env-overrides', [
+        '--set',
+        [
+          'gateway.env.NODE_OPTIONS=--max-old-space-size=300',
+          'ingester.env.INGEST_UNIT_INTERVAL_MS=500',
+          'extraEnv[0].name=METRICS_HOST,extraEnv[0].value=127.0.0.1',
+        ].join(','),
+      ]);
+      const deployments = text.split(/^---$/m).filter((doc) => doc.includes('kind: Deployment\n'));
+      expect(deployments).toHaveLength(3);
+      for (const deployment of deployments) {
+        const names = [...deployment.matchAll(/^ {12}- name: (\S+)$/gm)].map((match) => match[1]!);
+        expect(names.length).toBeGreaterThan(10);
+        expect(new Set(names).size, `repeated in ${/name: (otm-\w+)/.exec(deployment)?.[1]}: ${names}`).toBe(names.length);
+        expect(deployment).toMatch(/name: METRICS_HOST\s+value: 127\.0\.0\.1/);
+      }
+      const gateway = deployments.find((doc) => doc.includes('name: otm-gateway\n'))!;
+      expect(gateway).toMatch(/name: NODE_OPTIONS\s+value: --max-old-space-size=300\n/);
+      expect(gateway).not.toContain('--max-semi-space-size=8');
+      expect(deployments.find((doc) => doc.includes('name: otm-ingester\n'))).toMatch(/name: INGEST_UNIT_INTERVAL_MS\s+value: "500"/);
+      // Without a repeated name the list is as the chart writes it.
+      expect((await template('default', [])).text).toContain('value: "--max-semi-space-size=8"');
+      const result = await validate(file);
+      expect(result.ok, result.output).toBe(true);
+    },
+  );
+
   it('values.schema.json refuses a value of the wrong type and a key the chart does not know', { timeout: 600_000 }, async () => {
     await expect(template('wrong-type', ['--set-string', 'admin.replicas=two'])).rejects.toThrow(
       /\/admin\/replicas': got string, want integer/,

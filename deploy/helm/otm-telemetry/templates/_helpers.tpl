@@ -272,3 +272,29 @@ spec:
 {{- with .component.kafkaCredentials }}{{ if .secretName }}{{ $from = . }}{{ end }}{{ end -}}
 {{- include "otm.secretPair" (dict "user" "KAFKA_SASL_USERNAME" "password" "KAFKA_SASL_PASSWORD" "from" $from) }}
 {{- end -}}
+
+{{/*
+A container's env list with each name once: a name given again (a component's `env`,
+`extraEnv`) replaces the chart's own entry, the last one kept. Kubernetes runs the last
+of a repeated name, but server-side apply refuses the list and a three-way merge
+patch can drop the entry. The list as written when no name repeats.
+*/}}
+{{- define "otm.uniqueEnv" -}}
+{{- $text := . -}}
+{{- $entries := fromYamlArray $text -}}
+{{- $last := dict -}}
+{{- range $index, $entry := $entries -}}
+{{- $_ := set $last $entry.name $index -}}
+{{- end -}}
+{{- if eq (len $last) (len $entries) -}}
+{{- $text -}}
+{{- else -}}
+{{- $kept := list -}}
+{{- range $index, $entry := $entries -}}
+{{- if eq (get $last $entry.name) $index -}}
+{{- $kept = append $kept $entry -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $kept -}}
+{{- end -}}
+{{- end -}}
