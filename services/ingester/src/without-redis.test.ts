@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { createLogger } from '@otm/shared/logger';
 import { createIngesterMetrics } from './metrics.js';
 import type { Deduplicator, Erasures, SeenMark } from './ports.js';
-import { DedupeWithoutRedis, ErasuresWithoutRedis, REDIS_PROBE_MS, RedisOutage } from './without-redis.js';
+import { DedupeWithoutRedis, ErasuresWithoutRedis, PENDING_MARKS_PER_WRITE, REDIS_PROBE_MS, RedisOutage } from './without-redis.js';
 
 const logger = createLogger('ingester-test', 'silent');
 const refused = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6379'), { code: 'ECONNREFUSED' });
@@ -69,6 +69,32 @@ describe('DedupeWithoutRedis', () => {
     await dedupe.markSeen(marks(['b', 'c', 'd']));
     expect((await metrics.pendingMarks.get()).values[0]?.value).toBe(3);
     expect((await metrics.droppedMarks.get()).values[0]?.value).toBe(1);
+  });
+
+  it("once Redis answers, the outage's marks go with the units' own a slice at a time, the oldest first, each once", async () => {
+    const { metrics, clock, outage: state } = outage();
+    let up = false;
+    const written: SeenMark[][] = [];
+    const flaky: Deduplicator = {
+      filterSeen: () => Promise.reject(refused()),
+      markSeen: async (marks) => {
+        if (!up) throw refused();
+        written.push([...marks]);
+      },
+    };
+    const dedupe = new DedupeWithoutRedis(flaky, state, metrics, 100_000);
+    const outageMarks = Array.from({ length: 25_000 }, (_, index) => ({ eventKey: `k${index}`, digest: `d${index}` }));
+    await dedupe.markSeen(outageMarks);
+    expect((await metrics.pendingMarks.get()).values[0]?.value).toBe(25_000);
+    up = true;
+    clock.now += REDIS_PROBE_MS;
+    for (let unit = 0; unit < 4; unit++) await dedupe.markSeen([{ eventKey: `own${unit}`, digest: 'o' }]);
+    expect(written.map((marks) => marks.length)).toEqual([PENDING_MARKS_PER_WRITE + 1, PENDING_MARKS_PER_WRITE + 1, 5_001, 1]);
+    expect(written[0]![0]).toEqual({ eventKey: 'k0', digest: 'd0' });
+    const keys = written.flat().map((mark) => mark.eventKey);
+    expect(new Set(keys).size).toBe(keys.length);
+    expect(keys.filter((key) => key.startsWith('k'))).toHaveLength(25_000);
+    expect((await metrics.pendingMarks.get()).values[0]?.value).toBe(0);
   });
 
   it('a failure that is not unreachability is thrown to be retried', async () => {

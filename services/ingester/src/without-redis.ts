@@ -72,6 +72,14 @@ export class RedisOutage {
   }
 }
 
+/**
+ * Marks of an outage written to Redis with each unit's own once it answers again, at
+ * most: up to INGEST_PENDING_MARKS_MAX of them go over several units instead of one
+ * pipeline. Until written, ClickHouse's event-key look-up (made for every unit) drops
+ * their redeliveries.
+ */
+export const PENDING_MARKS_PER_WRITE = 10_000;
+
 /** The dedupe step with Redis when it answers, without it when it cannot be reached. */
 export class DedupeWithoutRedis implements Deduplicator {
   /** Event key to digest, oldest first: a key loaded again (a redelivery) is kept once. */
@@ -101,12 +109,15 @@ export class DedupeWithoutRedis implements Deduplicator {
 
   async markSeen(marks: readonly SeenMark[]): Promise<void> {
     if (this.outage.shouldAsk()) {
-      const all = this.pending.size === 0 ? marks : [...this.pendingMarks(), ...marks];
+      // The outage's marks go with the units' own, a slice at a time (the oldest first):
+      // Redis is written a bounded pipeline per unit rather than the whole backlog in one.
+      const backlog = this.pendingMarks(PENDING_MARKS_PER_WRITE);
       try {
-        await this.redis.markSeen(all);
+        await this.redis.markSeen(backlog.length === 0 ? marks : [...backlog, ...marks]);
         this.outage.answered();
-        this.pending.clear();
-        this.metrics.pendingMarks.set(0);
+        // A key marked again meanwhile (another digest) stays for the next write.
+        for (const mark of backlog) if (this.pending.get(mark.eventKey) === mark.digest) this.pending.delete(mark.eventKey);
+        this.metrics.pendingMarks.set(this.pending.size);
         return;
       } catch (error) {
         if (!this.outage.failed(error, 'mark seen')) throw error;
@@ -122,8 +133,14 @@ export class DedupeWithoutRedis implements Deduplicator {
     this.metrics.pendingMarks.set(this.pending.size);
   }
 
-  private pendingMarks(): SeenMark[] {
-    return [...this.pending].map(([eventKey, digest]) => ({ eventKey, digest }));
+  /** The oldest `count` marks kept. */
+  private pendingMarks(count: number): SeenMark[] {
+    const marks: SeenMark[] = [];
+    for (const [eventKey, digest] of this.pending) {
+      if (marks.length >= count) break;
+      marks.push({ eventKey, digest });
+    }
+    return marks;
   }
 }
 
