@@ -230,6 +230,18 @@ logger.info(
 );
 canary?.start();
 
+// Tombstones written before their copy in ClickHouse existed (migration 0013) are copied
+// there, so loading without Redis knows those erasures too; each start looks again.
+if (withoutRedisFrom(config).enabled) {
+  void erasureStore.copyTombstonesToLedger().then(
+    (copied) => {
+      if (copied > 0) logger.info({ copied }, 'erasure tombstones copied to ClickHouse');
+    },
+    (error: unknown) =>
+      logger.warn({ err: (error as Error).message }, 'erasure tombstones not copied to ClickHouse; tried again at the next start'),
+  );
+}
+
 // Retention and the rollup backfill run beside consuming (background-jobs.ts).
 const jobs = startBackgroundJobs({ clickhouse, redis, fence: erasureStore, settings: clickhouseSettings, config, logger });
 

@@ -24,7 +24,7 @@
 // well, and a job waits for the leases of both: an ingester that cannot reach Redis
 // takes its lease and reads there instead.
 import { randomUUID } from 'node:crypto';
-import type { Redis } from '../redis.js';
+import { isCluster, type Redis } from '../redis.js';
 
 /** An insert attempt holds its lease at most this long (a crashed ingester's lease expires). */
 export const LEASE_MS = 60_000;
@@ -35,6 +35,8 @@ export const FENCE_MS = 15 * 60_000;
 /** The fence's copy in ClickHouse (guard-ledger.ts): what a job writes and waits for there. */
 export interface FenceLedger {
   erase(subject: Subject, atMs: number, tombstoneSeconds: number): Promise<void>;
+  /** Writes the tombstones it does not hold yet (each until `expiresMs`); how many it wrote. */
+  copyTombstones(tombstones: readonly { subject: Subject; atMs: number; expiresMs: number }[]): Promise<number>;
   fence(held: readonly FenceInterval[]): Promise<void>;
   liftFence(held: readonly FenceInterval[]): Promise<void>;
   waitForInsertsInFlight(pollMs?: number): Promise<void>;
@@ -123,6 +125,37 @@ export class RollupFence {
 
   async endInsert(lease: string): Promise<void> {
     await this.redis.zrem(this.leasesKey, lease);
+  }
+
+  /**
+   * Copies into the ledger the tombstones Redis holds and the ledger lacks: those written
+   * before the ledger existed (migration 0013), which an ingester loading without Redis
+   * would otherwise not know of. Each keeps its time to live. Scans the keys of this
+   * prefix's tombstones (on every primary of a Redis Cluster); running it again copies
+   * nothing. Returns how many it copied.
+   */
+  async copyTombstonesToLedger(): Promise<number> {
+    if (!this.ledger) return 0;
+    const head = `${this.prefix}erasure:`;
+    let copied = 0;
+    for (const node of isCluster(this.redis) ? this.redis.nodes('master') : [this.redis]) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', `${head}*`, 'COUNT', 1000);
+        cursor = next;
+        const found = await Promise.all(keys.map((key) => Promise.all([key, this.redis.get(key), this.redis.pttl(key)] as const)));
+        const now = Date.now();
+        const tombstones = found.flatMap(([key, value, ttl]) => {
+          const rest = key.slice(head.length);
+          const colon = rest.indexOf(':');
+          const atMs = Number(value);
+          if (colon <= 0 || value === null || !Number.isFinite(atMs) || ttl <= 0) return [];
+          return [{ subject: { environment: rest.slice(0, colon), userId: rest.slice(colon + 1) }, atMs, expiresMs: now + ttl }];
+        });
+        if (tombstones.length > 0) copied += await this.ledger.copyTombstones(tombstones);
+      } while (cursor !== '0');
+    }
+    return copied;
   }
 
   /** The tombstone of one user in one environment. */

@@ -94,6 +94,14 @@ export class GuardLedger implements FenceLedger {
     await this.write([row('tombstone', subjectDigest(subject), { erased_at_ms: atMs, expires_ms: atMs + tombstoneSeconds * 1000 })]);
   }
 
+  async copyTombstones(tombstones: readonly { subject: Subject; atMs: number; expiresMs: number }[]): Promise<number> {
+    const byId = new Map(tombstones.map((tombstone) => [subjectDigest(tombstone.subject), tombstone]));
+    const held = new Set((await this.tombstones([...byId.keys()])).map((tombstone) => tombstone.id));
+    const missing = [...byId].filter(([id]) => !held.has(id));
+    await this.write(missing.map(([id, { atMs, expiresMs }]) => row('tombstone', id, { erased_at_ms: atMs, expires_ms: expiresMs })));
+    return missing.length;
+  }
+
   /** Intervals as RollupFence.fence() holds them (with their owner), for 15 minutes at most. */
   async fence(held: readonly FenceInterval[]): Promise<void> {
     const expires = Date.now() + FENCE_MS;
