@@ -2,18 +2,13 @@
 //   npm run recost -- --from 2026-10-01T00:00:00Z --to 2026-11-01T00:00:00Z [--provider openai] [--model gpt-4o] [--dry-run]
 // The prices are the price database this build carries plus PRICE_TABLE_FILE, as the ingester reads them. The
 // change is written to the audit log first (no entry, no change).
-import { redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
-import os from 'node:os';
 import { Command } from 'commander';
 import { parseTimestamp } from '@otm/schemas';
-import { AuditLog, AuditUnavailableError } from '@otm/shared/audit';
-import { clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
+import { AuditLog } from '@otm/shared/audit';
 import { infrastructureSpec, parseConfig, str } from '@otm/shared/config';
-import { RollupFence } from '@otm/shared/rollups/fence';
-import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
-import { reachClickHouse, reachRedis, runCommand } from '@otm/shared/dependency-failure';
 import { PriceTable } from '../services/ingester/src/prices.js';
 import { recost } from '@otm/shared/rollups/recost';
+import { cliActor, runRollupJob } from './lib/rollup-job-command.js';
 
 const options = new Command('recost')
   .description('recompute cost_usd of stored rows with the current prices and rebuild the rollups of the range')
@@ -26,8 +21,6 @@ const options = new Command('recost')
   .opts<{ from: string; to: string; provider?: string; model?: string; dryRun?: boolean }>();
 
 const config = parseConfig(process.env, { ...infrastructureSpec, PRICE_TABLE_FILE: str({ default: '', desc: 'price overrides' }) });
-// On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
-const redisPrefix = redisPrefixFrom(config);
 const fromMs = parseTimestamp(options.from);
 const toMs = parseTimestamp(options.to);
 if (fromMs === null || toMs === null || fromMs >= toMs) {
@@ -35,54 +28,35 @@ if (fromMs === null || toMs === null || fromMs >= toMs) {
   process.exit(2);
 }
 const prices = PriceTable.load(config.PRICE_TABLE_FILE || undefined);
-const clickhouse = createClickHouse(clickhouseSettingsFrom(config));
 const scope = { fromMs, toMs, provider: options.provider, model: options.model };
-await runCommand('recost', async () => {
-  await reachClickHouse(clickhouse, config.CLICKHOUSE_URL, config.CLICKHOUSE_DATABASE).catch(async (error: unknown) => {
-    await clickhouse.close();
-    throw error;
-  });
-  const redis = await reachRedis(config.REDIS_URL, redisOptionsFrom(config, 'recost-cli'));
-  try {
-    const run = () =>
-      recost(clickhouse, new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse)), prices, scope, {
-        dryRun: options.dryRun,
-        cluster: config.CLICKHOUSE_CLUSTER,
-      });
-    const outcome = options.dryRun
-      ? await run()
-      : await new AuditLog(clickhouse).around(
-          {
-            actor: `cli:${os.userInfo().username}@${os.hostname()}`,
-            action: 'recost',
-            target: `${new Date(fromMs).toISOString()}..${new Date(toMs).toISOString()}`,
-            details: { provider: options.provider ?? '*', model: options.model ?? '*', priceTableVersion: prices.version },
-          },
-          run,
-        );
-    console.log(
-      `price table ${outcome.priceTableVersion}; ${new Date(outcome.fromMs).toISOString()} .. ${new Date(outcome.toMs).toISOString()}`,
-    );
-    const usd = (value: number) => `$${value.toFixed(6)}`;
-    for (const pair of outcome.pairs) {
-      const source = pair.schedule
-        ? `${pair.schedule.source} ${pair.schedule.provider}/${pair.schedule.model}`
-        : 'no price (cost stays empty)';
-      console.log(
-        `  ${pair.provider} ${pair.model}: ${pair.rows} rows, ${pair.rowsChanged} changed, ${usd(pair.costBefore)} -> ${usd(pair.costAfter)} (${source})`,
+await runRollupJob('recost', config, async ({ clickhouse, fence }) => {
+  const run = () => recost(clickhouse, fence, prices, scope, { dryRun: options.dryRun, cluster: config.CLICKHOUSE_CLUSTER });
+  const outcome = options.dryRun
+    ? await run()
+    : await new AuditLog(clickhouse).around(
+        {
+          actor: cliActor(),
+          action: 'recost',
+          target: `${new Date(fromMs).toISOString()}..${new Date(toMs).toISOString()}`,
+          details: { provider: options.provider ?? '*', model: options.model ?? '*', priceTableVersion: prices.version },
+        },
+        run,
       );
-    }
-    const verb = options.dryRun ? 'would change' : 'changed';
+  console.log(
+    `price table ${outcome.priceTableVersion}; ${new Date(outcome.fromMs).toISOString()} .. ${new Date(outcome.toMs).toISOString()}`,
+  );
+  const usd = (value: number) => `$${value.toFixed(6)}`;
+  for (const pair of outcome.pairs) {
+    const source = pair.schedule
+      ? `${pair.schedule.source} ${pair.schedule.provider}/${pair.schedule.model}`
+      : 'no price (cost stays empty)';
     console.log(
-      `${outcome.rows} rows in range; ${outcome.rowsChanged} ${verb}; cost ${usd(outcome.costBefore)} -> ${usd(outcome.costAfter)}` +
-        (options.dryRun ? '' : '; the rollups of the range rebuilt'),
+      `  ${pair.provider} ${pair.model}: ${pair.rows} rows, ${pair.rowsChanged} changed, ${usd(pair.costBefore)} -> ${usd(pair.costAfter)} (${source})`,
     );
-  } catch (error) {
-    if (!(error instanceof AuditUnavailableError)) throw error;
-    console.error(`the audit log is unavailable (${error.message}); nothing was changed`);
-    process.exitCode = 1;
-  } finally {
-    redis.disconnect();
-    await clickhouse.close();
   }
+  const verb = options.dryRun ? 'would change' : 'changed';
+  console.log(
+    `${outcome.rows} rows in range; ${outcome.rowsChanged} ${verb}; cost ${usd(outcome.costBefore)} -> ${usd(outcome.costAfter)}` +
+      (options.dryRun ? '' : '; the rollups of the range rebuilt'),
+  );
 });
