@@ -129,6 +129,22 @@ describe("the machine's limit", () => {
     expect(report).toContain('2 cores ÷ 158.0 µs =\n**12,658 records/s**');
   });
 
+  it('names the section and the time each floor was measured, beside the end-to-end one', () => {
+    expect(machineLimit(figures)!.parts.map((part) => [part.part, part.section])).toEqual([
+      ['ClickHouse', 'ingester'],
+      ['gateway', 'batch'],
+      ['ingester', 'ingester'],
+      ['Kafka', 'endToEnd'],
+      ['Redis', 'endToEnd'],
+      ['load generator', 'batch'],
+    ]);
+    const dated = { ...figures, sectionDates: { batch: '2026-11-28T00:24:14.312Z', endToEnd: '2026-11-29T12:56:01.642Z' } } as Output;
+    const report = renderMarkdown(dated);
+    expect(report).toMatch(/\| gateway \| a bare Fastify\+TLS server taking the same batches \| batch, 2026-11-28 00:24 UTC \| 35\.0 \|/);
+    expect(report).toMatch(/\| ClickHouse \| [^|]+ \| ingester \| 40\.0 \|/);
+    expect(report).toContain("The end-to-end column is the endToEnd section's (2026-11-29 12:56 UTC)");
+  });
+
   it('is not stated when a floor was not measured', () => {
     expect(machineLimit({ ...figures, batch: { ...figures.batch, generatorCpuUsPerRecord: undefined } } as Output)).toBeUndefined();
     expect(renderMarkdown({ ...figures, batch: { ...figures.batch, generatorCpuUsPerRecord: undefined } } as Output)).not.toContain(

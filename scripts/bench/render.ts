@@ -43,6 +43,8 @@ function stamped(ran: readonly string[], value: string, kept: Record<string, str
 export interface LimitPart {
   part: string;
   floor: string;
+  /** The bench section that measured the floor. */
+  section: string;
   floorUs: number;
   measuredUs: number | undefined;
 }
@@ -72,15 +74,21 @@ export function machineLimit(
   const b = (data.batch ?? {}) as Record<string, any>;
   const i = (data.ingester ?? {}) as Record<string, any>;
   const candidates = [
-    ['ClickHouse', 'its own insert of the same rows (RowBinary, its merges included, no views)', num(c.cpuUsPerRow), at('clickhouse')],
-    ['gateway', 'a bare Fastify+TLS server taking the same batches', num(b.baselineCpuUsPerRecord), at('gateway')],
-    ['ingester', 'a bare kafkajs consumer with JSON.parse', num(i.baselineCpuUsPerRecord), at('ingester')],
-    ['Kafka', 'its cheapest end-to-end step', cheapest('kafka'), at('kafka')],
-    ['Redis', 'its cheapest end-to-end step', cheapest('redis'), at('redis')],
-    ['load generator', 'the SDK batching, compressing and sending (the batch section)', num(b.generatorCpuUsPerRecord), undefined],
+    [
+      'ClickHouse',
+      'its own insert of the same rows (RowBinary, its merges included, no views)',
+      'ingester',
+      num(c.cpuUsPerRow),
+      at('clickhouse'),
+    ],
+    ['gateway', 'a bare Fastify+TLS server taking the same batches', 'batch', num(b.baselineCpuUsPerRecord), at('gateway')],
+    ['ingester', 'a bare kafkajs consumer with JSON.parse', 'ingester', num(i.baselineCpuUsPerRecord), at('ingester')],
+    ['Kafka', 'its cheapest end-to-end step', 'endToEnd', cheapest('kafka'), at('kafka')],
+    ['Redis', 'its cheapest end-to-end step', 'endToEnd', cheapest('redis'), at('redis')],
+    ['load generator', 'the SDK batching, compressing and sending', 'batch', num(b.generatorCpuUsPerRecord), undefined],
   ] as const;
-  if (candidates.some(([, , floorUs]) => floorUs === undefined)) return undefined;
-  const parts = candidates.map(([part, floor, floorUs, measuredUs]) => ({ part, floor, floorUs: floorUs!, measuredUs }));
+  if (candidates.some(([, , , floorUs]) => floorUs === undefined)) return undefined;
+  const parts = candidates.map(([part, floor, section, floorUs, measuredUs]) => ({ part, floor, section, floorUs: floorUs!, measuredUs }));
   const floorUs = parts.reduce((sum, part) => sum + part.floorUs, 0);
   return {
     parts,
@@ -242,6 +250,9 @@ ${parts.map(([name, value]) => `| − ${name} | ${f(value, 1)} |`).join('\n')}
     { name: string; p95Ms: number } | undefined
   >((worst, row) => (worst === undefined || row.p95Ms > worst.p95Ms ? row : worst), undefined);
   const limit = machineLimit(data);
+  // Where each floor was measured: its section, and when (a partial run keeps the others' figures).
+  const dateOf = (section: string) => ((data.sectionDates ?? {}) as Record<string, string>)[section]?.slice(0, 16).replace('T', ' ');
+  const measuredIn = (section: string) => (dateOf(section) ? `${section}, ${dateOf(section)} UTC` : section);
   const limitShare = limit?.sustainedPerS === undefined ? undefined : limit.sustainedPerS / limit.limitPerS;
   const partOf = (name: string) => limit?.parts.find((part) => part.part === name);
   const ratioTo = (name: string) => {
@@ -255,15 +266,17 @@ it can take as measured in this report, beside what it took end to end at ${f(li
 (the highest step that passed); ${data.machine.cores} cores ÷ ${f(limit.floorUs, 1)} µs =
 **${f(limit.limitPerS)} records/s**.
 
-| part | floor | floor µs per record | end to end µs per record | ratio |
-| --- | --- | --- | --- | --- |
+| part | floor | measured in | floor µs per record | end to end µs per record | ratio |
+| --- | --- | --- | --- | --- | --- |
 ${limit.parts
   .map(
     (part) =>
-      `| ${part.part} | ${part.floor} | ${f(part.floorUs, 1)} | ${f(part.measuredUs, 1)} | ${part.measuredUs === undefined ? '' : `${f(part.measuredUs / part.floorUs, 1)}×`} |`,
+      `| ${part.part} | ${part.floor} | ${measuredIn(part.section)} | ${f(part.floorUs, 1)} | ${f(part.measuredUs, 1)} | ${part.measuredUs === undefined ? '' : `${f(part.measuredUs / part.floorUs, 1)}×`} |`,
   )
   .join('\n')}
-| **all** | | **${f(limit.floorUs, 1)}** | | |
+| **all** | | | **${f(limit.floorUs, 1)}** | | |
+
+The end-to-end column is the endToEnd section's${dateOf('endToEnd') ? ` (${dateOf('endToEnd')} UTC)` : ''}; a floor measured in another run sets two runs side by side.
 `
     : '';
   const targets = [
