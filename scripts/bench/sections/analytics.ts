@@ -204,17 +204,16 @@ export async function benchAnalytics(): Promise<void> {
       });
     }
     // From ClickHouse's query log, per answer: what it read and its own time (a request
-    // may run more than one query: top users, the groups first, under the id with
-    // `-groups`, then their users' names under `-users`).
+    // may run two queries: top users, the groups first, under the id with `-groups`).
     // What it read is the last answer's; its time, p50 and p95 of the timed answers (what
     // grows in ClickHouse and what around it).
     for (const entry of timed.flat()) {
       const { ids } = entry;
       const answers = await queryLogRows<{ id: string; read_rows: string; read_bytes: string; ms: string }>(
         clickhouse,
-        `SELECT replaceRegexpOne(query_id, '-(groups|users)$', '') AS id, sum(read_rows) AS read_rows, sum(read_bytes) AS read_bytes,
+        `SELECT replaceRegexpOne(query_id, '-groups$', '') AS id, sum(read_rows) AS read_rows, sum(read_bytes) AS read_bytes,
             sum(query_duration_ms) AS ms FROM system.query_log
-          WHERE query_id IN (${ids.flatMap((one) => [`'${one}'`, `'${one}-groups'`, `'${one}-users'`]).join(', ')}) AND type = 2 GROUP BY id`,
+          WHERE query_id IN (${ids.flatMap((one) => [`'${one}'`, `'${one}-groups'`]).join(', ')}) AND type = 2 GROUP BY id`,
         (rows) => rows.some((row) => row.id === ids.at(-1)),
       );
       const last = answers.find((answer) => answer.id === ids.at(-1));

@@ -287,8 +287,6 @@ export function byUserSql(spec: {
   fromS: number;
   toS: number;
   order: (group: readonly string[]) => string;
-  /** Conditions besides the range and the query's filters. */
-  where?: readonly string[];
 }): string {
   const { query } = spec;
   const seconds = BUCKETS[query.bucket];
@@ -298,7 +296,6 @@ export function byUserSql(spec: {
   for (const [name, value] of Object.entries(query.filters)) {
     if (value !== undefined) conditions.push(`${DIMENSIONS[name as Dimension]} = ${sqlString(value)}`);
   }
-  conditions.push(...(spec.where ?? []));
   const dimensions = query.groupBy.map((name) => `${DIMENSIONS[name as Dimension]} AS ${name}, `).join('');
   return [
     `SELECT ${bucketSelect}${dimensions}${spec.measures.trim()}`,
@@ -563,8 +560,7 @@ async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: re
         candidates,
       )
     ) {
-      const chosen = `${hash} IN (${hashed.map((row) => String(row.h)).join(', ')})`;
-      return (await fromUserRecords(store, query, pieces, sql, chosen)) ?? second(chosen);
+      return second(`${hash} IN (${hashed.map((row) => String(row.h)).join(', ')})`);
     }
   }
   const groups = await run(
@@ -583,51 +579,6 @@ async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: re
   const tuples = groups.map((row) => `(${query.groupBy.map((name) => sqlString(String(row[name]))).join(', ')})`);
   return second(`(${groupColumns.join(', ')}) IN (${tuples.join(', ')})`);
 }
-
-/**
- * Top users' second step from the users' own records (usage_events_by_user, ordered by
- * user: only their rows are read) instead of every per-user day of the range again, when
- * those users' records are few enough (MAX_USER_RECORDS_READ); undefined otherwise. The
- * same records as the days' sums, so the same answer: both tables are filled from every
- * stored record, and the range is the days' (whole UTC days). The users' names come from
- * the per-user days (`chosen`: their groups' hashes), with their records' count.
- */
-async function fromUserRecords(
-  store: AnalyticsStore,
-  query: AnalyticsQuery,
-  pieces: readonly Piece[],
-  sql: RouteSql,
-  chosen: string,
-): Promise<Row[] | undefined> {
-  if (!sql.byUser || !query.groupBy.includes('userId') || pieces.length !== 1) return undefined;
-  const [piece] = pieces as [Piece];
-  const users = await run(
-    store,
-    `SELECT user_id AS u, sum(requests) AS n FROM (${unionSql(pieces, ['user_id', 'requests'], query, sql.columns, [chosen])}) GROUP BY u`,
-    query.queryId ? `${query.queryId}-users` : undefined,
-  );
-  const records = users.reduce((sum, row) => sum + Number(row.n), 0);
-  if (users.length === 0 || records > MAX_USER_RECORDS_READ) return undefined;
-  return run(
-    store,
-    byUserSql({
-      measures: sql.byUser,
-      query,
-      fromS: piece.fromS,
-      toS: piece.toS,
-      order: sql.order,
-      where: [`user_id IN (${users.map((row) => sqlString(String(row.u))).join(', ')})`, chosen],
-    }),
-    query.queryId,
-  );
-}
-
-/**
- * Records of the chosen users past which top users' second step reads the per-user days
- * instead: a few heavy users (service accounts) can hold millions of records each, where
- * the days hold one row per user and day.
- */
-const MAX_USER_RECORDS_READ = 500_000;
 
 /** Above this limit the first step of top users keeps the groups themselves. */
 const MAX_HASHED_LIMIT = 1_000;
