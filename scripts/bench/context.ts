@@ -8,7 +8,7 @@ import path from 'node:path';
 import { Command } from 'commander';
 import { buildSync } from 'esbuild';
 import { buildQueuedRecordSchema, type QueuedUsageRecord } from '@otm/schemas';
-import { createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
+import { createDurableProducer, createKafka, deleteTopicsWhere, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
 import { createClickHouse } from '@otm/shared/clickhouse';
@@ -506,8 +506,7 @@ export async function deleteRunTopics(): Promise<void> {
   const admin = kafka.admin();
   await admin.connect();
   try {
-    const topics = (await admin.listTopics()).filter((topic) => topic.startsWith('bench.') && topic.includes(runId));
-    if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 30_000 });
+    const topics = await deleteTopicsWhere(admin, (topic) => topic.startsWith('bench.') && topic.includes(runId));
     log(`deleted this run's ${topics.length} Kafka topics`);
   } finally {
     await admin.disconnect();

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { consumerLag, createKafka, setTopicSettings, type Admin } from '@otm/shared/kafka';
+import { consumerLag, createKafka, deleteTopicsWhere, setTopicSettings, type Admin } from '@otm/shared/kafka';
 import { createClickHouse, type ClickHouseClient } from '@otm/shared/clickhouse';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { rollupTotals } from '@otm/shared/rollups/repair';
@@ -192,10 +192,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   await admin.connect();
   cleanups.push(() => admin.disconnect());
   // The scenario's topics go with it, as its database does: a run writes hundreds of megabytes into them.
-  cleanups.push(async () => {
-    const topics = (await admin.listTopics()).filter((topic) => topic === names.topic || topic === names.dlq);
-    if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 30_000 });
-  });
+  cleanups.push(() => deleteTopicsWhere(admin, (topic) => topic === names.topic || topic === names.dlq));
   const redis: Redis = createRedis(addresses.REDIS_URL, { name: 'chaos' });
   redis.on('error', () => undefined); // down in the Redis scenarios, on purpose
   await redis.connect();

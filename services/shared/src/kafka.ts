@@ -591,6 +591,13 @@ export function cachedConsumerLag(
 }
 
 /** Per partition: messages of `topic` the group has not committed (a partition never committed counts from its low mark). */
+/** Deletes the topics `which` picks among those the cluster has; returns their names. */
+export async function deleteTopicsWhere(admin: Admin, which: (topic: string) => boolean): Promise<string[]> {
+  const topics = (await admin.listTopics()).filter(which);
+  if (topics.length > 0) await admin.deleteTopics({ topics, timeout: 30_000 });
+  return topics;
+}
+
 export async function consumerLag(admin: Admin, groupId: string, topic: string): Promise<{ partition: number; lag: number }[]> {
   const [ends, [committed]] = await Promise.all([admin.fetchTopicOffsets(topic), admin.fetchOffsets({ groupId, topics: [topic] })]);
   return ends.map((end) => {
