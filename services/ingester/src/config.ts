@@ -5,6 +5,7 @@ import {
   metricsPortSpec,
   nonNegativeInt,
   parseConfig,
+  percentInt,
   plausibleSpec,
   positiveInt,
   str,
@@ -21,7 +22,15 @@ export const ingesterSpec = {
   INGEST_GATHER_MS: positiveInt({ default: 50, desc: 'How long a load unit waits for the chunks of other partitions' }),
   INGEST_UNIT_INTERVAL_MS: nonNegativeInt({
     default: 1000,
-    desc: "The least time between the starts of two load units, unless the second is full (fewer, larger inserts: less of ClickHouse's CPU per record, up to this much more delay)",
+    desc: "The least time between the starts of two load units, unless the second is full, at its longest (fewer, larger inserts: less of ClickHouse's CPU per record, up to this much more delay)",
+  }),
+  INGEST_UNIT_INTERVAL_MIN_MS: nonNegativeInt({
+    default: 500,
+    desc: 'The shortest the least time between the starts of two load units falls to while loads are quick (at most INGEST_UNIT_INTERVAL_MS)',
+  }),
+  INGEST_UNIT_LOAD_SHARE: percentInt({
+    default: 35,
+    desc: "The interval between load units is the recent units' load time divided by this share, in percent, between INGEST_UNIT_INTERVAL_MIN_MS and INGEST_UNIT_INTERVAL_MS: shorter intervals (fresher data) while ClickHouse answers quickly, longer as its loads grow; 0 keeps INGEST_UNIT_INTERVAL_MS",
   }),
   INGEST_PARALLEL_VIEWS: bool({
     default: true,
@@ -99,6 +108,8 @@ export function consumerOptionsFrom(config: IngesterConfig) {
     partitionsConcurrently: config.INGEST_CONCURRENCY,
     gatherMs: config.INGEST_GATHER_MS,
     unitIntervalMs: config.INGEST_UNIT_INTERVAL_MS,
+    unitIntervalMinMs: config.INGEST_UNIT_INTERVAL_MIN_MS,
+    unitLoadShare: config.INGEST_UNIT_LOAD_SHARE / 100,
     retryInitialMs: 100,
     retryMaxMs: config.INGEST_RETRY_MAX_MS,
     injectCrash: config.INGEST_FAULT_INJECTION === 'consumer-crash',

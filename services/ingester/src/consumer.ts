@@ -44,8 +44,12 @@ export interface ConsumerOptions {
   partitionsConcurrently: number;
   /** How long a load unit waits for more partition chunks after its first. */
   gatherMs: number;
-  /** The least time between the starts of two load units, unless the second is full (0: none). */
+  /** The least time between the starts of two load units, unless the second is full, at its longest (0: none). */
   unitIntervalMs?: number;
+  /** The shortest that interval falls to while loads are quick (load-gatherer.ts). */
+  unitIntervalMinMs?: number;
+  /** The share of the time the recent loads may take (0 < share ≤ 1; 0 or none: the interval stays unitIntervalMs). */
+  unitLoadShare?: number;
   retryInitialMs: number;
   retryMaxMs: number;
   /** Tests only: throw a fatal error out of the first batch, as a bug would. */
@@ -111,7 +115,13 @@ export class UsageConsumer {
         ),
     });
     this.gatherer = new LoadGatherer(
-      { maxRows: options.maxBatchRows, lingerMs: options.gatherMs, minIntervalMs: options.unitIntervalMs ?? 0 },
+      {
+        maxRows: options.maxBatchRows,
+        lingerMs: options.gatherMs,
+        maxIntervalMs: options.unitIntervalMs ?? 0,
+        minIntervalMs: options.unitIntervalMinMs ?? 0,
+        loadShare: options.unitLoadShare ?? 0,
+      },
       (decodedChunks) => loadUnit(decodedChunks, { deps: this.deps, options: this.options }),
     );
   }

@@ -2,7 +2,7 @@
 // unit closes, that one unit loads at a time while the next gathers, and that each
 // contributor learns its own outcome.
 import { describe, expect, it } from 'vitest';
-import { LoadGatherer, type ChunkOutcome } from './load-gatherer.js';
+import { LoadGatherer, unitInterval, type ChunkOutcome } from './load-gatherer.js';
 
 interface Part {
   name: string;
@@ -86,7 +86,7 @@ describe('LoadGatherer with a least interval between units', () => {
   it('starts the next unit no sooner than the interval after the one ahead, gathering what arrives meanwhile', async () => {
     const starts: number[] = [];
     const units: string[][] = [];
-    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 1, minIntervalMs: 150 }, async (parts) => {
+    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 1, maxIntervalMs: 150 }, async (parts) => {
       starts.push(performance.now());
       units.push(parts.map((part) => part.name));
       await new Promise((resolve) => setTimeout(resolve, 10));
@@ -107,7 +107,7 @@ describe('LoadGatherer with a least interval between units', () => {
 
   it('lets the next unit go at once when the contributor can hand over nothing more (hurry)', async () => {
     const units: string[][] = [];
-    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 1, minIntervalMs: 10_000 }, async (parts) => {
+    const gatherer = new LoadGatherer<Part>({ maxRows: 1000, lingerMs: 1, maxIntervalMs: 10_000 }, async (parts) => {
       units.push(parts.map((part) => part.name));
       await new Promise((resolve) => setTimeout(resolve, 20));
       return parts.map(() => 'loaded' as const);
@@ -127,7 +127,7 @@ describe('LoadGatherer with a least interval between units', () => {
 
   it('does not hold back a unit that is full', async () => {
     const units: string[][] = [];
-    const gatherer = new LoadGatherer<Part>({ maxRows: 10, lingerMs: 1, minIntervalMs: 10_000 }, async (parts) => {
+    const gatherer = new LoadGatherer<Part>({ maxRows: 10, lingerMs: 1, maxIntervalMs: 10_000 }, async (parts) => {
       units.push(parts.map((part) => part.name));
       return parts.map(() => 'loaded' as const);
     });
@@ -136,6 +136,57 @@ describe('LoadGatherer with a least interval between units', () => {
     await gatherer.submit({ name: 'b', rows: 10 });
     expect(units).toEqual([['a'], ['b']]);
     expect(performance.now() - started).toBeLessThan(5_000);
+  });
+});
+
+describe('the interval between units, from the load time', () => {
+  const options = { maxRows: 1000, lingerMs: 1, maxIntervalMs: 1000, minIntervalMs: 500, loadShare: 0.35 };
+
+  it('is the load time divided by the share, between the shortest and the longest', () => {
+    expect(unitInterval(options, 210)).toBeCloseTo(600);
+    expect(unitInterval(options, 100)).toBe(500);
+    expect(unitInterval(options, 400)).toBe(1000);
+  });
+
+  it('is the longest without a share, and before any unit has loaded', () => {
+    expect(unitInterval({ ...options, loadShare: 0 }, 100)).toBe(1000);
+    expect(unitInterval(options, undefined)).toBe(1000);
+  });
+
+  it('never falls below the longest when the shortest is set above it', () => {
+    expect(unitInterval({ ...options, maxIntervalMs: 400 }, 10)).toBe(400);
+  });
+});
+
+describe('LoadGatherer with an interval that follows the load', () => {
+  async function startsWith(loadMs: number): Promise<number[]> {
+    const starts: number[] = [];
+    const gatherer = new LoadGatherer<Part>(
+      { maxRows: 1000, lingerMs: 1, maxIntervalMs: 300, minIntervalMs: 60, loadShare: 0.5 },
+      async (parts) => {
+        starts.push(performance.now());
+        await new Promise((resolve) => setTimeout(resolve, loadMs));
+        return parts.map(() => 'loaded' as const);
+      },
+    );
+    // A steady trickle: a chunk every 10 ms for 1.2 s.
+    const outcomes: Promise<void>[] = [];
+    for (let index = 0; index < 120; index++) {
+      outcomes.push(gatherer.submit({ name: String(index), rows: 1 }));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await Promise.all(outcomes);
+    return starts.slice(1).map((start, index) => start - starts[index]!);
+  }
+
+  it('lets units follow at the shortest interval while loads are quick, and at the longest while they are slow', async () => {
+    const [quick, slow] = await Promise.all([startsWith(5), startsWith(200)]);
+    // Quick loads (5 ms ÷ 0.5 = 10 ms): after the first unit, every 60 ms or so; the
+    // fixed interval would have kept them 300 ms apart.
+    expect(Math.max(...quick.slice(1))).toBeLessThan(200);
+    expect(Math.min(...quick)).toBeGreaterThanOrEqual(55);
+    // Slow loads (200 ms ÷ 0.5 = 400 ms): the longest, 300 ms.
+    expect(Math.min(...slow)).toBeGreaterThanOrEqual(295);
   });
 });
 

@@ -14,18 +14,47 @@
 //     ingester waits that long for the other partitions of the same fetch);
 // but, unless it holds `maxRows` rows or the consumer can hand over nothing more until
 // a unit loads (`hurry()`: its window of pending rows is full, under a backlog), never
-// sooner than `minIntervalMs` after the unit ahead of it started: under live traffic
+// sooner than the interval after the unit ahead of it started: under live traffic
 // units then follow at most that often and grow with the rate, instead of following
 // back to back as small as one insert's time lets them be (each insert costs
 // ClickHouse a fixed part per table, see above).
+//
+// The interval follows the load: it is the recent units' load time divided by
+// `loadShare` (a moving average, so one slow unit does not decide it), kept between
+// `minIntervalMs` and `maxIntervalMs`. An insert's time is a fixed part plus a part per
+// row, so while ClickHouse answers quickly (a moderate rate, a quiet machine) units
+// follow every `minIntervalMs` and a record waits less for its unit; as the rate or the
+// machine's load grows, each unit takes longer, the interval grows with it up to
+// `maxIntervalMs`, and the inserts a second fall where the fixed part per insert costs
+// the most. Without `loadShare` (0) the interval is `maxIntervalMs`.
 // A unit takes at most `maxRows` rows (and at least one chunk); the rest wait for the
 // next. How many rows wait in all is bounded by the consumer (see consumer.ts).
 
 export interface GathererOptions {
   maxRows: number;
   lingerMs: number;
-  /** The least time from one unit's start to the next's, unless the next holds maxRows rows (0: none). */
+  /** The longest interval: the least time from one unit's start to the next's, unless the next holds maxRows rows (0: none). */
+  maxIntervalMs?: number;
+  /** The shortest interval the load lets it fall to (at most maxIntervalMs). */
   minIntervalMs?: number;
+  /** The share of the time the recent units' loads may take: the interval is their load time ÷ this (0 < share ≤ 1; 0: always maxIntervalMs). */
+  loadShare?: number;
+}
+
+/** How much of the moving average of the units' load times the newest unit makes. */
+const LOAD_TIME_WEIGHT = 0.3;
+
+/**
+ * The least time from one unit's start to the next's: the recent load time ÷ the share,
+ * between the shortest and the longest interval (the longest when there is no share, or
+ * before any unit has loaded).
+ */
+export function unitInterval(options: GathererOptions, loadMs: number | undefined): number {
+  const longest = options.maxIntervalMs ?? 0;
+  const share = options.loadShare ?? 0;
+  if (share <= 0 || loadMs === undefined) return longest;
+  const shortest = Math.min(options.minIntervalMs ?? 0, longest);
+  return Math.min(longest, Math.max(shortest, loadMs / share));
 }
 
 /** What a load unit reports for each chunk: loaded, or an error (not loaded, not to be committed). */
@@ -46,6 +75,8 @@ export class LoadGatherer<T extends { rows: number }> {
   private lastStart = Number.NEGATIVE_INFINITY;
   /** The consumer waits for a unit to load before it can hand over more: the interval does not hold the next one back. */
   private hurried = false;
+  /** The moving average of the units' load times, ms (undefined before the first). */
+  private loadMs: number | undefined;
 
   constructor(
     private readonly options: GathererOptions,
@@ -85,7 +116,7 @@ export class LoadGatherer<T extends { rows: number }> {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.loading || this.open.length === 0) return;
-    const wait = this.lastStart + (this.options.minIntervalMs ?? 0) - performance.now();
+    const wait = this.lastStart + unitInterval(this.options, this.loadMs) - performance.now();
     if (wait > 0 && this.openRows < this.options.maxRows && !this.hurried) {
       this.timer = setTimeout(() => this.close(), wait);
       return;
@@ -98,6 +129,7 @@ export class LoadGatherer<T extends { rows: number }> {
     const unit = this.open.splice(0, count);
     this.openRows -= rows;
     this.loading = true;
+    const started = this.lastStart;
     void this.load(unit.map((waiting) => waiting.chunk))
       .then(
         (outcomes) =>
@@ -109,6 +141,8 @@ export class LoadGatherer<T extends { rows: number }> {
         (error: unknown) => unit.forEach((waiting) => waiting.reject(error)),
       )
       .finally(() => {
+        const ms = performance.now() - started;
+        this.loadMs = this.loadMs === undefined ? ms : this.loadMs + LOAD_TIME_WEIGHT * (ms - this.loadMs);
         this.loading = false;
         this.close();
       });

@@ -17,6 +17,13 @@ export const nonNegativeInt = makeValidator<number>((input) => {
   return value;
 });
 
+/** A whole percentage, 0 to 100. */
+export const percentInt = makeValidator<number>((input) => {
+  const value = Number(input);
+  if (!Number.isInteger(value) || value < 0 || value > 100) throw new Error(`must be a whole percentage from 0 to 100, got "${input}"`);
+  return value;
+});
+
 export const csv = makeValidator<string[]>((input) => {
   const items = input
     .split(',')
