@@ -206,6 +206,11 @@ export class UsageConsumer {
     });
   }
 
+  /** The least time between the starts of two load units now, ms (load-gatherer.ts). */
+  unitIntervalMs(): number {
+    return this.gatherer.intervalMs();
+  }
+
   /** Kafka timestamp (ms) of the oldest message taken and not yet loaded; undefined when none waits. */
   oldestPendingMs(): number | undefined {
     let oldest: number | undefined;

@@ -220,12 +220,20 @@ function duplicatedLoad(count: number, seed: number) {
   return { messages: [...queued, ...duplicates].sort(() => random() - 0.5), distinct: queued.length, keys, expectedTokens };
 }
 
-/** The ingester's lag gauges as Prometheus exposes them: partitions reported, lag summed, oldest unloaded age. */
-async function lagSignals(url: string): Promise<{ partitions: number; lag: number; oldestAgeSeconds: number }> {
+/** The ingester's lag gauges as Prometheus exposes them: partitions reported, lag summed, oldest unloaded age; the interval between units. */
+async function lagSignals(
+  url: string,
+): Promise<{ partitions: number; lag: number; oldestAgeSeconds: number; unitIntervalSeconds: number }> {
   const text = await (await fetch(url)).text();
   const lags = [...text.matchAll(/^otm_ingester_consumer_lag_messages\{partition="\d+"\} (\d+)/gm)].map((match) => Number(match[1]));
   const age = /^otm_ingester_oldest_unloaded_age_seconds ([\d.e+-]+)/m.exec(text);
-  return { partitions: lags.length, lag: lags.reduce((sum, lag) => sum + lag, 0), oldestAgeSeconds: Number(age?.[1] ?? NaN) };
+  const interval = /^otm_ingester_unit_interval_seconds ([\d.e+-]+)/m.exec(text);
+  return {
+    partitions: lags.length,
+    lag: lags.reduce((sum, lag) => sum + lag, 0),
+    oldestAgeSeconds: Number(age?.[1] ?? NaN),
+    unitIntervalSeconds: Number(interval?.[1] ?? NaN),
+  };
 }
 
 async function expectExactContent(clickhouse: ClickHouseClient, load: ReturnType<typeof duplicatedLoad>, timeoutMs: number) {
@@ -369,7 +377,11 @@ describe('ClickHouse outage', () => {
     await privateClickHouse.start();
     await expectExactContent(clickhouse, load, 90_000);
     await eventually(async () => (await lagSignals('http://127.0.0.1:29465/metrics')).lag === 0, 30_000, 1000);
-    expect((await lagSignals('http://127.0.0.1:29465/metrics')).oldestAgeSeconds).toBe(0);
+    const after = await lagSignals('http://127.0.0.1:29465/metrics');
+    expect(after.oldestAgeSeconds).toBe(0);
+    // The interval between units follows their load time, between its shortest and longest (0.5 and 1 s by default).
+    expect(after.unitIntervalSeconds).toBeGreaterThanOrEqual(0.5);
+    expect(after.unitIntervalSeconds).toBeLessThanOrEqual(1);
     expect(ingester.logs.some((line) => line.includes('dependency failed; retrying'))).toBe(true);
   });
 });

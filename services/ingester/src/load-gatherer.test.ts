@@ -179,6 +179,21 @@ describe('LoadGatherer with an interval that follows the load', () => {
     return starts.slice(1).map((start, index) => start - starts[index]!);
   }
 
+  it('reports the interval it keeps now: the longest before any unit has loaded, then from the load time', async () => {
+    const gatherer = new LoadGatherer<Part>(
+      { maxRows: 1000, lingerMs: 1, maxIntervalMs: 300, minIntervalMs: 60, loadShare: 0.5 },
+      async (parts) => {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        return parts.map(() => 'loaded' as const);
+      },
+    );
+    expect(gatherer.intervalMs()).toBe(300);
+    await gatherer.submit({ name: 'a', rows: 1 });
+    // One load of about 50 ms: 50 ÷ 0.5, about 100 ms.
+    expect(gatherer.intervalMs()).toBeGreaterThanOrEqual(95);
+    expect(gatherer.intervalMs()).toBeLessThan(200);
+  });
+
   it('lets units follow at the shortest interval while loads are quick, and at the longest while they are slow', async () => {
     const [quick, slow] = await Promise.all([startsWith(5), startsWith(200)]);
     // Quick loads (5 ms ÷ 0.5 = 10 ms): after the first unit, every 60 ms or so; the

@@ -102,6 +102,11 @@ export class LoadGatherer<T extends { rows: number }> {
     return outcome;
   }
 
+  /** The least time from one unit's start to the next's now, ms. */
+  intervalMs(): number {
+    return unitInterval(this.options, this.loadMs);
+  }
+
   /**
    * The contributor can hand over nothing more until a unit loads (its window of
    * pending rows is full): the open unit goes as soon as nothing is loading, without
@@ -131,6 +136,11 @@ export class LoadGatherer<T extends { rows: number }> {
     this.loading = true;
     const started = this.lastStart;
     void this.load(unit.map((waiting) => waiting.chunk))
+      .finally(() => {
+        // Its load time, before its contributors learn the outcome.
+        const ms = performance.now() - started;
+        this.loadMs = this.loadMs === undefined ? ms : this.loadMs + LOAD_TIME_WEIGHT * (ms - this.loadMs);
+      })
       .then(
         (outcomes) =>
           unit.forEach((waiting, index) => {
@@ -141,8 +151,6 @@ export class LoadGatherer<T extends { rows: number }> {
         (error: unknown) => unit.forEach((waiting) => waiting.reject(error)),
       )
       .finally(() => {
-        const ms = performance.now() - started;
-        this.loadMs = this.loadMs === undefined ? ms : this.loadMs + LOAD_TIME_WEIGHT * (ms - this.loadMs);
         this.loading = false;
         this.close();
       });

@@ -6,6 +6,8 @@ export interface LagSources {
   lag(): Promise<{ partition: number; lag: number }[]>;
   /** Kafka timestamp (ms) of the oldest message taken but not yet loaded, if any. */
   oldestPendingMs(): number | undefined;
+  /** The least interval between the starts of two load units now, ms (it follows the load). */
+  unitIntervalMs?(): number;
 }
 
 export function createIngesterMetrics(sources?: LagSources) {
@@ -37,6 +39,17 @@ export function createIngesterMetrics(sources?: LagSources) {
         this.set(oldest === undefined ? 0 : Math.max(0, (Date.now() - oldest) / 1000));
       },
     });
+    const unitIntervalMs = sources.unitIntervalMs?.bind(sources);
+    if (unitIntervalMs) {
+      new Gauge({
+        name: 'otm_ingester_unit_interval_seconds',
+        help: "The least time between the starts of two load units now: the recent units' load time divided by INGEST_UNIT_LOAD_SHARE, between INGEST_UNIT_INTERVAL_MIN_MS and INGEST_UNIT_INTERVAL_MS",
+        registers: [registry],
+        collect() {
+          this.set(unitIntervalMs() / 1000);
+        },
+      });
+    }
   }
   return {
     registry,
