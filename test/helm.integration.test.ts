@@ -230,8 +230,14 @@ describe('helm chart', () => {
           'gateway.env.NODE_OPTIONS=--max-old-space-size=300',
           'ingester.env.INGEST_UNIT_INTERVAL_MS=500',
           'extraEnv[0].name=METRICS_HOST,extraEnv[0].value=127.0.0.1',
+          'env.SCHEMA_REGISTRY_URL=https://registry.example:8081',
         ].join(','),
       ]);
+      // The migration Job's schema registration takes SCHEMA_* from env too: its own URL entry gives way.
+      const job = text.split(/^---$/m).find((doc) => doc.includes('kind: Job\n'))!;
+      const jobNames = [...job.matchAll(/^ {12}- name: (\S+)$/gm)].map((match) => match[1]!);
+      expect(new Set(jobNames).size, `repeated in the migration Job: ${jobNames}`).toBe(jobNames.length);
+      expect(job).toMatch(/name: SCHEMA_REGISTRY_URL\s+value: https:\/\/registry\.example:8081\n/);
       const deployments = text.split(/^---$/m).filter((doc) => doc.includes('kind: Deployment\n'));
       expect(deployments).toHaveLength(3);
       for (const deployment of deployments) {
