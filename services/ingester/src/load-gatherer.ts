@@ -121,7 +121,7 @@ export class LoadGatherer<T extends { rows: number }> {
     clearTimeout(this.timer);
     this.timer = undefined;
     if (this.loading || this.open.length === 0) return;
-    const wait = this.lastStart + unitInterval(this.options, this.loadMs) - performance.now();
+    const wait = this.lastStart + this.intervalMs() - performance.now();
     if (wait > 0 && this.openRows < this.options.maxRows && !this.hurried) {
       this.timer = setTimeout(() => this.close(), wait);
       return;

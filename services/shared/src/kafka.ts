@@ -590,7 +590,6 @@ export function cachedConsumerLag(
   };
 }
 
-/** Per partition: messages of `topic` the group has not committed (a partition never committed counts from its low mark). */
 /** Deletes the topics `which` picks among those the cluster has; returns their names. */
 export async function deleteTopicsWhere(admin: Admin, which: (topic: string) => boolean): Promise<string[]> {
   const topics = (await admin.listTopics()).filter(which);
@@ -598,6 +597,7 @@ export async function deleteTopicsWhere(admin: Admin, which: (topic: string) => 
   return topics;
 }
 
+/** Per partition: messages of `topic` the group has not committed (a partition never committed counts from its low mark). */
 export async function consumerLag(admin: Admin, groupId: string, topic: string): Promise<{ partition: number; lag: number }[]> {
   const [ends, [committed]] = await Promise.all([admin.fetchTopicOffsets(topic), admin.fetchOffsets({ groupId, topics: [topic] })]);
   return ends.map((end) => {
