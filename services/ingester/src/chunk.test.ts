@@ -18,6 +18,7 @@ function chunkOf(count: number): DecodedChunk {
     partition: 3,
     messages,
     rows: count,
+    bytes: 0,
     items: [],
     probes: [],
     outcomes: [],

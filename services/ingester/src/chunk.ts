@@ -23,6 +23,8 @@ export interface DecodedChunk {
   messages: readonly IncomingRecord[];
   /** How many records the chunk holds (what the window and the gatherer count). */
   rows: number;
+  /** The bytes of its records as fetched (what the window bounds beside the rows). */
+  bytes: number;
   /** The records decoded into rows, to be loaded. */
   items: Item[];
   /** canary_probes rows (JSON lines) of the freshness canary's records in the chunk. */

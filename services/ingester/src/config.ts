@@ -19,6 +19,10 @@ export const ingesterSpec = {
     default: 10_000,
     desc: 'Rows decoded and not yet loaded, at most: the unit loading plus the next one gathering (bounds memory)',
   }),
+  INGEST_MAX_PENDING_BYTES: positiveInt({
+    default: 32 * 1024 * 1024,
+    desc: "Bytes of those rows' records as fetched, at most (records run from a few hundred bytes to a megabyte: the bound in rows alone would not bound memory); a single larger record still loads, alone",
+  }),
   INGEST_GATHER_MS: positiveInt({ default: 50, desc: 'How long a load unit waits for the chunks of other partitions' }),
   INGEST_UNIT_INTERVAL_MS: nonNegativeInt({
     default: 1000,
@@ -105,6 +109,7 @@ export function consumerOptionsFrom(config: IngesterConfig) {
     topic: config.USAGE_TOPIC,
     maxBatchRows: config.INGEST_BATCH_MAX_ROWS,
     maxPendingRows: config.INGEST_MAX_PENDING_ROWS,
+    maxPendingBytes: config.INGEST_MAX_PENDING_BYTES,
     partitionsConcurrently: config.INGEST_CONCURRENCY,
     gatherMs: config.INGEST_GATHER_MS,
     unitIntervalMs: config.INGEST_UNIT_INTERVAL_MS,

@@ -9,7 +9,7 @@ import { createLogger } from '@otm/shared/logger';
 import { buildQueuedRecordSchema, compileValidators, type QueuedUsageRecord } from '@otm/schemas';
 import { encodeWire, decodeWire } from '@otm/shared/registry';
 import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
-import { UsageConsumer } from './consumer.js';
+import { UsageConsumer, chunksOf } from './consumer.js';
 import { checkSeen } from './dedupe-step.js';
 import { createIngesterMetrics } from './metrics.js';
 import { RECORD_OUTCOMES, deadLetter, ok, type DeadLetter } from './outcome.js';
@@ -184,6 +184,8 @@ function pipeline(
     store?: MemoryEventStore;
     erasures?: MemoryErasures;
     canaryKeyId?: string;
+    /** Bytes of the records taken and not yet loaded, at most (default: no bound). */
+    maxPendingBytes?: number;
     /** The stages the consumer is given in place of the in-memory Redis ones (the fallbacks of without-redis.ts). */
     wrap?: (redis: { dedupe: MemoryDeduplicator; erasures: MemoryErasures }) => { dedupe: Deduplicator; erasures: Erasures };
   } = {},
@@ -211,6 +213,7 @@ function pipeline(
       topic: TOPIC,
       maxBatchRows: 500,
       maxPendingRows: 2000,
+      maxPendingBytes: parts.maxPendingBytes,
       partitionsConcurrently: 1,
       gatherMs: 1,
       retryInitialMs: 1,
@@ -241,6 +244,44 @@ describe('UsageConsumer on in-memory stages', () => {
     await until(() => consumer.committed.get(0) === 20n);
     expect(store.inserts.size).toBe(20);
     expect(store.twice()).toEqual([]);
+  });
+
+  it('records of 100 KB: the records taken and not loaded stay within the byte bound, with rows to spare; each loads once', async () => {
+    const bound = 1_000_000;
+    const usage: { current?: UsageConsumer } = {};
+    let most = 0;
+    const watch = () => (most = Math.max(most, usage.current!.pendingRecords().bytes));
+    class SlowStore extends MemoryEventStore {
+      override async load<T>(items: readonly T[], rowOf: (item: T) => EncodedRow, unanswered: Unanswered) {
+        watch();
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return super.load(items, rowOf, unanswered);
+      }
+    }
+    const store = new SlowStore();
+    const built = pipeline({ store, maxPendingBytes: bound });
+    usage.current = built.usage;
+    const large = sample(40, 'big').map((record) => ({
+      ...record,
+      record: { ...record.record, io: { prompt: 'p'.repeat(100_000), response: 'r' } },
+    }));
+    const batches = [messages(large.slice(0, 20) as QueuedUsageRecord[]), messages(large.slice(20) as QueuedUsageRecord[])];
+    const fetched = batches.flat().reduce((sum, message) => sum + message.value!.length + message.key!.length, 0);
+    expect(fetched).toBeGreaterThan(4 * bound);
+    await built.usage.start();
+    const polling = setInterval(watch, 1);
+    try {
+      // Two partitions' batches at once, as the client hands them over: each waits for room.
+      await Promise.all([built.consumer.deliver(0, batches[0]!), built.consumer.deliver(1, batches[1]!)]);
+      await until(() => built.consumer.committed.get(0) === 20n && built.consumer.committed.get(1) === 20n, 10_000);
+    } finally {
+      clearInterval(polling);
+    }
+    expect(store.inserts.size).toBe(40);
+    expect(store.twice()).toEqual([]);
+    expect(most).toBeGreaterThan(0);
+    expect(most).toBeLessThanOrEqual(bound);
+    expect(built.usage.pendingRecords()).toEqual({ rows: 0, bytes: 0 });
   });
 
   it('redelivery: the same batch again (a rebalance, a retried fetch) stores nothing twice and commits', async () => {
@@ -467,5 +508,26 @@ describe('UsageConsumer on in-memory stages', () => {
     expect(dedupe.seen.size).toBe(11);
     expect((await outageMetrics.redisDegraded.get()).values[0]?.value).toBe(0);
     expect((await outageMetrics.pendingMarks.get()).values[0]?.value).toBe(0);
+  });
+});
+
+describe('chunksOf', () => {
+  const sized = (...sizes: number[]): IncomingRecord[] =>
+    sizes.map((size, index) => ({ key: null, value: Buffer.alloc(size), offset: String(index), timestamp: '0' }));
+  const cut = (records: IncomingRecord[], maxRows: number, maxBytes: number) =>
+    [...chunksOf(records, maxRows, maxBytes)].map(({ chunk, bytes }) => [chunk.map((record) => Number(record.offset)), bytes]);
+
+  it("cuts a partition's records by count and by bytes, in order; a record past the bytes is a chunk of its own", () => {
+    expect(cut(sized(1, 1, 1, 1, 1), 2, Infinity)).toEqual([
+      [[0, 1], 2],
+      [[2, 3], 2],
+      [[4], 1],
+    ]);
+    expect(cut(sized(40, 50, 10, 200, 30, 30), 100, 100)).toEqual([
+      [[0, 1, 2], 100],
+      [[3], 200],
+      [[4, 5], 60],
+    ]);
+    expect(cut([], 10, 10)).toEqual([]);
   });
 });

@@ -22,7 +22,7 @@
 // unit is loaded and marked, in order within its partition (commitInOrder()). A chunk
 // fetched before the latest rebalance is never inserted: its partition may belong to
 // another member by now.
-import type { IncomingBatch, RecordSource, UndecodableBatch } from '@otm/shared/kafka';
+import type { IncomingBatch, IncomingRecord, RecordSource, UndecodableBatch } from '@otm/shared/kafka';
 import type { PlausibleBounds } from '@otm/schemas';
 import type { Logger } from '@otm/shared/logger';
 import { OrderedCommits, RowWindow } from '@otm/shared/ordered-commits';
@@ -40,6 +40,8 @@ export interface ConsumerOptions {
   maxBatchRows: number;
   /** Rows decoded and not loaded yet, at most (the one unit loading and the next gathering); bounds memory. */
   maxPendingRows: number;
+  /** Bytes of those rows' records as fetched, at most (none: no bound); bounds memory whatever the records' size. */
+  maxPendingBytes?: number;
   /** Partition batches the source hands over at once; their chunks are loaded together. */
   partitionsConcurrently: number;
   /** How long a load unit waits for more partition chunks after its first. */
@@ -83,8 +85,10 @@ export class UsageConsumer {
   private readonly gatherer: LoadGatherer<DecodedChunk>;
   /** Commits in order per partition and generation (bumped at every rebalance: chunks fetched under an older generation are not inserted). */
   private readonly commits: OrderedCommits;
-  /** Rows decoded and handed to the gatherer, not loaded yet (bounded by maxPendingRows). */
+  /** Rows decoded and handed to the gatherer, not loaded yet (bounded by maxPendingRows and maxPendingBytes). */
   private readonly window: RowWindow;
+  /** A partition's batch is cut into chunks of at most this many bytes (a chunk of one larger record goes alone). */
+  private readonly maxChunkBytes: number;
   /** The chunks handed to the gatherer and not yet settled (for the age gauge). */
   private readonly pending = new Set<DecodedChunk>();
   /** An error out of our own code during a load: thrown from the next eachBatch, as it would have been inline. */
@@ -95,7 +99,9 @@ export class UsageConsumer {
     private readonly deps: ConsumerDeps,
     private readonly options: ConsumerOptions,
   ) {
-    this.window = new RowWindow(options.maxPendingRows);
+    this.window = new RowWindow(options.maxPendingRows, options.maxPendingBytes ?? Infinity);
+    // Half the window, so that the chunk loading leaves room for the next one.
+    this.maxChunkBytes = (options.maxPendingBytes ?? Infinity) / 2;
     this.commits = new OrderedCommits({
       commit: (topic, partition, offset) => deps.source.commit(topic, partition, offset),
       onLoadFailed: (error, where) => {
@@ -143,20 +149,25 @@ export class UsageConsumer {
     // it loads, the partition stops at it, and the other partitions go on.
     const generation = this.commits.generation;
     const alive = () => batch.live() && generation === this.commits.generation;
-    for (let start = 0; start < messages.length; start += this.options.maxBatchRows) {
-      const chunk = messages.slice(start, start + this.options.maxBatchRows);
+    for (const { chunk, bytes } of chunksOf(messages, this.options.maxBatchRows, this.maxChunkBytes)) {
+      const span = { rows: chunk.length, bytes };
       // Bounded memory: wait while the rows decoded and not yet loaded fill the window;
       // the unit gathering then goes as soon as it may (it cannot grow meanwhile).
-      if (!this.window.fits(chunk.length)) this.gatherer.hurry();
-      if (!(await this.window.waitForRoom(chunk.length, alive, heartbeat)) || this.draining) return;
+      if (!this.window.fits(span)) this.gatherer.hurry();
+      if (!(await this.window.take(span, alive, heartbeat))) return;
+      if (this.draining) {
+        this.window.release(span);
+        return;
+      }
       let decodedChunk: DecodedChunk;
       try {
-        decodedChunk = await decodeChunk({ topic: batch.topic, partition: batch.partition, alive, heartbeat }, chunk, {
+        decodedChunk = await decodeChunk({ topic: batch.topic, partition: batch.partition, alive, heartbeat, bytes }, chunk, {
           deps: this.deps,
           options: this.options,
           canaryKeyId: this.options.canaryKeyId?.(),
         });
       } catch (error) {
+        this.window.release(span);
         if (error instanceof Abandoned) return; // not resolved: fetched again by whoever owns the partition
         throw error;
       }
@@ -194,7 +205,6 @@ export class UsageConsumer {
    * commit, so the chunk is fetched again).
    */
   private commitInOrder(decodedChunk: DecodedChunk, generation: number, first: string, last: string): void {
-    this.window.add(decodedChunk.rows);
     this.pending.add(decodedChunk);
     const loaded = this.gatherer.submit(decodedChunk);
     if (this.options.unsafeCommitBeforeLoad) {
@@ -202,13 +212,18 @@ export class UsageConsumer {
     }
     this.commits.track({ topic: decodedChunk.topic, partition: decodedChunk.partition, first, last }, generation, loaded, () => {
       this.pending.delete(decodedChunk);
-      this.window.release(decodedChunk.rows);
+      this.window.release(decodedChunk);
     });
   }
 
   /** The least time between the starts of two load units now, ms (load-gatherer.ts). */
   unitIntervalMs(): number {
     return this.gatherer.intervalMs();
+  }
+
+  /** The records taken and not yet loaded: how many, and their bytes as fetched. */
+  pendingRecords(): { rows: number; bytes: number } {
+    return { rows: this.window.rows, bytes: this.window.bytes };
   }
 
   /** Kafka timestamp (ms) of the oldest message taken and not yet loaded; undefined when none waits. */
@@ -228,4 +243,32 @@ export class UsageConsumer {
     this.deps.source.pause(this.options.topic);
     await this.commits.settle(timeoutMs);
   }
+}
+
+/** A record's bytes as fetched: its value and key (what the window counts). */
+function recordBytes(message: IncomingRecord): number {
+  return (message.value?.length ?? 0) + (message.key?.length ?? 0);
+}
+
+/**
+ * A partition's records cut into chunks of at most `maxRows` records and `maxBytes`
+ * bytes, in order; a record larger than `maxBytes` is a chunk of its own.
+ */
+export function* chunksOf(
+  messages: readonly IncomingRecord[],
+  maxRows: number,
+  maxBytes: number,
+): Generator<{ chunk: readonly IncomingRecord[]; bytes: number }> {
+  let start = 0;
+  let bytes = 0;
+  for (let index = 0; index < messages.length; index++) {
+    const size = recordBytes(messages[index]!);
+    if (index > start && (index - start === maxRows || bytes + size > maxBytes)) {
+      yield { chunk: messages.slice(start, index), bytes };
+      start = index;
+      bytes = 0;
+    }
+    bytes += size;
+  }
+  if (start < messages.length) yield { chunk: messages.slice(start), bytes };
 }

@@ -32,7 +32,7 @@ export interface DecodeContext {
 
 /** Decodes and enriches one chunk; throws Abandoned (retry.ts) when it is given up while the registry is away. */
 export async function decodeChunk(
-  where: { topic: string; partition: number; alive: () => boolean; heartbeat: () => Promise<void> },
+  where: { topic: string; partition: number; alive: () => boolean; heartbeat: () => Promise<void>; bytes: number },
   messages: readonly IncomingRecord[],
   context: DecodeContext,
 ): Promise<DecodedChunk> {

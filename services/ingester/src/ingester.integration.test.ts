@@ -220,19 +220,18 @@ function duplicatedLoad(count: number, seed: number) {
   return { messages: [...queued, ...duplicates].sort(() => random() - 0.5), distinct: queued.length, keys, expectedTokens };
 }
 
-/** The ingester's lag gauges as Prometheus exposes them: partitions reported, lag summed, oldest unloaded age; the interval between units. */
-async function lagSignals(
-  url: string,
-): Promise<{ partitions: number; lag: number; oldestAgeSeconds: number; unitIntervalSeconds: number }> {
+/** The ingester's lag gauges as Prometheus exposes them: partitions reported, lag summed, oldest unloaded age; the interval between units; what waits unloaded. */
+async function lagSignals(url: string) {
   const text = await (await fetch(url)).text();
   const lags = [...text.matchAll(/^otm_ingester_consumer_lag_messages\{partition="\d+"\} (\d+)/gm)].map((match) => Number(match[1]));
-  const age = /^otm_ingester_oldest_unloaded_age_seconds ([\d.e+-]+)/m.exec(text);
-  const interval = /^otm_ingester_unit_interval_seconds ([\d.e+-]+)/m.exec(text);
+  const gauge = (name: string) => Number(new RegExp(`^${name} ([\\d.e+-]+)`, 'm').exec(text)?.[1] ?? NaN);
   return {
     partitions: lags.length,
     lag: lags.reduce((sum, lag) => sum + lag, 0),
-    oldestAgeSeconds: Number(age?.[1] ?? NaN),
-    unitIntervalSeconds: Number(interval?.[1] ?? NaN),
+    oldestAgeSeconds: gauge('otm_ingester_oldest_unloaded_age_seconds'),
+    unitIntervalSeconds: gauge('otm_ingester_unit_interval_seconds'),
+    pendingRecords: gauge('otm_ingester_pending_records'),
+    pendingBytes: gauge('otm_ingester_pending_bytes'),
   };
 }
 
@@ -354,7 +353,13 @@ describe('ClickHouse outage', () => {
     cleanups.push(() => privateClickHouse.stop());
     const ingester = await startIngester({
       ...n,
-      extraEnv: { CLICKHOUSE_URL: privateClickHouse.address, INGEST_BATCH_MAX_ROWS: 500, INGEST_RETRY_MAX_MS: 2000, METRICS_PORT: 29465 },
+      extraEnv: {
+        CLICKHOUSE_URL: privateClickHouse.address,
+        INGEST_BATCH_MAX_ROWS: 500,
+        INGEST_MAX_PENDING_BYTES: 1_000_000,
+        INGEST_RETRY_MAX_MS: 2000,
+        METRICS_PORT: 29465,
+      },
     });
     cleanups.push(() => ingester.stop());
     const clickhouse = createClickHouse({ url: privateClickHouse.address, database: n.database, username: 'default', password: '' });
@@ -374,11 +379,17 @@ describe('ClickHouse outage', () => {
     expect(during.partitions).toBe(3);
     expect(during.lag).toBeGreaterThan(0);
     expect(during.oldestAgeSeconds).toBeGreaterThan(8);
+    // What waits unloaded is held to its bound in bytes (about 3 KB a record here), far below the bound in rows.
+    expect(during.pendingBytes).toBeGreaterThan(500_000);
+    expect(during.pendingBytes).toBeLessThanOrEqual(1_000_000);
+    expect(during.pendingRecords).toBeGreaterThan(0);
+    expect(during.pendingRecords).toBeLessThan(1_000);
     await privateClickHouse.start();
     await expectExactContent(clickhouse, load, 90_000);
     await eventually(async () => (await lagSignals('http://127.0.0.1:29465/metrics')).lag === 0, 30_000, 1000);
     const after = await lagSignals('http://127.0.0.1:29465/metrics');
     expect(after.oldestAgeSeconds).toBe(0);
+    expect([after.pendingRecords, after.pendingBytes]).toEqual([0, 0]);
     // The interval between units follows their load time, between its shortest and longest (0.5 and 1 s by default).
     expect(after.unitIntervalSeconds).toBeGreaterThanOrEqual(0.5);
     expect(after.unitIntervalSeconds).toBeLessThanOrEqual(1);

@@ -8,6 +8,8 @@ export interface LagSources {
   oldestPendingMs(): number | undefined;
   /** The least interval between the starts of two load units now, ms (it follows the load). */
   unitIntervalMs?(): number;
+  /** The records taken and not yet loaded: how many, and their bytes as fetched. */
+  pending?(): { rows: number; bytes: number };
 }
 
 export function createIngesterMetrics(sources?: LagSources) {
@@ -47,6 +49,25 @@ export function createIngesterMetrics(sources?: LagSources) {
         registers: [registry],
         collect() {
           this.set(unitIntervalMs() / 1000);
+        },
+      });
+    }
+    const pending = sources.pending?.bind(sources);
+    if (pending) {
+      new Gauge({
+        name: 'otm_ingester_pending_records',
+        help: 'Records taken from the usage topic and not yet loaded (at most INGEST_MAX_PENDING_ROWS, but for a single chunk larger than the window)',
+        registers: [registry],
+        collect() {
+          this.set(pending().rows);
+        },
+      });
+      new Gauge({
+        name: 'otm_ingester_pending_bytes',
+        help: 'Bytes of the records taken and not yet loaded, as fetched (at most INGEST_MAX_PENDING_BYTES, but for a single record larger than the window)',
+        registers: [registry],
+        collect() {
+          this.set(pending().bytes);
         },
       });
     }

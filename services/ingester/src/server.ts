@@ -158,6 +158,7 @@ const metrics = createIngesterMetrics({
   lag: cachedConsumerLag(lagReader, config.INGEST_GROUP_ID, config.USAGE_TOPIC, 5000),
   oldestPendingMs: () => usageConsumer.oldestPendingMs(),
   unitIntervalMs: () => usageConsumer.unitIntervalMs(),
+  pending: () => usageConsumer.pendingRecords(),
 });
 const keyStore = new KeyStore(redis, redisPrefix);
 const canaryKey = new CanaryKey(async () => (await keyStore.findByHash(hashKey(config.CANARY_API_KEY)))?.id);

@@ -91,33 +91,75 @@ describe('OrderedCommits', () => {
 });
 
 describe('RowWindow', () => {
+  const alive = () => true;
+  const heartbeat = async () => undefined;
+
   it('holds a fetch until rows are released; a chunk larger than the window goes alone', async () => {
     const window = new RowWindow(100);
-    const alive = () => true;
-    const heartbeat = async () => undefined;
-    expect(await window.waitForRoom(150, alive, heartbeat)).toBe(true);
-    window.add(150);
+    expect(await window.take({ rows: 150, bytes: 0 }, alive, heartbeat)).toBe(true);
     let roomed = false;
-    const waiting = window.waitForRoom(10, alive, heartbeat).then((ok) => (roomed = ok));
+    const waiting = window.take({ rows: 10, bytes: 0 }, alive, heartbeat).then((ok) => (roomed = ok));
     await flush();
     expect(roomed).toBe(false);
-    window.release(150);
+    window.release({ rows: 150, bytes: 0 });
     await waiting;
     expect(roomed).toBe(true);
-    expect(window.rows).toBe(0);
+    expect(window.rows).toBe(10);
+  });
+
+  it('holds a fetch while the bytes taken would pass their bound, with rows to spare', async () => {
+    const window = new RowWindow(1_000, 1_000_000);
+    await window.take({ rows: 3, bytes: 700_000 }, alive, heartbeat);
+    expect(window.fits({ rows: 1, bytes: 300_000 })).toBe(true);
+    expect(window.fits({ rows: 1, bytes: 300_001 })).toBe(false);
+    let roomed = false;
+    const waiting = window.take({ rows: 2, bytes: 600_000 }, alive, heartbeat).then((ok) => (roomed = ok));
+    await flush();
+    expect(roomed).toBe(false);
+    window.release({ rows: 1, bytes: 200_000 });
+    await flush();
+    expect(roomed).toBe(false);
+    window.release({ rows: 2, bytes: 500_000 });
+    await waiting;
+    expect(roomed).toBe(true);
+    expect([window.rows, window.bytes]).toEqual([2, 600_000]);
+    window.release({ rows: 2, bytes: 600_000 });
+    // Nothing taken: a chunk past the bound goes, alone.
+    expect(window.fits({ rows: 1, bytes: 5_000_000 })).toBe(true);
+  });
+
+  it('two fetches waiting together for the last room: one takes it, the other waits on', async () => {
+    const window = new RowWindow(10, 1_000);
+    await window.take({ rows: 1, bytes: 500 }, alive, heartbeat);
+    await window.take({ rows: 1, bytes: 400 }, alive, heartbeat);
+    const taken: string[] = [];
+    const first = window.take({ rows: 1, bytes: 400 }, alive, heartbeat).then(() => taken.push('first'));
+    const second = window.take({ rows: 1, bytes: 400 }, alive, heartbeat).then(() => taken.push('second'));
+    await flush();
+    expect(taken).toEqual([]);
+    // Room for one of them (400 + 400 taken), not for both.
+    window.release({ rows: 1, bytes: 500 });
+    await first;
+    await flush();
+    expect(taken).toEqual(['first']);
+    expect(window.bytes).toBe(800);
+    window.release({ rows: 1, bytes: 400 });
+    await second;
+    expect(taken).toEqual(['first', 'second']);
   });
 
   it('gives up when the batch is no longer alive', async () => {
     const window = new RowWindow(10);
-    window.add(10);
-    let alive = true;
-    const waiting = window.waitForRoom(
-      5,
-      () => alive,
+    await window.take({ rows: 10, bytes: 0 }, alive, heartbeat);
+    let stillAlive = true;
+    const waiting = window.take(
+      { rows: 5, bytes: 0 },
+      () => stillAlive,
       async () => undefined,
     );
-    alive = false;
-    window.release(0);
+    stillAlive = false;
+    window.release({ rows: 0, bytes: 0 });
     expect(await waiting).toBe(false);
+    expect(window.rows).toBe(10);
   });
 });

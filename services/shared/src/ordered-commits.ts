@@ -9,8 +9,9 @@
 //                   that generation: the group starts the next generation from the last
 //                   commit, so the chunk is fetched again. A generation is bumped at
 //                   every rebalance; a chunk of an older generation is never committed.
-//   RowWindow       bounds the rows taken and not yet loaded (backpressure): a fetch
-//                   waits for room, heartbeating, and gives up when its batch is gone.
+//   RowWindow       bounds the rows taken and not yet loaded, in count and in bytes
+//                   (backpressure): a fetch waits for room, heartbeating, and gives up
+//                   when its batch is gone.
 
 export interface OrderedCommitsDeps {
   /** Commits `offset` (the next one to read) of the partition. */
@@ -98,24 +99,43 @@ export class OrderedCommits {
   }
 }
 
+/** What a chunk holds: its records, and their bytes as fetched. */
+export interface Span {
+  rows: number;
+  bytes: number;
+}
+
+/**
+ * The records taken and not yet loaded, bounded in count and in bytes: records vary
+ * from a few hundred bytes to a megabyte, so a bound in rows alone bounds nothing.
+ */
 export class RowWindow {
-  private taken = 0;
+  private taken: Span = { rows: 0, bytes: 0 };
   private waiters: (() => void)[] = [];
 
-  constructor(private readonly maxRows: number) {}
+  constructor(
+    private readonly maxRows: number,
+    private readonly maxBytes = Infinity,
+  ) {}
 
   /** Rows taken and not released yet. */
   get rows(): number {
-    return this.taken;
+    return this.taken.rows;
+  }
+
+  /** Bytes of the rows taken and not released yet. */
+  get bytes(): number {
+    return this.taken.bytes;
   }
 
   /**
-   * Waits until `rows` more fit (always when none are taken: a chunk larger than the
-   * window still goes, alone), heartbeating every second; false when `alive()` turned
-   * false meanwhile. The caller adds the rows it then takes.
+   * Takes `span` once it fits (at once when nothing is taken: a chunk larger than the
+   * window still goes, alone), heartbeating every second while it waits; false, taking
+   * nothing, when `alive()` turned false meanwhile. Checked and taken in one step, so
+   * two batches waiting together never both take the last room.
    */
-  async waitForRoom(rows: number, alive: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
-    while (!this.fits(rows)) {
+  async take(span: Span, alive: () => boolean, heartbeat: () => Promise<void>): Promise<boolean> {
+    while (!this.fits(span)) {
       if (!alive()) return false;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 1000);
@@ -126,20 +146,23 @@ export class RowWindow {
       });
       await heartbeat().catch(() => undefined);
     }
-    return alive();
+    if (!alive()) return false;
+    this.add(span);
+    return true;
   }
 
-  /** Whether `rows` more fit now (waitForRoom would not wait). */
-  fits(rows: number): boolean {
-    return this.taken === 0 || this.taken + rows <= this.maxRows;
+  /** Whether `span` more fits now (take would not wait). */
+  fits(span: Span): boolean {
+    if (this.taken.rows === 0) return true;
+    return this.taken.rows + span.rows <= this.maxRows && this.taken.bytes + span.bytes <= this.maxBytes;
   }
 
-  add(rows: number): void {
-    this.taken += rows;
+  private add(span: Span): void {
+    this.taken = { rows: this.taken.rows + span.rows, bytes: this.taken.bytes + span.bytes };
   }
 
-  release(rows: number): void {
-    this.taken -= rows;
+  release(span: Span): void {
+    this.taken = { rows: this.taken.rows - span.rows, bytes: this.taken.bytes - span.bytes };
     for (const wake of this.waiters.splice(0)) wake();
   }
 }
