@@ -100,6 +100,8 @@ export interface MemorySample {
   heapUsedMb: number;
   /** Memory of objects outside V8's heap: Buffers, ArrayBuffers, native handles. */
   externalMb: number;
+  /** The ingester's records taken and not yet loaded, as fetched (NaN for another service). */
+  pendingMb: number;
 }
 
 /**
@@ -118,6 +120,7 @@ export async function memorySample(service: { logs: readonly string[] }): Promis
       heapTotalMb: value('nodejs_heap_size_total_bytes'),
       heapUsedMb: value('nodejs_heap_size_used_bytes'),
       externalMb: value('nodejs_external_memory_bytes'),
+      pendingMb: value('otm_ingester_pending_bytes'),
     };
   } catch {
     return undefined;
@@ -132,6 +135,7 @@ export function maxMemory(a: MemorySample | undefined, b: MemorySample | undefin
     heapTotalMb: Math.max(a.heapTotalMb, b.heapTotalMb),
     heapUsedMb: Math.max(a.heapUsedMb, b.heapUsedMb),
     externalMb: Math.max(a.externalMb, b.externalMb),
+    pendingMb: Math.max(a.pendingMb, b.pendingMb),
   };
 }
 

@@ -182,7 +182,7 @@ export async function benchEndToEnd(): Promise<void> {
     );
     const mb = (sample?: MemorySample) =>
       sample
-        ? `RSS ${sample.rssMb.toFixed(0)} MB (heap ${sample.heapUsedMb.toFixed(0)} used of ${sample.heapTotalMb.toFixed(0)}, external ${sample.externalMb.toFixed(0)})`
+        ? `RSS ${sample.rssMb.toFixed(0)} MB (heap ${sample.heapUsedMb.toFixed(0)} used of ${sample.heapTotalMb.toFixed(0)}, external ${sample.externalMb.toFixed(0)}${Number.isFinite(sample.pendingMb) ? `, records waiting to load ${sample.pendingMb.toFixed(0)}` : ''})`
         : 'unknown';
     log(`   memory at its peak during the step: gateway ${mb(memory.gateway)}; ingester ${mb(memory.ingester)}`);
     log(
