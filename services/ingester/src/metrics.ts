@@ -32,44 +32,44 @@ export function createIngesterMetrics(sources?: LagSources) {
         }
       },
     });
-    new Gauge({
-      name: 'otm_ingester_oldest_unloaded_age_seconds',
-      help: 'Age of the oldest record the ingester has taken and not yet loaded (0 when none waits)',
-      registers: [registry],
-      collect() {
-        const oldest = sources.oldestPendingMs();
-        this.set(oldest === undefined ? 0 : Math.max(0, (Date.now() - oldest) / 1000));
-      },
-    });
-    const unitIntervalMs = sources.unitIntervalMs?.bind(sources);
-    if (unitIntervalMs) {
+    /** A gauge read from the consumer at scrape time. */
+    const sampled = (name: string, help: string, read: () => number) =>
       new Gauge({
-        name: 'otm_ingester_unit_interval_seconds',
-        help: "The least time between the starts of two load units now: the recent units' load time divided by INGEST_UNIT_LOAD_SHARE, between INGEST_UNIT_INTERVAL_MIN_MS and INGEST_UNIT_INTERVAL_MS",
+        name,
+        help,
         registers: [registry],
         collect() {
-          this.set(unitIntervalMs() / 1000);
+          this.set(read());
         },
       });
+    sampled(
+      'otm_ingester_oldest_unloaded_age_seconds',
+      'Age of the oldest record the ingester has taken and not yet loaded (0 when none waits)',
+      () => {
+        const oldest = sources.oldestPendingMs();
+        return oldest === undefined ? 0 : Math.max(0, (Date.now() - oldest) / 1000);
+      },
+    );
+    const unitIntervalMs = sources.unitIntervalMs?.bind(sources);
+    if (unitIntervalMs) {
+      sampled(
+        'otm_ingester_unit_interval_seconds',
+        "The least time between the starts of two load units now: the recent units' load time divided by INGEST_UNIT_LOAD_SHARE, between INGEST_UNIT_INTERVAL_MIN_MS and INGEST_UNIT_INTERVAL_MS",
+        () => unitIntervalMs() / 1000,
+      );
     }
     const pending = sources.pending?.bind(sources);
     if (pending) {
-      new Gauge({
-        name: 'otm_ingester_pending_records',
-        help: 'Records taken from the usage topic and not yet loaded (at most INGEST_MAX_PENDING_ROWS, but for a single chunk larger than the window)',
-        registers: [registry],
-        collect() {
-          this.set(pending().rows);
-        },
-      });
-      new Gauge({
-        name: 'otm_ingester_pending_bytes',
-        help: 'Bytes of the records taken and not yet loaded, as fetched (at most INGEST_MAX_PENDING_BYTES, but for a single record larger than the window)',
-        registers: [registry],
-        collect() {
-          this.set(pending().bytes);
-        },
-      });
+      sampled(
+        'otm_ingester_pending_records',
+        'Records taken from the usage topic and not yet loaded (at most INGEST_MAX_PENDING_ROWS, but for a single chunk larger than the window)',
+        () => pending().rows,
+      );
+      sampled(
+        'otm_ingester_pending_bytes',
+        'Bytes of the records taken and not yet loaded, as fetched (at most INGEST_MAX_PENDING_BYTES, but for a single record larger than the window)',
+        () => pending().bytes,
+      );
     }
   }
   return {

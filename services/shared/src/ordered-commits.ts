@@ -110,7 +110,8 @@ export interface Span {
  * from a few hundred bytes to a megabyte, so a bound in rows alone bounds nothing.
  */
 export class RowWindow {
-  private taken: Span = { rows: 0, bytes: 0 };
+  private takenRows = 0;
+  private takenBytes = 0;
   private waiters: (() => void)[] = [];
 
   constructor(
@@ -120,12 +121,12 @@ export class RowWindow {
 
   /** Rows taken and not released yet. */
   get rows(): number {
-    return this.taken.rows;
+    return this.takenRows;
   }
 
   /** Bytes of the rows taken and not released yet. */
   get bytes(): number {
-    return this.taken.bytes;
+    return this.takenBytes;
   }
 
   /**
@@ -147,22 +148,20 @@ export class RowWindow {
       await heartbeat().catch(() => undefined);
     }
     if (!alive()) return false;
-    this.add(span);
+    this.takenRows += span.rows;
+    this.takenBytes += span.bytes;
     return true;
   }
 
   /** Whether `span` more fits now (take would not wait). */
   fits(span: Span): boolean {
-    if (this.taken.rows === 0) return true;
-    return this.taken.rows + span.rows <= this.maxRows && this.taken.bytes + span.bytes <= this.maxBytes;
-  }
-
-  private add(span: Span): void {
-    this.taken = { rows: this.taken.rows + span.rows, bytes: this.taken.bytes + span.bytes };
+    if (this.takenRows === 0) return true;
+    return this.takenRows + span.rows <= this.maxRows && this.takenBytes + span.bytes <= this.maxBytes;
   }
 
   release(span: Span): void {
-    this.taken = { rows: this.taken.rows - span.rows, bytes: this.taken.bytes - span.bytes };
+    this.takenRows -= span.rows;
+    this.takenBytes -= span.bytes;
     for (const wake of this.waiters.splice(0)) wake();
   }
 }
