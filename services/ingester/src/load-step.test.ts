@@ -28,9 +28,32 @@ describe('bodyPieces', () => {
     }
   });
 
-  it('sends a row larger than a piece as a piece of its own', () => {
+  it('sends a row larger than a piece as a piece of its own, where it lies', () => {
     const unit = rows(3, (index) => (index === 1 ? 3 * BODY_PIECE_BYTES : 100));
-    expect([...bodyPieces(unit)].map((piece) => piece.length)).toEqual([100 + 3 * BODY_PIECE_BYTES, 100]);
+    const pieces = [...bodyPieces(unit)];
+    expect(pieces.map((piece) => piece.length)).toEqual([100, 3 * BODY_PIECE_BYTES, 100]);
+    expect(pieces[1]!.buffer).toBe(unit[1]!.buffer);
+  });
+
+  it('sends rows lying one after the other in memory where they lie, and copies only around a row left out', () => {
+    // Rows as the encoder leaves them: views of blocks, one after the other.
+    const blocks = [Buffer.alloc(BODY_PIECE_BYTES), Buffer.alloc(BODY_PIECE_BYTES)];
+    const unit: Buffer[] = [];
+    for (const [number, block] of blocks.entries()) {
+      block.fill(number + 1);
+      for (let start = 0; start + 3000 <= block.length; start += 3000) unit.push(block.subarray(start, start + 3000));
+    }
+    for (const [index, row] of unit.entries()) row.writeUInt32LE(index);
+    const whole = [...bodyPieces(unit)];
+    expect(Buffer.concat(whole).equals(Buffer.concat(unit))).toBe(true);
+    expect(whole.map((piece) => piece.buffer)).toEqual(blocks.map((block) => block.buffer));
+
+    // One row in forty already stored: the rest still go where they lie, between the gaps.
+    const some = unit.filter((_, index) => index % 40 !== 3);
+    const pieces = [...bodyPieces(some)];
+    expect(Buffer.concat(pieces).equals(Buffer.concat(some))).toBe(true);
+    expect(pieces.filter((piece) => blocks.some((block) => piece.buffer === block.buffer)).length).toBeGreaterThan(0);
+    expect(pieces.length).toBeLessThan(some.length / 4);
   });
 
   it('sends nothing for no rows', () => {

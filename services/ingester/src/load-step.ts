@@ -104,24 +104,53 @@ export async function insertEncoded(
 /** The size of the pieces an insert body is sent in. */
 export const BODY_PIECE_BYTES = 256 * 1024;
 
+/** Rows lying one after the other in memory over at least this many bytes are sent where they lie. */
+const SENT_AS_THEY_LIE_BYTES = BODY_PIECE_BYTES / 8;
+
 /**
- * The rows one after the other, in pieces of about BODY_PIECE_BYTES (a piece ends with
- * the row that reaches that size): the body of a unit is never one buffer of all its
- * rows beside the rows themselves (ten megabytes and more, mapped and unmapped at each
- * insert), nor thousands of writes of one row each.
+ * The rows one after the other, in pieces of about BODY_PIECE_BYTES. Rows that lie one
+ * after the other in memory, as the encoder leaves the rows it encodes one after the
+ * other (row-binary.ts), go as one view of where they lie, without a copy; the others
+ * (around a row already stored, at the end of a block) are copied together into pieces
+ * that end with the row that reaches that size. The body of a unit is never one buffer
+ * of all its rows beside the rows themselves, nor thousands of writes of one row each.
  */
 export function* bodyPieces(rows: readonly Buffer[]): Generator<Buffer> {
-  let start = 0;
-  let bytes = 0;
-  for (let index = 0; index < rows.length; index++) {
-    bytes += rows[index]!.length;
-    if (bytes >= BODY_PIECE_BYTES) {
-      yield Buffer.concat(rows.slice(start, index + 1), bytes);
-      start = index + 1;
-      bytes = 0;
+  let copied: Buffer[] = [];
+  let copiedBytes = 0;
+  // The run: rows lying one after the other in `runMemory`, from `runStart` to `runEnd`.
+  let runMemory: ArrayBufferLike | null = null;
+  let runStart = 0;
+  let runEnd = 0;
+  function* endRun(): Generator<Buffer> {
+    if (runMemory === null) return;
+    const run = Buffer.from(runMemory, runStart, runEnd - runStart);
+    runMemory = null;
+    if (run.length >= SENT_AS_THEY_LIE_BYTES) {
+      if (copiedBytes > 0) yield Buffer.concat(copied, copiedBytes);
+      copied = [];
+      copiedBytes = 0;
+      yield run;
+      return;
+    }
+    copied.push(run);
+    copiedBytes += run.length;
+    if (copiedBytes >= BODY_PIECE_BYTES) {
+      yield Buffer.concat(copied, copiedBytes);
+      copied = [];
+      copiedBytes = 0;
     }
   }
-  if (start < rows.length) yield Buffer.concat(rows.slice(start), bytes);
+  for (const row of rows) {
+    if (row.buffer !== runMemory || row.byteOffset !== runEnd || runEnd - runStart >= BODY_PIECE_BYTES) {
+      yield* endRun();
+      runMemory = row.buffer;
+      runStart = row.byteOffset;
+    }
+    runEnd = row.byteOffset + row.length;
+  }
+  yield* endRun();
+  if (copiedBytes > 0) yield Buffer.concat(copied, copiedBytes);
 }
 
 async function insertBody(

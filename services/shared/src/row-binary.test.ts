@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RowBinaryEncoder, RowBinaryError, type RowSchema } from './row-binary.js';
+import { ROW_BLOCK_BYTES, RowBinaryEncoder, RowBinaryError, type RowSchema } from './row-binary.js';
 
 interface Row {
   text: string;
@@ -92,6 +92,34 @@ describe('RowBinaryEncoder', () => {
       expect(() => encoder.encode(row(overrides))).toThrow(`column ${column}`);
     }
     expect(encoder.encode(row())).toEqual(new RowBinaryEncoder<Row>(SCHEMA).encode(row()));
+  });
+
+  it('keeps rows encoded one after the other one after the other in memory, each unchanged by the rows after it', () => {
+    const encoder = new RowBinaryEncoder<Row>(SCHEMA);
+    const fresh = (index: number) => new RowBinaryEncoder<Row>(SCHEMA).encode(row({ text: `row ${index}`, big: index }));
+    const encoded = Array.from({ length: 20_000 }, (_, index) => encoder.encode(row({ text: `row ${index}`, big: index })));
+    let adjacent = 0;
+    for (const [index, bytes] of encoded.entries()) {
+      expect(bytes.equals(fresh(index)), `row ${index}`).toBe(true);
+      const before = encoded[index - 1];
+      if (before && before.buffer === bytes.buffer && before.byteOffset + before.length === bytes.byteOffset) adjacent++;
+    }
+    // A block holds ROW_BLOCK_BYTES: only a row that starts a new block lies apart from the one before.
+    const blocks = new Set(encoded.map((bytes) => bytes.buffer)).size;
+    expect(blocks).toBeGreaterThan(1);
+    expect(blocks).toBeLessThanOrEqual(Math.ceil(encoded.reduce((sum, bytes) => sum + bytes.length, 0) / (ROW_BLOCK_BYTES * 0.9)));
+    expect(adjacent).toBe(encoded.length - blocks);
+  });
+
+  it('gives a row much larger than most its own buffer, and goes on in its block after it', () => {
+    const encoder = new RowBinaryEncoder<Row>(SCHEMA);
+    const small = encoder.encode(row());
+    const large = encoder.encode(row({ text: 'x'.repeat(ROW_BLOCK_BYTES / 2) }));
+    const next = encoder.encode(row());
+    expect(large.buffer).not.toBe(small.buffer);
+    expect(large.byteLength).toBe(large.buffer.byteLength);
+    expect(next.buffer).toBe(small.buffer);
+    expect(next.byteOffset).toBe(small.byteOffset + small.length);
   });
 
   it('names its columns for the INSERT', () => {
