@@ -202,8 +202,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   cleanups.push(() => clickhouse.close());
   cleanups.push(async () => {
     const server = createClickHouse(clickhouseSettings, { database: null });
-    await server.command({ query: `DROP DATABASE IF EXISTS ${names.database}` }).catch(() => undefined);
-    await server.close();
+    try {
+      await server.command({ query: `DROP DATABASE IF EXISTS ${names.database}` });
+    } finally {
+      await server.close();
+    }
   });
 
   // The ingester, supervised as `npm start` does: restarted 1 s after an exit the suite did not cause.
@@ -321,7 +324,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       results.push(await runScenario(scenario));
     }
   } finally {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+    // Every cleanup runs; one that fails is said (a database or topic left behind), not hidden.
+    for (const cleanup of cleanups.reverse()) await cleanup().catch((error: Error) => log(`cleanup failed: ${error.message}`));
   }
   const report: ChaosReport = {
     startedAt,
