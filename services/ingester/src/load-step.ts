@@ -122,24 +122,23 @@ export function* bodyPieces(rows: readonly Buffer[]): Generator<Buffer> {
   let runMemory: ArrayBufferLike | null = null;
   let runStart = 0;
   let runEnd = 0;
+  function* takeCopied(): Generator<Buffer> {
+    if (copiedBytes > 0) yield Buffer.concat(copied, copiedBytes);
+    copied = [];
+    copiedBytes = 0;
+  }
   function* endRun(): Generator<Buffer> {
     if (runMemory === null) return;
     const run = Buffer.from(runMemory, runStart, runEnd - runStart);
     runMemory = null;
     if (run.length >= SENT_AS_THEY_LIE_BYTES) {
-      if (copiedBytes > 0) yield Buffer.concat(copied, copiedBytes);
-      copied = [];
-      copiedBytes = 0;
+      yield* takeCopied();
       yield run;
       return;
     }
     copied.push(run);
     copiedBytes += run.length;
-    if (copiedBytes >= BODY_PIECE_BYTES) {
-      yield Buffer.concat(copied, copiedBytes);
-      copied = [];
-      copiedBytes = 0;
-    }
+    if (copiedBytes >= BODY_PIECE_BYTES) yield* takeCopied();
   }
   for (const row of rows) {
     if (row.buffer !== runMemory || row.byteOffset !== runEnd || runEnd - runStart >= BODY_PIECE_BYTES) {
@@ -150,7 +149,7 @@ export function* bodyPieces(rows: readonly Buffer[]): Generator<Buffer> {
     runEnd = row.byteOffset + row.length;
   }
   yield* endRun();
-  if (copiedBytes > 0) yield Buffer.concat(copied, copiedBytes);
+  yield* takeCopied();
 }
 
 async function insertBody(

@@ -55,8 +55,9 @@ const OWN_BUFFER_BYTES = ROW_BLOCK_BYTES / 8;
  * as a row needs, then copies it to the end of its current block (ROW_BLOCK_BYTES, a
  * new one when the row does not fit) and returns it as a view of the block: rows
  * encoded one after the other lie one after the other in memory, so an insert of them
- * all sends the block as it is instead of copying the rows again (`contiguousPieces`).
- * A block is never written again where a row lies, and is freed with its last row.
+ * all sends the block as it is instead of copying the rows again (the ingester's
+ * `bodyPieces`). A block is never written again where a row lies, and is freed with
+ * its last row.
  */
 export class RowBinaryEncoder<Row extends object> {
   private readonly columns: readonly (readonly [string, ColumnType])[];
