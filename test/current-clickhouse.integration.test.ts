@@ -113,6 +113,10 @@ const shapes: { kind: 'usage' | 'latency' | 'errors'; raw: RawQuery }[] = [
     { kind: 'usage' as const, raw: { since, bucket: 'none' as const, groupBy: 'environment' } },
     { kind: 'usage' as const, raw: { since, bucket: 'day' as const, groupBy: 'keyId' } },
     { kind: 'usage' as const, raw: { since, bucket: 'none' as const, groupBy: 'userId,userType', orderBy: 'costUsd' as const, limit: 10 } },
+    {
+      kind: 'usage' as const,
+      raw: { since, bucket: 'none' as const, groupBy: 'userId,userType', orderBy: 'totalTokens' as const, limit: 20 },
+    },
     { kind: 'usage' as const, raw: { since, bucket: 'hour' as const, groupBy: 'model', userId: 'user-3' } },
     { kind: 'latency' as const, raw: { since, bucket: 'hour' as const, groupBy: 'provider,model' } },
     { kind: 'latency' as const, raw: { since, bucket: 'none' as const, groupBy: 'environment,model' } },

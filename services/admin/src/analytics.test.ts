@@ -1,7 +1,7 @@
 // The SQL of every analytics route comes from rollupSql: table-driven checks of what
 // it writes (the results on real ClickHouse are checked in analytics.integration.test.ts).
 import { describe, expect, it } from 'vitest';
-import { candidateCount, DIMENSIONS, rollupSql, tieSpillsOver, type AnalyticsQuery } from './analytics.js';
+import { candidateCount, DIMENSIONS, groupsBeyondCandidates, rollupSql, tieSpillsOver, type AnalyticsQuery } from './analytics.js';
 
 const from = new Date('2026-11-23T10:00:00.000Z');
 const to = new Date('2026-11-23T12:00:00.000Z');
@@ -65,5 +65,17 @@ describe("top users' first step", () => {
     ['a tie above the limit-th only', [9, 9, 8, 7], 1, 4, false],
   ] as const)('%s', (_what, metrics, limit, candidates, spills) => {
     expect(tieSpillsOver(metrics, limit, candidates)).toBe(spills);
+  });
+});
+
+describe('top users ranked by user, answered by finer groups', () => {
+  it.each([
+    ['every user came back: nothing lies beyond', [5, 4], [9, 8, 3], 2, 4, false],
+    ['the limit-th group above the last candidate user', [9, 8], [9, 8, 7, 6], 2, 4, false],
+    ['the limit-th group ties with the last candidate user', [9, 6], [9, 8, 7, 6], 2, 4, true],
+    ['the limit-th group below it: a user left out may have a larger group', [9, 5], [9, 8, 7, 6], 2, 4, true],
+    ['fewer groups than asked while users were left out', [9], [9, 8, 7, 6], 2, 4, true],
+  ] as const)('%s', (_what, answered, users, limit, candidates, beyond) => {
+    expect(groupsBeyondCandidates(answered, users, limit, candidates)).toBe(beyond);
   });
 });

@@ -525,6 +525,13 @@ const USER_DAY_ORDER_COLUMNS: Record<string, string> = {
  * themselves. Two groups sharing a hash only make their hash rank higher; the second
  * step still separates them (the odds of any shared hash among 100,000 users are about
  * 3 in 10 billion).
+ *
+ * Grouped by the user and more (the user's type, the environment) and ordered by a count
+ * (requests, tokens, errors: never negative), the first step hashes the user alone, which
+ * reads one string column instead of several: a group's count is at most its user's, so
+ * every group left out is at most the last candidate user's count. The answer is kept when
+ * its limit-th group is above that bound (`groupsBeyondCandidates`); otherwise the first
+ * step is asked again by the groups themselves.
  */
 async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: readonly Piece[], sql: RouteSql): Promise<Row[]> {
   const orderColumn = query.orderBy ? USER_DAY_ORDER_COLUMNS[query.orderBy] : undefined;
@@ -545,22 +552,24 @@ async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: re
       query.queryId,
     );
   if (orderColumn && query.limit <= MAX_HASHED_LIMIT) {
-    const hash = `cityHash64(${groupColumns.join(', ')})`;
+    const byUser = query.groupBy.length > 1 && query.groupBy.includes('userId') && COUNT_ORDERS.has(query.orderBy!);
+    const hashColumns = byUser ? [sql.columns.userId!] : groupColumns;
+    const hash = `cityHash64(${hashColumns.join(', ')})`;
     const candidates = candidateCount(query.limit);
     const hashed = await run(
       store,
-      `SELECT toString(h) AS h, m FROM (SELECT ${hash} AS h, sum(${orderColumn}) AS m FROM (${unionSql(pieces, [...groupColumns, orderColumn], query, sql.columns)}) GROUP BY h ORDER BY m DESC LIMIT ${candidates})`,
+      `SELECT toString(h) AS h, m FROM (SELECT ${hash} AS h, sum(${orderColumn}) AS m FROM (${unionSql(pieces, [...hashColumns, orderColumn], query, sql.columns)}) GROUP BY h ORDER BY m DESC LIMIT ${candidates})`,
       groupsId,
     );
     if (hashed.length === 0) return [];
-    if (
-      !tieSpillsOver(
-        hashed.map((row) => Number(row.m)),
-        query.limit,
-        candidates,
-      )
-    ) {
-      return second(`${hash} IN (${hashed.map((row) => String(row.h)).join(', ')})`);
+    const metrics = hashed.map((row) => Number(row.m));
+    const candidatesSql = `${hash} IN (${hashed.map((row) => String(row.h)).join(', ')})`;
+    if (byUser) {
+      const rows = await second(candidatesSql);
+      const answered = rows.map((row) => Number(row[query.orderBy!]));
+      if (!groupsBeyondCandidates(answered, metrics, query.limit, candidates)) return rows;
+    } else if (!tieSpillsOver(metrics, query.limit, candidates)) {
+      return second(candidatesSql);
     }
   }
   const groups = await run(
@@ -578,6 +587,28 @@ async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: re
   if (groups.length === 0) return [];
   const tuples = groups.map((row) => `(${query.groupBy.map((name) => sqlString(String(row[name]))).join(', ')})`);
   return second(`(${groupColumns.join(', ')}) IN (${tuples.join(', ')})`);
+}
+
+/** The metrics that are counts, never negative: a group's is at most its user's. */
+const COUNT_ORDERS = new Set(['requests', 'totalTokens', 'errors']);
+
+/**
+ * Whether a group outside the candidate users may belong in the answer, when the first
+ * step ranked users and the answer ranks finer groups: `answered` is the answer's
+ * metric per row (largest first, at most `limit`), `userMetrics` the first step's per
+ * candidate user (largest first). Not when every user came back; otherwise a group left
+ * out counts at most the last candidate user's count, so the answer holds when it is
+ * full and its last row counts more than that.
+ */
+export function groupsBeyondCandidates(
+  answered: readonly number[],
+  userMetrics: readonly number[],
+  limit: number,
+  candidates: number,
+): boolean {
+  if (userMetrics.length < candidates) return false;
+  if (answered.length < limit) return true;
+  return !(answered[limit - 1]! > userMetrics[userMetrics.length - 1]!);
 }
 
 /** Above this limit the first step of top users keeps the groups themselves. */
