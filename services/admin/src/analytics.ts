@@ -501,12 +501,16 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
   );
 }
 
-/** The per-user days' column of each metric an answer may be ordered by. */
-const USER_DAY_ORDER_COLUMNS: Record<string, string> = {
-  requests: 'requests',
-  totalTokens: 'total_tokens',
-  costUsd: 'cost_usd',
-  errors: 'errors',
+/**
+ * The per-user days' column of each metric an answer may be ordered by, and whether it is
+ * a count (never negative: a group's is at most its user's). Cost is not: an operator's
+ * price may be negative.
+ */
+const USER_DAY_ORDER_COLUMNS: Record<string, { column: string; count: boolean }> = {
+  requests: { column: 'requests', count: true },
+  totalTokens: { column: 'total_tokens', count: true },
+  costUsd: { column: 'cost_usd', count: false },
+  errors: { column: 'errors', count: true },
 };
 
 /**
@@ -534,7 +538,8 @@ const USER_DAY_ORDER_COLUMNS: Record<string, string> = {
  * step is asked again by the groups themselves.
  */
 async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: readonly Piece[], sql: RouteSql): Promise<Row[]> {
-  const orderColumn = query.orderBy ? USER_DAY_ORDER_COLUMNS[query.orderBy] : undefined;
+  const order = query.orderBy ? USER_DAY_ORDER_COLUMNS[query.orderBy] : undefined;
+  const orderColumn = order?.column;
   const groupColumns = query.groupBy.map((name) => sql.columns[name]!);
   const groupsId = query.queryId ? `${query.queryId}-groups` : undefined;
   const second = (where: string) =>
@@ -552,7 +557,7 @@ async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: re
       query.queryId,
     );
   if (orderColumn && query.limit <= MAX_HASHED_LIMIT) {
-    const byUser = query.groupBy.length > 1 && query.groupBy.includes('userId') && COUNT_ORDERS.has(query.orderBy!);
+    const byUser = query.groupBy.length > 1 && query.groupBy.includes('userId') && order?.count === true;
     const hashColumns = byUser ? [sql.columns.userId!] : groupColumns;
     const hash = `cityHash64(${hashColumns.join(', ')})`;
     const candidates = candidateCount(query.limit);
@@ -588,9 +593,6 @@ async function topUsers(store: AnalyticsStore, query: AnalyticsQuery, pieces: re
   const tuples = groups.map((row) => `(${query.groupBy.map((name) => sqlString(String(row[name]))).join(', ')})`);
   return second(`(${groupColumns.join(', ')}) IN (${tuples.join(', ')})`);
 }
-
-/** The metrics that are counts, never negative: a group's is at most its user's. */
-const COUNT_ORDERS = new Set(['requests', 'totalTokens', 'errors']);
 
 /**
  * Whether a group outside the candidate users may belong in the answer, when the first

@@ -80,16 +80,16 @@ describe('top users by user and type', () => {
     ['totalTokens', 'total_tokens', 3],
     ['requests', 'requests', 1],
     ['requests', 'requests', 20],
-  ])('ordered by %s (%s), limit %i', async (orderBy, column, limit) => {
+  ] as const)('ordered by %s (%s), limit %i', async (orderBy, column, limit) => {
     const rows = await usageAnalytics(store, {
       from: new Date(dayMs),
       to: new Date(dayMs + DAY_MS),
       bucket: 'none',
       groupBy: ['userId', 'userType'],
       filters: {},
-      limit: limit as number,
+      limit,
       orderBy,
     });
-    expect(rows.map((row) => [row.userId, row.userType, Number(row[orderBy])])).toEqual(await inOneStep(column, limit as number));
+    expect(rows.map((row) => [row.userId, row.userType, Number(row[orderBy])])).toEqual(await inOneStep(column, limit));
   });
 });
