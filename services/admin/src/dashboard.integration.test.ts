@@ -35,22 +35,27 @@ let page: Page;
 const consoleErrors: string[] = [];
 let outlierRequestId: string;
 
-beforeAll(async () => {
-  const executablePath = ensureChromium();
-  const ingester = await startIngester(n);
-  gateway = await startGateway({ topic: n.topic, keyPrefix: n.keyPrefix });
-  admin = await startService(
+/** An admin service on the test's database, reading the lag of `topic`. */
+function startAdmin(topic: string): Promise<ServiceProcess> {
+  return startService(
     'admin',
     stackEnv({
       ADMIN_TOKEN: adminToken,
       ADMIN_PORT: 0,
       CLICKHOUSE_DATABASE: n.database,
       REDIS_KEY_PREFIX: n.keyPrefix,
-      USAGE_TOPIC: n.topic,
+      USAGE_TOPIC: topic,
       INGEST_GROUP_ID: n.groupId,
     }),
     /admin listening/,
   );
+}
+
+beforeAll(async () => {
+  const executablePath = ensureChromium();
+  const ingester = await startIngester(n);
+  gateway = await startGateway({ topic: n.topic, keyPrefix: n.keyPrefix });
+  admin = await startAdmin(n.topic);
   services.push(ingester, gateway, admin);
 
   // Two hours of traffic posted through the gateway, ending now.
@@ -199,6 +204,18 @@ describe('dashboard', () => {
     };
     expect(answer).toMatchObject({ topic: n.topic, group: n.groupId, lag: 0 });
     expect(answer.partitions.map((partition) => partition.partition).sort()).toEqual([0, 1, 2]);
+  });
+
+  it('GET /v1/pipeline before the usage topic exists: nothing behind, not an unavailable Kafka', async () => {
+    const topic = uniqueName('dash-absent');
+    const early = await startAdmin(topic);
+    try {
+      const response = await fetch(`${early.url}/v1/pipeline`, { headers: { authorization: `Bearer ${adminToken}` } });
+      expect(response.status).toBe(200);
+      expect(await response.json()).toMatchObject({ topic, lag: 0, partitions: [] });
+    } finally {
+      await early.stop();
+    }
   });
 
   it('Models, Errors and Users show their tables and charts', async () => {

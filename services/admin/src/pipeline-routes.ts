@@ -14,6 +14,7 @@ export const pipelineAnswerSchema = {
     lag: { type: 'integer', description: 'Records on the topic not yet loaded and committed, all partitions together' },
     partitions: {
       type: 'array',
+      description: 'One entry per partition; none while the usage topic does not exist yet (nothing accepted, nothing behind)',
       items: {
         type: 'object',
         required: ['partition', 'lag'],

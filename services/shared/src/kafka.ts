@@ -597,13 +597,33 @@ export async function deleteTopicsWhere(admin: Admin, which: (topic: string) => 
   return topics;
 }
 
-/** Per partition: messages of `topic` the group has not committed (a partition never committed counts from its low mark). */
+/**
+ * Per partition: messages of `topic` the group has not committed (a partition never
+ * committed counts from its low mark). A topic not created yet (the gateway creates the
+ * usage topic when it first needs it) holds nothing to be behind on: no partitions.
+ */
 export async function consumerLag(admin: Admin, groupId: string, topic: string): Promise<{ partition: number; lag: number }[]> {
+  if (!(await topicExists(admin, topic))) return [];
   const [ends, [committed]] = await Promise.all([admin.fetchTopicOffsets(topic), admin.fetchOffsets({ groupId, topics: [topic] })]);
   return ends.map((end) => {
     const at = Number(committed?.partitions.find((partition) => partition.partition === end.partition)?.offset ?? -1);
     return { partition: end.partition, lag: Math.max(0, Number(end.high) - Math.max(at, Number(end.low))) };
   });
+}
+
+/**
+ * Whether the cluster has `topic`, from its metadata: an unknown topic is answered at
+ * once there, where reading its offsets retries before it fails (seconds, and an
+ * unavailable Kafka to whoever asked).
+ */
+async function topicExists(admin: Admin, topic: string): Promise<boolean> {
+  try {
+    await admin.fetchTopicMetadata({ topics: [topic] });
+    return true;
+  } catch (error) {
+    if ((error as { type?: string }).type === 'UNKNOWN_TOPIC_OR_PARTITION') return false;
+    throw error;
+  }
 }
 
 /**
