@@ -221,6 +221,24 @@ export async function queryLogRows<T>(
   }
 }
 
+/**
+ * A query_log entry's profile event as SQL: 18.16 keeps them in two arrays
+ * (`ProfileEvents.Names`, `ProfileEvents.Values`), current releases in a map.
+ */
+export async function profileEventSql(clickhouse: {
+  query: ReturnType<typeof createClickHouse>['query'];
+}): Promise<(name: string) => string> {
+  const [nested] = await (
+    await clickhouse.query({
+      query: `SELECT count() AS n FROM system.columns WHERE database = 'system' AND table = 'query_log' AND name = 'ProfileEvents.Names'`,
+      format: 'JSONEachRow',
+    })
+  ).json<{ n: string }>();
+  return Number(nested?.n ?? 0) > 0
+    ? (name) => `ProfileEvents.Values[indexOf(ProfileEvents.Names, '${name}')]`
+    : (name) => `ProfileEvents['${name}']`;
+}
+
 export interface LoadResult {
   accepted: number;
   non2xx: number;

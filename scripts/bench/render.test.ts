@@ -186,3 +186,42 @@ describe('freshnessTarget', () => {
     expect(freshnessTarget(measured, undefined)[2]).toBeUndefined();
   });
 });
+
+describe('analytics while ingesting and the dashboard pages', () => {
+  const data = JSON.parse(fs.readFileSync(path.join(root, 'bench/results/latest.json'), 'utf8')) as Output;
+  const analytics = (data as unknown as { analytics: Record<string, unknown> }).analytics;
+  const atFull = analytics.atFull as { name: string }[];
+  const name = atFull[0]!.name;
+
+  it("says what ClickHouse did with the slowest request's time, loaded and at rest", () => {
+    const report = renderMarkdown({
+      ...data,
+      analytics: {
+        ...analytics,
+        atFull: atFull.map((row) =>
+          row.name === name ? { ...row, clickhouseP50Ms: 180, clickhouseCpuP50Ms: 330, clickhouseCpuWaitP50Ms: 20 } : row,
+        ),
+        atFullWhileIngesting: [{ name, p95Ms: 2500, clickhouseP50Ms: 1800, clickhouseCpuP50Ms: 350, clickhouseCpuWaitP50Ms: 2400 }],
+      },
+    } as unknown as Output);
+    expect(report).toContain(
+      "ClickHouse's p50 for it 1,800 ms (its CPU 350, waiting for a core 2,400), at rest 180 ms (its CPU 330, waiting for a core 20)",
+    );
+  });
+
+  it('gives each page its median and every round, and the background work as they were timed', () => {
+    const report = renderMarkdown({
+      ...data,
+      analytics: {
+        ...analytics,
+        pages: [{ page: 'overview', ms: 130, each: [1150, 130, 120], charts: 5, errors: 0 }],
+        pagesBackground: { merges: 3, mutations: 1 },
+        pagesBackgroundAfter: { merges: 0, mutations: 0 },
+      },
+    } as unknown as Output);
+    expect(report).toContain('| overview | 130 ms (1,150, 130, 120) | 5 | 0 |');
+    expect(report).toContain(
+      'the median of 3 rounds, each in brackets; as they began ClickHouse was running 3 merges in that database, mutations not done: 1; as they ended 0 and 0',
+    );
+  });
+});

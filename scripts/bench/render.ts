@@ -242,13 +242,26 @@ ${parts.map(([name, value]) => `| − ${name} | ${f(value, 1)} |`).join('\n')}
     .map((row) => `| ${row.table} | ${f(row.rows)} | ${mb(row.bytes)} MB |`)
     .join('\n');
   const pageRows = ((an.pages ?? []) as Record<string, any>[])
-    .map((row) => `| ${row.page} | ${f(row.ms)} ms | ${f(row.charts)} | ${f(row.errors)} |`)
+    .map(
+      (row) =>
+        `| ${row.page} | ${f(row.ms)} ms${Array.isArray(row.each) ? ` (${(row.each as number[]).map((ms) => f(ms)).join(', ')})` : ''} | ${f(row.charts)} | ${f(row.errors)} |`,
+    )
     .join('\n');
   const worstP95 = atFull.length ? Math.max(...atFull.map((row) => row.p95Ms)) : undefined;
   // The same requests timed again while a pipeline loaded records into the full size.
-  const worstWhileIngesting = ((an.atFullWhileIngesting ?? []) as { name: string; p95Ms: number }[]).reduce<
-    { name: string; p95Ms: number } | undefined
-  >((worst, row) => (worst === undefined || row.p95Ms > worst.p95Ms ? row : worst), undefined);
+  type Answered = { name: string; p95Ms: number; clickhouseP50Ms?: number; clickhouseCpuP50Ms?: number; clickhouseCpuWaitP50Ms?: number };
+  const worstWhileIngesting = ((an.atFullWhileIngesting ?? []) as Answered[]).reduce<Answered | undefined>(
+    (worst, row) => (worst === undefined || row.p95Ms > worst.p95Ms ? row : worst),
+    undefined,
+  );
+  // What ClickHouse did with that request's time, loaded and at rest: computing, or waiting for a core.
+  const atRest = worstWhileIngesting && (atFull as Answered[]).find((row) => row.name === worstWhileIngesting.name);
+  const clickhouseTime = (row: Answered | undefined) =>
+    `${f(row?.clickhouseP50Ms)} ms (its CPU ${f(row?.clickhouseCpuP50Ms)}, waiting for a core ${f(row?.clickhouseCpuWaitP50Ms)})`;
+  const whileIngestingCause =
+    worstWhileIngesting?.clickhouseCpuWaitP50Ms === undefined
+      ? ''
+      : `; ClickHouse's p50 for it ${clickhouseTime(worstWhileIngesting)}, at rest ${clickhouseTime(atRest)}`;
   const limit = machineLimit(data);
   // Where each floor was measured: its section, and when (a partial run keeps the others' figures).
   const dateOf = (section: string) => ((data.sectionDates ?? {}) as Record<string, string>)[section]?.slice(0, 16).replace('T', ' ');
@@ -285,7 +298,7 @@ The end-to-end column is the endToEnd section's${dateOf('endToEnd') ? ` (${dateO
       'analytics: every p95 ≤ 300 ms at the full size while the pipeline ingests at half the sustained rate',
       worstWhileIngesting === undefined
         ? 'not measured'
-        : `${f(worstWhileIngesting.p95Ms)} ms (the slowest: ${worstWhileIngesting.name}), ${f(an.whileIngesting?.achievedPerS)}/s ingested of ${f(an.whileIngesting?.offeredPerS)} offered`,
+        : `${f(worstWhileIngesting.p95Ms)} ms (the slowest: ${worstWhileIngesting.name}), ${f(an.whileIngesting?.achievedPerS)}/s ingested of ${f(an.whileIngesting?.offeredPerS)} offered${whileIngestingCause}`,
       check(worstWhileIngesting?.p95Ms, (x) => x <= 300),
     ],
     [
@@ -446,7 +459,7 @@ Analytics at scale (\`--only analytics\`; docs/analytics-api.md): ${f(an.first)}
 | --- | --- | --- | --- | --- | --- | --- | --- |
 ${analyticsRows || '| not measured | | | | | | | |'}
 
-At ${f(an.events)} events: one user's erasure ${f(an.erasureSeconds, 1)} s (${an.erasureState ?? 'n/a'}), one day's re-costing (${f(an.recostRows)} records) ${f(an.recostSeconds, 1)} s${an.removalSeconds === undefined ? '' : `, ${f(an.removalRecords)} records removed from history by event key ${f(an.removalSeconds, 1)} s (${an.removalState})`}. Each dashboard page over the last 30 days in Chromium, from choosing it to its charts drawn:
+At ${f(an.events)} events: one user's erasure ${f(an.erasureSeconds, 1)} s (${an.erasureState ?? 'n/a'}), one day's re-costing (${f(an.recostRows)} records) ${f(an.recostSeconds, 1)} s${an.removalSeconds === undefined ? '' : `, ${f(an.removalRecords)} records removed from history by event key ${f(an.removalSeconds, 1)} s (${an.removalState})`}. Each dashboard page over the last 30 days in Chromium, from choosing it to its charts drawn${an.pagesBackground ? ` (the median of ${(an.pages?.[0]?.each ?? []).length} rounds, each in brackets; as they began ClickHouse was running ${f(an.pagesBackground.merges)} merges in that database, mutations not done: ${f(an.pagesBackground.mutations)}; as they ended ${f(an.pagesBackgroundAfter?.merges)} and ${f(an.pagesBackgroundAfter?.mutations)})` : ''}:
 
 | page | time | charts | error messages |
 | --- | --- | --- | --- |

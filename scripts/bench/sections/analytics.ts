@@ -45,6 +45,7 @@ import {
   bodiesFile,
   log,
   percentile,
+  profileEventSql,
   queryLogRows,
   quick,
   redis,
@@ -123,6 +124,12 @@ interface Timed {
   /** ClickHouse's own time for the timed answers (query_duration_ms, the request's queries added up): p50 and p95. */
   clickhouseP50Ms: number;
   clickhouseP95Ms: number;
+  /**
+   * Of ClickHouse's time, p50 over the timed answers: the CPU its threads took (user and
+   * system) and the time they waited, ready, for a core (`OSCPUWaitMicroseconds`).
+   */
+  clickhouseCpuP50Ms: number;
+  clickhouseCpuWaitP50Ms: number;
   status: number;
 }
 
@@ -198,6 +205,8 @@ export async function benchAnalytics(): Promise<void> {
           bytesRead: 0,
           clickhouseP50Ms: NaN,
           clickhouseP95Ms: NaN,
+          clickhouseCpuP50Ms: NaN,
+          clickhouseCpuWaitP50Ms: NaN,
           status: status[at]!,
           ids: ids[at]!,
         });
@@ -207,21 +216,34 @@ export async function benchAnalytics(): Promise<void> {
     // may run two queries: top users, the groups first, under the id with `-groups`).
     // What it read is the last answer's; its time, p50 and p95 of the timed answers (what
     // grows in ClickHouse and what around it).
+    const event = await profileEventSql(clickhouse);
     for (const entry of timed.flat()) {
       const { ids } = entry;
-      const answers = await queryLogRows<{ id: string; read_rows: string; read_bytes: string; ms: string }>(
+      const answers = await queryLogRows<{
+        id: string;
+        read_rows: string;
+        read_bytes: string;
+        ms: string;
+        cpu_us: string;
+        wait_us: string;
+      }>(
         clickhouse,
         `SELECT replaceRegexpOne(query_id, '-groups$', '') AS id, sum(read_rows) AS read_rows, sum(read_bytes) AS read_bytes,
-            sum(query_duration_ms) AS ms FROM system.query_log
+            sum(query_duration_ms) AS ms, sum(${event('UserTimeMicroseconds')} + ${event('SystemTimeMicroseconds')}) AS cpu_us,
+            sum(${event('OSCPUWaitMicroseconds')}) AS wait_us FROM system.query_log
           WHERE query_id IN (${ids.flatMap((one) => [`'${one}'`, `'${one}-groups'`]).join(', ')}) AND type = 2 GROUP BY id`,
         (rows) => rows.some((row) => row.id === ids.at(-1)),
       );
       const last = answers.find((answer) => answer.id === ids.at(-1));
       entry.rowsRead = Number(last?.read_rows ?? NaN);
       entry.bytesRead = Number(last?.read_bytes ?? NaN);
-      const ms = answers.filter((answer) => answer.id !== ids[0]).map((answer) => Number(answer.ms));
-      entry.clickhouseP50Ms = ms.length ? percentile(ms, 50) : NaN;
+      const timedAnswers = answers.filter((answer) => answer.id !== ids[0]);
+      const p50Of = (values: number[]) => (values.length ? percentile(values, 50) : NaN);
+      const ms = timedAnswers.map((answer) => Number(answer.ms));
+      entry.clickhouseP50Ms = p50Of(ms);
       entry.clickhouseP95Ms = ms.length ? percentile(ms, 95) : NaN;
+      entry.clickhouseCpuP50Ms = p50Of(timedAnswers.map((answer) => Number(answer.cpu_us) / 1000));
+      entry.clickhouseCpuWaitP50Ms = p50Of(timedAnswers.map((answer) => Number(answer.wait_us) / 1000));
     }
     return timed.map((list) => list.map(({ ids: _ids, ...entry }) => entry));
   };
@@ -412,20 +434,26 @@ export async function benchAnalytics(): Promise<void> {
       await page.evaluate(() => delete document.body.dataset.ready);
       await page.selectOption('#range', '30d');
       await page.waitForSelector('body[data-ready="overview"]', { timeout: 120_000 });
-      const pages: { page: string; ms: number; charts: number; errors: number }[] = [];
-      for (const id of ['models', 'errors', 'users', 'overview']) {
-        await page.evaluate(() => delete document.body.dataset.ready);
-        const at = performance.now();
-        await page.evaluate((target) => (location.hash = target), id);
-        await page.waitForSelector(`body[data-ready="${id}"]`, { timeout: 120_000 });
-        pages.push({
-          page: id,
-          ms: performance.now() - at,
-          charts: await page.locator('canvas').count(),
-          errors: await page.locator('.error').count(),
-        });
+      // What ClickHouse still does in the background after those jobs (their mutations, the
+      // merges of the parts they and the load wrote), as the pages are timed.
+      out.pagesBackground = await backgroundWork(clickhouse, database);
+      // Each page PAGE_ROUNDS times, the pages in turn: one timing of a page is one
+      // moment of the background work.
+      const ids = ['models', 'errors', 'users', 'overview'];
+      const times = new Map<string, number[]>(ids.map((id) => [id, []]));
+      const found = new Map<string, { charts: number; errors: number }>();
+      for (let round = 0; round < PAGE_ROUNDS; round++) {
+        for (const id of ids) {
+          await page.evaluate(() => delete document.body.dataset.ready);
+          const at = performance.now();
+          await page.evaluate((target) => (location.hash = target), id);
+          await page.waitForSelector(`body[data-ready="${id}"]`, { timeout: 120_000 });
+          times.get(id)!.push(performance.now() - at);
+          found.set(id, { charts: await page.locator('canvas').count(), errors: await page.locator('.error').count() });
+        }
       }
-      out.pages = pages;
+      out.pages = ids.map((id) => ({ page: id, ms: percentile(times.get(id)!, 50), each: times.get(id)!, ...found.get(id)! }));
+      out.pagesBackgroundAfter = await backgroundWork(clickhouse, database);
     } finally {
       await browser.close();
     }
@@ -457,6 +485,22 @@ function ingestRateWhileTimed(): number {
  * stopped when it ends (at most 30 minutes); what was ingested meanwhile is counted in
  * ClickHouse (the records of the load's key stored during the timing).
  */
+/** Each dashboard page is timed this many times after the jobs (the median reported). */
+const PAGE_ROUNDS = 3;
+
+/** The merges running and the mutations not done in `database`, now. */
+async function backgroundWork(
+  clickhouse: ReturnType<typeof createClient>,
+  database: string,
+): Promise<{ merges: number; mutations: number }> {
+  const count = async (query: string) =>
+    Number((await (await clickhouse.query({ query, format: 'JSONEachRow' })).json<{ n: string }>())[0]?.n ?? NaN);
+  return {
+    merges: await count(`SELECT count() AS n FROM system.merges WHERE database = '${database}'`),
+    mutations: await count(`SELECT count() AS n FROM system.mutations WHERE database = '${database}' AND is_done = 0`),
+  };
+}
+
 async function timedWhileIngesting<T>(
   database: string,
   admin: { url: string },
