@@ -477,14 +477,6 @@ function ingestRateWhileTimed(): number {
   return Number.isFinite(sustained) && sustained > 0 ? sustained / 2 : 3000;
 }
 
-/**
- * Every request timed again at the full size while a gateway and an ingester load
- * records into the same database at half the sustained rate end to end (the SDK, batches
- * of 500): the inserts, their views and the merges after them share the two cores with
- * the queries, as in a live installation. The load starts 10 s before the timing and is
- * stopped when it ends (at most 30 minutes); what was ingested meanwhile is counted in
- * ClickHouse (the records of the load's key stored during the timing).
- */
 /** Each dashboard page is timed this many times after the jobs (the median reported). */
 const PAGE_ROUNDS = 3;
 
@@ -501,6 +493,14 @@ async function backgroundWork(
   };
 }
 
+/**
+ * Every request timed again at the full size while a gateway and an ingester load
+ * records into the same database at half the sustained rate end to end (the SDK, batches
+ * of 500): the inserts, their views and the merges after them share the two cores with
+ * the queries, as in a live installation. The load starts 10 s before the timing and is
+ * stopped when it ends (at most 30 minutes); what was ingested meanwhile is counted in
+ * ClickHouse (the records of the load's key stored during the timing).
+ */
 async function timedWhileIngesting<T>(
   database: string,
   admin: { url: string },
