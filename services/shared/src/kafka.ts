@@ -213,6 +213,20 @@ export function isExpectedKafkaCondition(message: string): boolean {
   return EXPECTED.test(message);
 }
 
+/**
+ * kafkajs's "Restarting the consumer in N ms" line, logged at error level after every
+ * crash it restarts from. It carries no cause; our consumers report the crash itself
+ * through `SourceEvents.crashed`, which the service logs with its cause (info while
+ * Kafka finishes starting, a warning otherwise), so this line goes to debug.
+ */
+const RESTARTING = /^Restarting the consumer in /;
+
+/** The level our logger gives one kafkajs log entry. */
+export function kafkaLogLevel(level: number, message: string, error?: unknown): 'error' | 'warn' | 'info' | 'debug' {
+  if (RESTARTING.test(message) || isExpectedKafkaCondition(`${message} ${String(error ?? '')}`)) return 'debug';
+  return levels[level] ?? 'info';
+}
+
 export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
   return new Kafka({
     clientId: settings.clientId,
@@ -225,7 +239,7 @@ export function createKafka(settings: KafkaSettings, logger?: Logger): Kafka {
     logCreator: () => (entry) => {
       if (!logger) return;
       const { message, ...rest } = entry.log;
-      const level = isExpectedKafkaCondition(`${message} ${String(rest.error ?? '')}`) ? 'debug' : (levels[entry.level] ?? 'info');
+      const level = kafkaLogLevel(entry.level, message, rest.error);
       logger[level]({ kafka: rest, namespace: entry.namespace }, message);
     },
   });
