@@ -17,7 +17,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['services/**/*.test.ts', 'schemas/**/*.test.ts', 'scripts/**/*.test.ts', 'clients/**/*.test.ts', 'test/**/*.test.ts'],
-          exclude: ['**/*.integration.test.ts', '**/*.containers.test.ts', '**/node_modules/**'],
+          exclude: ['**/*.integration.test.ts', '**/*.faults.test.ts', '**/*.containers.test.ts', '**/node_modules/**'],
         },
       },
       {
@@ -29,6 +29,19 @@ export default defineConfig({
           testTimeout: 120_000,
           hookTimeout: 180_000,
           // Two cores: integration files spawn real service processes; run them one at a time.
+          fileParallelism: false,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          // Faults at length on real services (outages, kills, replicas): `npm run test:faults`,
+          // not `npm test`, which keeps a smoke of each.
+          name: 'faults',
+          include: ['services/**/*.faults.test.ts', 'test/**/*.faults.test.ts'],
+          globalSetup: ['test/global-setup.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 180_000,
           fileParallelism: false,
         },
       },

@@ -1,8 +1,9 @@
 // npm run test:containers (docs/containers.md): the integration tests against Kafka,
 // the registry, Redis and ClickHouse in containers that testcontainers starts from the
 // images `npm run images` builds, plus the user module's own test. Left out: the tests
-// of the local stack itself (its scripts, its three-broker profile, the chaos suite,
-// which stops and starts the stack's processes), and npm test's container test.
+// of the local stack itself (its scripts, the chaos suite, which stops and starts the
+// stack's processes), npm test's container test, and the fault tests (`*.faults.test.ts`:
+// the stack's three-broker and ClickHouse cluster profiles among them).
 import { defineConfig } from 'vitest/config';
 import { sourceConditions } from './vitest.config.js';
 
@@ -20,10 +21,7 @@ export default defineConfig({
     ],
     exclude: [
       'test/stack.integration.test.ts',
-      'test/kafka-replicated.integration.test.ts',
       'test/chaos.integration.test.ts',
-      // The local stack's ClickHouse cluster profile (ZooKeeper and two servers on this machine).
-      'test/clickhouse-cluster.integration.test.ts',
       // npm test's part of this very suite (it runs the module test with a container stack of its own).
       'test/containers.integration.test.ts',
       '**/node_modules/**',

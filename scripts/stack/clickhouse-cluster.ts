@@ -2,7 +2,7 @@
 // Maven Central, run with the machine's JDK) and two ClickHouse servers, two replicas
 // of the one shard of the cluster `otm`, on ports of their own beside the single
 // server's. `npm run stack -- cluster up|down|status`; the cluster test starts it itself
-// (test/clickhouse-cluster.integration.test.ts; docs/clickhouse-cluster.md).
+// (test/clickhouse-cluster.faults.test.ts; docs/clickhouse-cluster.md).
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';

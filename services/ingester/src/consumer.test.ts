@@ -2,7 +2,7 @@
 // ClickHouse or registry, so the delivery guarantee can be checked case by case. An
 // in-memory RecordSource (the Kafka seam's consumer side) hands batches over as a
 // client would and records the offsets committed. The same cases run against the real services in
-// ingester.integration.test.ts and the chaos suite.
+// ingester.integration.test.ts, ingester.faults.test.ts and the chaos suite.
 import { describe, expect, it } from 'vitest';
 import type { IncomingBatch, IncomingRecord, RecordSource } from '@otm/shared/kafka';
 import { createLogger } from '@otm/shared/logger';
