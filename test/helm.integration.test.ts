@@ -1,9 +1,10 @@
 // The Helm chart (deploy/helm/otm-telemetry): rendered with `helm template` for the
 // default and the highly available values, and every manifest validated against the
 // Kubernetes API schemas (kubernetes-validate, strict: unknown fields are errors).
-// helm comes from the Go module proxy (go install) when it is not on the PATH.
+// helm comes from the Go module proxy (go install, once per machine) when it is not on the PATH.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -16,19 +17,34 @@ const KUBERNETES_VERSION = '1.33.0';
 const chart = path.join(projectRoot, 'deploy/helm/otm-telemetry');
 const rendered = path.join(projectRoot, '.stack', 'helm');
 
+/**
+ * helm from the PATH, else built once per machine with `go install` (a minute or two on
+ * two cores) and kept in ~/.cache/otm-telemetry/tools (OTM_TOOL_CACHE to move it), so
+ * a new checkout does not build it again.
+ */
 async function helm(): Promise<string> {
   try {
     await run('helm', ['version', '--short']);
     return 'helm';
   } catch {
-    const bin = path.join(projectRoot, '.stack', 'tools');
-    const binary = path.join(bin, 'helm');
+    const tools =
+      process.env.OTM_TOOL_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'otm-telemetry', 'tools');
+    const binary = path.join(tools, `helm-${HELM_VERSION}`, 'helm');
     if (!fs.existsSync(binary)) {
-      await run('go', ['install', `helm.sh/helm/v3/cmd/helm@${HELM_VERSION}`], {
-        env: { ...process.env, GOBIN: bin, GOFLAGS: '-mod=mod' },
-        timeout: 900_000,
-        maxBuffer: 64 * 1024 * 1024,
-      });
+      // Built beside, then renamed into place: a checkout running at the same time never sees half a binary.
+      fs.mkdirSync(tools, { recursive: true });
+      const staging = fs.mkdtempSync(path.join(tools, 'building-'));
+      try {
+        await run('go', ['install', `helm.sh/helm/v3/cmd/helm@${HELM_VERSION}`], {
+          env: { ...process.env, GOBIN: staging, GOFLAGS: '-mod=mod' },
+          timeout: 900_000,
+          maxBuffer: 64 * 1024 * 1024,
+        });
+        fs.mkdirSync(path.dirname(binary), { recursive: true });
+        fs.renameSync(path.join(staging, 'helm'), binary);
+      } finally {
+        fs.rmSync(staging, { recursive: true, force: true });
+      }
     }
     return binary;
   }
