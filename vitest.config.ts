@@ -7,6 +7,15 @@ import { defineConfig } from 'vitest/config';
  */
 export const sourceConditions = ['otm-source', 'node', 'development|production'];
 
+/** The suites on real services (integration and faults): the stack's setup, longer timeouts. */
+const onServices = {
+  globalSetup: ['test/global-setup.ts'],
+  testTimeout: 120_000,
+  hookTimeout: 180_000,
+  // Two cores: these files spawn real service processes; run them one at a time.
+  fileParallelism: false,
+};
+
 export default defineConfig({
   resolve: { conditions: sourceConditions },
   ssr: { resolve: { conditions: sourceConditions, externalConditions: ['otm-source'] } },
@@ -25,11 +34,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['services/**/*.integration.test.ts', 'clients/**/*.integration.test.ts', 'test/**/*.integration.test.ts'],
-          globalSetup: ['test/global-setup.ts'],
-          testTimeout: 120_000,
-          hookTimeout: 180_000,
-          // Two cores: integration files spawn real service processes; run them one at a time.
-          fileParallelism: false,
+          ...onServices,
         },
       },
       {
@@ -39,10 +44,7 @@ export default defineConfig({
           // not `npm test`, which keeps a smoke of each.
           name: 'faults',
           include: ['services/**/*.faults.test.ts', 'test/**/*.faults.test.ts'],
-          globalSetup: ['test/global-setup.ts'],
-          testTimeout: 120_000,
-          hookTimeout: 180_000,
-          fileParallelism: false,
+          ...onServices,
         },
       },
     ],

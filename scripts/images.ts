@@ -19,6 +19,7 @@ import { stageProductionTree } from './lib/production-tree.js';
 import { ensureDebianPackage, KafkaService, RegistryService } from './stack/services.js';
 import { dockerHost, dockerPaths } from './lib/docker-engine.js';
 import { projectRoot as root } from './lib/project-root.js';
+import { machineCache } from './lib/machine-cache.js';
 
 const work = path.join(dockerPaths().home, 'images');
 /**
@@ -26,8 +27,7 @@ const work = path.join(dockerPaths().home, 'images');
  * their inputs: a new checkout on a machine that built a base before imports it (seconds)
  * instead of running debootstrap again (about a minute each). OTM_IMAGE_CACHE to move it.
  */
-const baseCache =
-  process.env.OTM_IMAGE_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'otm-telemetry', 'bases');
+const baseCache = machineCache('bases', process.env.OTM_IMAGE_CACHE);
 /** Node.js in the services' base image: the current LTS line, from the npm registry (the one npm test falls back to). */
 export const NODE_VERSION = (JSON.parse(fs.readFileSync(path.join(root, 'scripts/node-version.json'), 'utf8')) as { version: string })
   .version;

@@ -4,12 +4,12 @@
 // helm comes from the Go module proxy (go install, once per machine) when it is not on the PATH.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { pythonWith } from './helpers/python.js';
 import { projectRoot } from './helpers/stack.js';
+import { machineCache } from '../scripts/lib/machine-cache.js';
 
 const run = promisify(execFile);
 const HELM_VERSION = 'v3.19.0';
@@ -27,8 +27,7 @@ async function helm(): Promise<string> {
     await run('helm', ['version', '--short']);
     return 'helm';
   } catch {
-    const tools =
-      process.env.OTM_TOOL_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'otm-telemetry', 'tools');
+    const tools = machineCache('tools', process.env.OTM_TOOL_CACHE);
     const binary = path.join(tools, `helm-${HELM_VERSION}`, 'helm');
     if (!fs.existsSync(binary)) {
       // Built beside, then renamed into place: a checkout running at the same time never sees half a binary.

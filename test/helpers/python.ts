@@ -7,10 +7,10 @@
 import { createHash } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { projectRoot } from './stack.js';
+import { machineCache } from '../../scripts/lib/machine-cache.js';
 
 const run = promisify(execFile);
 
@@ -34,8 +34,7 @@ export async function pythonWith(requirementFiles: string[]): Promise<string | u
   const digest = createHash('sha256');
   digest.update((await run(python, ['--version'])).stdout);
   for (const file of requirementFiles) digest.update(fs.readFileSync(path.join(projectRoot, file)));
-  const cache =
-    process.env.OTM_PYTHON_CACHE ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'otm-telemetry', 'python');
+  const cache = machineCache('python', process.env.OTM_PYTHON_CACHE);
   const home = path.join(cache, digest.digest('hex').slice(0, 16));
   const interpreter = path.join(home, 'bin', 'python');
   const ready = path.join(home, '.installed');
