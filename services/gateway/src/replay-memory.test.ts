@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { ReplayMemory } from './replay-memory.js';
+import { PENDING_PRINTS, ReplayMemory } from './replay-memory.js';
 
 const reply = (n: number) => ({
   requestId: `0193a2b4-c5d6-7e8f-9a0b-${n.toString(16).padStart(12, '0')}`,
@@ -60,5 +60,23 @@ describe('ReplayMemory', () => {
     let found = 0;
     for (let n = 0; n < 100_000; n += 97) if (memory.get(`tenant:idempotency-${n}`)?.digest === reply(n).digest) found++;
     expect(found).toBe(Math.ceil(100_000 / 97));
+  });
+
+  it('a key missed, then set, is answered the same whether its fingerprint was still kept or had left the ring', () => {
+    const memory = new ReplayMemory(10, 3_600_000, () => Date.UTC(2026, 10, 25, 12, 30));
+    // Missed twice (two requests with the key in hand at once), set once: kept fingerprints of it are taken out.
+    expect(memory.get('key:early')).toBeUndefined();
+    expect(memory.get('key:early')).toBeUndefined();
+    expect(memory.get('key:kept')).toBeUndefined();
+    // Enough other misses to push key:early out of the ring, not key:kept's second place.
+    for (let n = 0; n < PENDING_PRINTS - 1; n++) memory.get(`key:miss-${n}`);
+    expect(memory.pendingPrints).toBe(PENDING_PRINTS);
+    memory.set('key:early', reply(1));
+    memory.set('key:kept', reply(2));
+    memory.set('key:never-missed', reply(3));
+    expect(memory.get('key:early')).toEqual(reply(1));
+    expect(memory.get('key:kept')).toEqual(reply(2));
+    expect(memory.get('key:never-missed')).toEqual(reply(3));
+    expect(memory.pendingPrints).toBeLessThanOrEqual(PENDING_PRINTS);
   });
 });

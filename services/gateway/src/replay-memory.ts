@@ -7,6 +7,12 @@
 // First in, first out: the oldest key leaves when the memory is full, and a key older
 // than the time to live is not answered from it. A miss is never wrong, only slower: the
 // record is produced again and the ingester's look-up drops it as a duplicate.
+//
+// A key's fingerprint is computed once per record: a miss keeps it until the key is set
+// (once Kafka acknowledged the record), in a ring of PENDING_PRINTS fingerprints beside a
+// Map from the key to its place. The SHA-256 of a short key is a fixed cost of a few
+// microseconds, about a third of what the memory took per record. A key that left the
+// ring (a record refused by the queue is never set) is only hashed again.
 import { hash } from 'node:crypto';
 import type { AcceptedReply, ReplayCache } from './record-intake.js';
 
@@ -14,6 +20,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** A SHA-256 digest in base64url as hash() writes it: 43 characters, the last one's two low bits zero. */
 const DIGEST = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 const FINGERPRINT_BYTES = 16;
+/** Fingerprints of missed keys kept for their set(): more than the records a gateway holds at once (its queue, 20,000 by default, and the batches in flight). */
+export const PENDING_PRINTS = 32_768;
 const ID_BYTES = 16;
 const DIGEST_BYTES = 32;
 
@@ -27,6 +35,12 @@ export class ReplayMemory implements ReplayCache {
   private readonly slots = new Map<number, number>();
   /** Answers whose values do not have the compact form (not expected from this gateway): kept as they are. */
   private readonly odd = new Map<number, AcceptedReply>();
+  /** Keys get() missed, for their set(): each key's place in the ring of fingerprints below. */
+  private readonly pending = new Map<string, number>();
+  private readonly pendingBytes = new Uint8Array(PENDING_PRINTS * FINGERPRINT_BYTES);
+  private readonly pendingMapKeys = new Float64Array(PENDING_PRINTS);
+  private readonly pendingKeys: (string | undefined)[] = new Array<string | undefined>(PENDING_PRINTS);
+  private pendingNext = 0;
   private next = 0;
   /** The last timestamp set and its time (a request's records share one). */
   private lastTimestamp = '';
@@ -51,11 +65,18 @@ export class ReplayMemory implements ReplayCache {
     return this.slots.size;
   }
 
+  /** Fingerprints held for a set() to come (at most PENDING_PRINTS). */
+  get pendingPrints(): number {
+    return this.pending.size;
+  }
+
   get(key: string): AcceptedReply | undefined {
     const print = fingerprint(key);
     const slot = this.slots.get(print.mapKey);
-    if (slot === undefined || !this.sameFingerprint(slot, print.bytes)) return undefined;
-    if (this.now() - this.times[slot]! > this.ttlMs) return undefined;
+    if (slot === undefined || !this.sameFingerprint(slot, print.bytes) || this.now() - this.times[slot]! > this.ttlMs) {
+      this.keepPending(key, print);
+      return undefined;
+    }
     const odd = this.odd.get(slot);
     if (odd) return odd;
     return {
@@ -66,7 +87,7 @@ export class ReplayMemory implements ReplayCache {
   }
 
   set(key: string, value: AcceptedReply): this {
-    const print = fingerprint(key);
+    const print = this.takePending(key) ?? fingerprint(key);
     const held = this.slots.get(print.mapKey);
     const slot = held !== undefined && this.sameFingerprint(held, print.bytes) ? held : this.take();
     this.odd.delete(slot);
@@ -104,6 +125,28 @@ export class ReplayMemory implements ReplayCache {
     return time;
   }
 
+  /** Keeps a missed key's fingerprint in the ring's next place (the oldest one's). */
+  private keepPending(key: string, print: Fingerprint): void {
+    const at = this.pendingNext;
+    this.pendingNext = (at + 1) % PENDING_PRINTS;
+    const old = this.pendingKeys[at];
+    if (old !== undefined && this.pending.get(old) === at) this.pending.delete(old);
+    this.pendingKeys[at] = key;
+    this.pending.set(key, at);
+    this.pendingBytes.set(print.bytes, at * FINGERPRINT_BYTES);
+    this.pendingMapKeys[at] = print.mapKey;
+  }
+
+  /** A kept fingerprint of `key`, taken out of the ring; undefined when it is not there. */
+  private takePending(key: string): Fingerprint | undefined {
+    const at = this.pending.get(key);
+    if (at === undefined) return undefined;
+    this.pending.delete(key);
+    this.pendingKeys[at] = undefined;
+    const from = at * FINGERPRINT_BYTES;
+    return { bytes: this.pendingBytes.slice(from, from + FINGERPRINT_BYTES), mapKey: this.pendingMapKeys[at]! };
+  }
+
   /** The next slot in turn (the oldest key's, once the memory is full). */
   private take(): number {
     const slot = this.next;
@@ -118,8 +161,13 @@ export class ReplayMemory implements ReplayCache {
   }
 }
 
+interface Fingerprint {
+  bytes: Uint8Array;
+  mapKey: number;
+}
+
 /** 128 bits of the key's SHA-256, and the first 48 of them as a number (the Map's key). */
-function fingerprint(key: string): { bytes: Uint8Array; mapKey: number } {
+function fingerprint(key: string): Fingerprint {
   // One-shot: about half the cost of a Hash object for a key of a few dozen bytes.
   const bytes = hash('sha256', key, 'buffer').subarray(0, FINGERPRINT_BYTES);
   return { bytes, mapKey: bytes.readUIntBE(0, 6) };
