@@ -143,8 +143,9 @@ export class ReplayMemory implements ReplayCache {
     if (at === undefined) return undefined;
     this.pending.delete(key);
     this.pendingKeys[at] = undefined;
+    // A view, not a copy: set() copies the bytes into its slot before the ring reuses the place.
     const from = at * FINGERPRINT_BYTES;
-    return { bytes: this.pendingBytes.slice(from, from + FINGERPRINT_BYTES), mapKey: this.pendingMapKeys[at]! };
+    return { bytes: this.pendingBytes.subarray(from, from + FINGERPRINT_BYTES), mapKey: this.pendingMapKeys[at]! };
   }
 
   /** The next slot in turn (the oldest key's, once the memory is full). */
