@@ -25,6 +25,10 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
+          // The unit files run beside the integration files' services on two shared cores:
+          // a test of a second alone can take several there. The timeout catches a hang,
+          // not slowness (speed is the bench's to measure).
+          testTimeout: 30_000,
           include: ['services/**/*.test.ts', 'schemas/**/*.test.ts', 'scripts/**/*.test.ts', 'clients/**/*.test.ts', 'test/**/*.test.ts'],
           exclude: ['**/*.integration.test.ts', '**/*.faults.test.ts', '**/*.containers.test.ts', '**/node_modules/**'],
         },
