@@ -105,26 +105,46 @@ export interface MemorySample {
 }
 
 /**
- * Where a service's memory is, from its own metrics endpoint (prom-client's default
- * metrics; the port from its start line's `metricsPort`): undefined when it cannot be read.
+ * A service's metrics as Prometheus text, from its own metrics endpoint (the port from
+ * its start line's `metricsPort`): undefined when it cannot be read.
  */
-export async function memorySample(service: { logs: readonly string[] }): Promise<MemorySample | undefined> {
+async function metricsText(service: { logs: readonly string[] }): Promise<string | undefined> {
   const line = service.logs.find((text) => text.includes('"metricsPort":'));
   const port = line ? (JSON.parse(line) as { metricsPort?: number }).metricsPort : undefined;
   if (!port) return undefined;
   try {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
-    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN) / 1024 / 1024;
-    return {
-      rssMb: value('process_resident_memory_bytes'),
-      heapTotalMb: value('nodejs_heap_size_total_bytes'),
-      heapUsedMb: value('nodejs_heap_size_used_bytes'),
-      externalMb: value('nodejs_external_memory_bytes'),
-      pendingMb: value('otm_ingester_pending_bytes'),
-    };
+    return await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
   } catch {
     return undefined;
   }
+}
+
+/** A metric without labels from Prometheus text (NaN when it is not there). */
+function metricValue(text: string, name: string): number {
+  return Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+}
+
+/** Where a service's memory is (prom-client's default metrics): undefined when it cannot be read. */
+export async function memorySample(service: { logs: readonly string[] }): Promise<MemorySample | undefined> {
+  const text = await metricsText(service);
+  if (text === undefined) return undefined;
+  const value = (name: string) => metricValue(text, name) / 1024 / 1024;
+  return {
+    rssMb: value('process_resident_memory_bytes'),
+    heapTotalMb: value('nodejs_heap_size_total_bytes'),
+    heapUsedMb: value('nodejs_heap_size_used_bytes'),
+    externalMb: value('nodejs_external_memory_bytes'),
+    pendingMb: value('otm_ingester_pending_bytes'),
+  };
+}
+
+/** The ingester's load units so far, and the rows they inserted (its otm_ingester_batch_rows histogram): undefined when they cannot be read. */
+export async function loadUnitTotals(ingester: { logs: readonly string[] }): Promise<{ units: number; rows: number } | undefined> {
+  const text = await metricsText(ingester);
+  if (text === undefined) return undefined;
+  const units = metricValue(text, 'otm_ingester_batch_rows_count');
+  const rows = metricValue(text, 'otm_ingester_batch_rows_sum');
+  return Number.isFinite(units) && Number.isFinite(rows) ? { units, rows } : undefined;
 }
 
 /** The larger of each figure. */

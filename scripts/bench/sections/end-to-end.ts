@@ -19,6 +19,7 @@ import {
   sleep,
   peakRssMb,
   memorySample,
+  loadUnitTotals,
   maxMemory,
   type MemorySample,
   cpuSeconds,
@@ -76,6 +77,7 @@ export async function benchEndToEnd(): Promise<void> {
     let sampling = true;
     const started = performance.now();
     const cpuBefore = cpuNow();
+    const unitsBefore = await loadUnitTotals(ingester);
     // Peak of each memory figure during the step, read every 5 s from the services' metrics.
     const memory: { gateway?: MemorySample; ingester?: MemorySample } = {};
     const sampler = (async () => {
@@ -108,6 +110,10 @@ export async function benchEndToEnd(): Promise<void> {
     }
     const drainSeconds = (performance.now() - drainStarted) / 1000;
     const cpuAfter = cpuNow();
+    // The ClickHouse inserts the step took (one load unit: one insert per table), and their size.
+    const unitsAfter = await loadUnitTotals(ingester);
+    const loadUnits = unitsBefore && unitsAfter ? unitsAfter.units - unitsBefore.units : NaN;
+    const rowsPerUnit = unitsBefore && unitsAfter ? (unitsAfter.rows - unitsBefore.rows) / Math.max(1, loadUnits) : NaN;
     const perRecord = (seconds: number) => (seconds * 1e6) / Math.max(1, load.sentTotal);
     const cpuUsPerRecord: Record<string, number> = {};
     for (const name of Object.keys(pids)) cpuUsPerRecord[name] = perRecord(cpuAfter.processes[name]! - cpuBefore.processes[name]!);
@@ -166,6 +172,8 @@ export async function benchEndToEnd(): Promise<void> {
       cpuUsPerRecord,
       threadUsPerRecord,
       machineBusyShare,
+      loadUnits,
+      rowsPerUnit,
       ...(memory.gateway ? { gatewayMemory: memory.gateway } : {}),
       ...(memory.ingester ? { ingesterMemory: memory.ingester } : {}),
       passed,
@@ -185,6 +193,9 @@ export async function benchEndToEnd(): Promise<void> {
         ? `RSS ${sample.rssMb.toFixed(0)} MB (heap ${sample.heapUsedMb.toFixed(0)} used of ${sample.heapTotalMb.toFixed(0)}, external ${sample.externalMb.toFixed(0)}${Number.isFinite(sample.pendingMb) ? `, records waiting to load ${sample.pendingMb.toFixed(0)}` : ''})`
         : 'unknown';
     log(`   memory at its peak during the step: gateway ${mb(memory.gateway)}; ingester ${mb(memory.ingester)}`);
+    log(
+      `   load units: ${loadUnits} over the step and its drain (${(loadUnits / (stepSeconds + drainSeconds)).toFixed(2)} a second), ${rowsPerUnit.toFixed(0)} rows each on average`,
+    );
     log(
       `   CPU per record: ${Object.entries(cpuUsPerRecord)
         .map(([name, us]) => `${name} ${us.toFixed(0)} µs`)
