@@ -18,6 +18,7 @@ import { ProcessService, stackServices, stackUp } from '../stack/services.js';
 import { ClickHouseService } from '../stack/clickhouse.js';
 import { ensureLocalCertificate } from '../local-tls.js';
 import { queuedRecords, sampleUsageRecords } from '../../test/fixtures/sample-records.js';
+import { metricValue } from '../lib/histogram.js';
 import { startProcess, startService, type ServiceProcess } from '../lib/service-process.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -117,11 +118,6 @@ async function metricsText(service: { logs: readonly string[] }): Promise<string
   } catch {
     return undefined;
   }
-}
-
-/** A metric without labels from Prometheus text (NaN when it is not there). */
-function metricValue(text: string, name: string): number {
-  return Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
 }
 
 /** Where a service's memory is (prom-client's default metrics): undefined when it cannot be read. */

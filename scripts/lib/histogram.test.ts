@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bucketsSince, histogramBuckets, histogramQuantile } from './histogram.js';
+import { bucketsSince, histogramBuckets, histogramQuantile, metricValue } from './histogram.js';
 
 const text = `# HELP otm_gateway_request_seconds Time from request to answer, by route
 # TYPE otm_gateway_request_seconds histogram
@@ -74,5 +74,22 @@ describe('histogramQuantile', () => {
       [Infinity, 20],
     ]);
     expect(histogramQuantile(bucketsSince(buckets, before), 0.5)).toBeCloseTo(0.01);
+  });
+});
+
+describe('metricValue', () => {
+  const unlabelled = `# TYPE otm_ingester_batch_rows histogram
+otm_ingester_batch_rows_bucket{le="+Inf"} 42
+otm_ingester_batch_rows_sum 194520
+otm_ingester_batch_rows_count 42
+process_resident_memory_bytes 281018368
+`;
+
+  it('reads a series without labels, and NaN for one that is not there or has labels', () => {
+    expect(metricValue(unlabelled, 'otm_ingester_batch_rows_count')).toBe(42);
+    expect(metricValue(unlabelled, 'otm_ingester_batch_rows_sum')).toBe(194_520);
+    expect(metricValue(unlabelled, 'process_resident_memory_bytes')).toBe(281_018_368);
+    expect(metricValue(unlabelled, 'otm_ingester_pending_bytes')).toBeNaN();
+    expect(metricValue(text, 'otm_gateway_request_seconds_count')).toBeNaN();
   });
 });

@@ -1,7 +1,12 @@
 // A Prometheus histogram read from a service's /metrics text, and its quantiles as
 // Prometheus' histogram_quantile() computes them (linear within the bucket the rank
 // falls in). The benchmark reads the services' own histograms with it: what a service
-// measured for itself beside what the load generator saw.
+// measured for itself beside what the load generator saw, and its single figures.
+
+/** A series without labels from /metrics text (a gauge, a counter, a histogram's `_sum` or `_count`): NaN when it is not there. */
+export function metricValue(text: string, name: string): number {
+  return Number(new RegExp(`^${name} (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+}
 
 /** Cumulative counts by upper bound (`+Inf` last), for the series whose labels include `labels`. */
 export function histogramBuckets(text: string, name: string, labels: Record<string, string> = {}): [number, number][] {

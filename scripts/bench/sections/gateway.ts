@@ -1,7 +1,7 @@
 // 1. Gateway throughput and latency ------------------------------------------------
 import fs from 'node:fs';
 import os from 'node:os';
-import { bucketsSince, histogramBuckets, histogramQuantile } from '../../lib/histogram.js';
+import { bucketsSince, histogramBuckets, histogramQuantile, metricValue } from '../../lib/histogram.js';
 import {
   runs,
   scale,
@@ -49,8 +49,7 @@ async function gatewayOwnView<T>(gateway: { metricsPort?: number; child: { pid?:
   const steal = (machineAfter.steal - machine.steal) / (machineAfter.total - machine.total);
   const text = await scrape();
   const counted = bucketsSince(histogramBuckets(text, series, route), before);
-  const lagMs = (name: string) =>
-    Number(new RegExp(`^nodejs_eventloop_lag_${name}_seconds (\\S+)`, 'm').exec(text)?.[1] ?? NaN) * 1000 - EVENT_LOOP_RESOLUTION_MS;
+  const lagMs = (name: string) => metricValue(text, `nodejs_eventloop_lag_${name}_seconds`) * 1000 - EVENT_LOOP_RESOLUTION_MS;
   return {
     result,
     ownP50Ms: histogramQuantile(counted, 0.5) * 1000,

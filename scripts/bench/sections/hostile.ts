@@ -12,6 +12,7 @@ import { Agent, request } from 'undici';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { loadOtlpRoot, OTLP_TYPES } from '../../../services/gateway/src/otlp.js';
 import { sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
+import { metricValue } from '../../lib/histogram.js';
 import type { ServiceProcess } from '../../lib/service-process.js';
 import { cpuSeconds, gatewayServiceEnv, log, percentile, quick, redis, results, runId, sleep, startQuiet, tls } from '../context.js';
 
@@ -35,7 +36,7 @@ interface Measured {
 /** The gateway's V8 heap (total, used) and external memory in MB, from its metrics. */
 async function heapMb(gateway: ServiceProcess): Promise<{ heapTotal: number; heapUsed: number; external: number }> {
   const text = await (await fetch(`http://127.0.0.1:${gateway.metricsPort}/metrics`)).text();
-  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN) / 1_048_576;
+  const read = (name: string) => metricValue(text, name) / 1_048_576;
   return {
     heapTotal: read('nodejs_heap_size_total_bytes'),
     heapUsed: read('nodejs_heap_size_used_bytes'),
