@@ -405,7 +405,8 @@ export async function wireMessages(
     'telemetry.usage.v1-value',
     buildQueuedRecordSchema(),
   ));
-  const records: QueuedUsageRecord[] = queuedRecords(sampleUsageRecords(count, options), { eventKey: keyOf });
+  // Received now (an error record's event time), beside successes of the hour before.
+  const records: QueuedUsageRecord[] = queuedRecords(sampleUsageRecords(count, options), { eventKey: keyOf, receivedAtMs: Date.now() });
   return records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
 }
 
@@ -496,7 +497,11 @@ log('building the services (npm run build)');
 execFileSync('npm', ['run', '--silent', 'build'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
 
 // Realistic bodies: success records with prompts of 0.5-4 KB and error records, from a seed.
-export const bodies = sampleUsageRecords(1000, { seed: 2026 }).map((record) => JSON.stringify(record));
+// Their calls started in the 17 minutes before the run, as a producer sends records
+// (an error record's event time is its receipt): one month's partition per insert, as
+// production writes, where records of another month would double the parts an insert
+// writes into every table.
+export const bodies = sampleUsageRecords(1000, { seed: 2026, startMs: Date.now() - 1_000_000 }).map((record) => JSON.stringify(record));
 export const bodiesFile = path.join(work, 'bodies.json');
 fs.writeFileSync(bodiesFile, JSON.stringify(bodies));
 export const meanBodyBytes = Math.round(bodies.reduce((sum, body) => sum + body.length, 0) / bodies.length);

@@ -76,7 +76,7 @@ export function machineLimit(
   const candidates = [
     [
       'ClickHouse',
-      'its own insert of the same rows (RowBinary, its merges included, no views)',
+      `its own insert of the same rows (RowBinary, in batches of ${Number(c.batchRows ?? 20_000).toLocaleString('en-US')} rows, its views and merges included)`,
       'ingester',
       num(c.cpuUsPerRow),
       at('clickhouse'),

@@ -94,7 +94,7 @@ export async function benchIngester(): Promise<void> {
   // (its process's user and system time over the inserts, /proc).
   const ceilingRows = sampleUsageRecords(Math.min(scale.ingestRecords, 100_000), { seed: 11, startMs: Date.now() - 3600_000 });
   const prices = PriceTable.load();
-  const queued = queuedRecords(ceilingRows, { eventKey: (i) => `c-${runId}-${i}` });
+  const queued = queuedRecords(ceilingRows, { eventKey: (i) => `c-${runId}-${i}`, receivedAtMs: Date.now() });
   const enrichCost = measureEnrich(queued, prices);
   const enriched = queued.map((record) => enrich(record, prices));
   const encoded = enriched.map(encodeRow);
