@@ -249,4 +249,41 @@ describe('recost', () => {
     );
     expect((await rollup(range.fromMs, range.toMs)).cost).toBeCloseTo(Number(raw!.cost), 12);
   });
+
+  it("re-prices one provider's records alone, and every usage rollup of the day agrees with the raw rows", async () => {
+    const day = Date.UTC(2026, 9, 20); // another past day
+    const records = [
+      call('gpt-4o', day + 3_600_000),
+      call('gpt-4o', day + 5 * 3_600_000),
+      call('claude-sonnet-4-20250514', day + 3_600_000 + 10_000, 'anthropic'),
+      call('claude-sonnet-4-20250514', day + 7 * 3_600_000, 'anthropic'),
+    ];
+    await produceQueued(names.topic, queuedRecords(records, { eventKey: (index) => `${names.topic}-pair-${index}` }));
+    const range = { fromMs: day, toMs: day + 86_400_000 };
+    const inDay = (column: string) => `${column} >= toDateTime(${range.fromMs / 1000}) AND ${column} < toDateTime(${range.toMs / 1000})`;
+    await eventually(async () => (await rollup(range.fromMs, range.toMs)).requests === records.length, 60_000);
+
+    // The key totals and the per-user days hold no provider: they are rebuilt over the whole days.
+    const openaiOnly = new PriceTable('test-openai-only', { openai: { 'gpt-4o': { input: 7, output: 30 } } });
+    const outcome = await withRedis((redis) =>
+      recost(clickhouse, new RollupFence(redis, names.keyPrefix, null), openaiOnly, { ...range, provider: 'openai' }),
+    );
+    expect(outcome.pairs.map((pair) => [pair.provider, pair.model, pair.rowsChanged])).toEqual([['openai', 'gpt-4o', 2]]);
+    const [raw] = await queryRows<{ cost: number; n: string }>(
+      clickhouse,
+      `SELECT sum(ifNull(cost_usd, 0)) AS cost, count() AS n FROM usage_events FINAL WHERE ${inDay('event_time')}`,
+    );
+    expect(Number(raw!.n)).toBe(records.length);
+    for (const table of USAGE_ROLLUP_TABLES) {
+      const time = table.endsWith('_minute') ? 'minute' : table.endsWith('_hour') ? 'hour' : 'day';
+      const [row] = await queryRows<{ cost: number; n: string }>(
+        clickhouse,
+        table === 'usage_rollup_user_by_day'
+          ? `SELECT sum(cost_usd) AS cost, sum(requests) AS n FROM ${table} WHERE ${inDay(time)}`
+          : `SELECT sumMerge(cost_usd) AS cost, countMerge(requests) AS n FROM ${table} WHERE ${inDay(time)}`,
+      );
+      expect(Number(row!.n), table).toBe(records.length);
+      expect(Number(row!.cost), table).toBeCloseTo(Number(raw!.cost), 12);
+    }
+  });
 });

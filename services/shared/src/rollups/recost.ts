@@ -13,7 +13,7 @@ import type { ClickHouseClient } from '../clickhouse.js';
 import { formatDateTime, sqlString } from '../clickhouse-values.js';
 import type { RollupFence, FenceInterval } from './fence.js';
 import { mutate } from '../mutations.js';
-import { LEGACY_ROLLUP_VIEW, SCALED_ROLLUPS, rebuildRollupSql } from './views.js';
+import { LEGACY_ROLLUP_VIEW, SCALED_ROLLUPS, aggregateViews, rebuildRollupSql } from './views.js';
 import { isBackfilled } from './backfill.js';
 import { costSql, knownSql, type PriceLookup, type PriceSchedule } from '../price.js';
 
@@ -150,18 +150,23 @@ export async function recost(
       await mutate(clickhouse, 'usage_rollup_minute', `DELETE WHERE ${rollupWhere}`, options.mutationTimeoutMs, options.cluster);
       await clickhouse.command({ query: rebuildRollupSql(LEGACY_ROLLUP_VIEW, where) });
     }
-    // The rollups of migration 0008 that carry cost, over the whole days: those keyed by
-    // provider and model for that pair only, the per-user days entirely.
+    // The rollups of migrations 0008 and 0011 that carry cost, over the whole days: those
+    // grouped by what the scope names (provider, model) for that pair only, the others
+    // (the key totals, the per-user days) entirely.
     const pairOnly = [
-      ...(scope.provider !== undefined ? [`provider = ${sqlString(scope.provider)}`] : []),
-      ...(scope.model !== undefined ? [`model_id = ${sqlString(scope.model)}`] : []),
+      ...(scope.provider !== undefined ? [{ column: 'provider', condition: `provider = ${sqlString(scope.provider)}` }] : []),
+      ...(scope.model !== undefined ? [{ column: 'model_id', condition: `model_id = ${sqlString(scope.model)}` }] : []),
     ];
+    const views = aggregateViews();
     for (const { view, table, time, kind } of SCALED_ROLLUPS) {
       // Only the usage rollups carry cost.
       if (kind !== 'usage') continue;
-      const byPair = table !== 'usage_rollup_user_by_day';
+      const groups = views.find((candidate) => candidate.view === view)?.groups ?? [];
+      const byPair = pairOnly.every(({ column }) => groups.some((group) => group.name === column && group.expression === column))
+        ? pairOnly.map(({ condition }) => condition)
+        : [];
       const days = (column: string) =>
-        [`${column} >= toDateTime(${dayFromS})`, `${column} < toDateTime(${dayToS})`, ...(byPair ? pairOnly : [])].join(' AND ');
+        [`${column} >= toDateTime(${dayFromS})`, `${column} < toDateTime(${dayToS})`, ...byPair].join(' AND ');
       await mutate(clickhouse, table, `DELETE WHERE ${days(time)}`, options.mutationTimeoutMs, options.cluster);
       await clickhouse.command({ query: rebuildRollupSql(view, days('event_time')) });
     }
