@@ -2,7 +2,7 @@
 // honouring the fence: a changed price moves the analytics totals of the range by
 // the hand-computed amount, nothing outside the range moves, rows carry the table's
 // version, and a second run changes nothing.
-import { USAGE_ROLLUP_TABLES } from '@otm/shared/rollups/views';
+import { SCALED_ROLLUPS, USAGE_ROLLUP_TABLES } from '@otm/shared/rollups/views';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import type { UsageRecord } from '@otm/schemas';
@@ -274,8 +274,7 @@ describe('recost', () => {
       `SELECT sum(ifNull(cost_usd, 0)) AS cost, count() AS n FROM usage_events FINAL WHERE ${inDay('event_time')}`,
     );
     expect(Number(raw!.n)).toBe(records.length);
-    for (const table of USAGE_ROLLUP_TABLES) {
-      const time = table.endsWith('_minute') ? 'minute' : table.endsWith('_hour') ? 'hour' : 'day';
+    for (const { table, time } of SCALED_ROLLUPS.filter(({ kind }) => kind === 'usage')) {
       const [row] = await queryRows<{ cost: number; n: string }>(
         clickhouse,
         table === 'usage_rollup_user_by_day'

@@ -64,11 +64,15 @@ export async function recost(
   const fromMs = Math.floor(scope.fromMs / MINUTE_MS) * MINUTE_MS;
   const toMs = Math.ceil(scope.toMs / MINUTE_MS) * MINUTE_MS;
   if (!(fromMs < toMs)) throw new Error('the range is empty: --from must be before --to');
+  // The pair the scope names, by the column each condition reads.
+  const pairOnly = [
+    ...(scope.provider !== undefined ? [{ column: 'provider', condition: `provider = ${sqlString(scope.provider)}` }] : []),
+    ...(scope.model !== undefined ? [{ column: 'model_id', condition: `model_id = ${sqlString(scope.model)}` }] : []),
+  ];
   const where = [
     `event_time >= toDateTime(${sqlString(formatDateTime(fromMs))})`,
     `event_time < toDateTime(${sqlString(formatDateTime(toMs))})`,
-    ...(scope.provider !== undefined ? [`provider = ${sqlString(scope.provider)}`] : []),
-    ...(scope.model !== undefined ? [`model_id = ${sqlString(scope.model)}`] : []),
+    ...pairOnly.map(({ condition }) => condition),
   ].join(' AND ');
   const rows = async <T>(query: string) => (await clickhouse.query({ query, format: 'JSONEachRow' })).json<T>();
 
@@ -153,10 +157,6 @@ export async function recost(
     // The rollups of migrations 0008 and 0011 that carry cost, over the whole days: those
     // grouped by what the scope names (provider, model) for that pair only, the others
     // (the key totals, the per-user days) entirely.
-    const pairOnly = [
-      ...(scope.provider !== undefined ? [{ column: 'provider', condition: `provider = ${sqlString(scope.provider)}` }] : []),
-      ...(scope.model !== undefined ? [{ column: 'model_id', condition: `model_id = ${sqlString(scope.model)}` }] : []),
-    ];
     const views = aggregateViews();
     for (const { view, table, time, kind } of SCALED_ROLLUPS) {
       // Only the usage rollups carry cost.
