@@ -83,7 +83,11 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         const batchKey = deps.idempotencyKeyOf(request);
         const context = deps.intakeContext(request, receivedAt);
         reply.header(CAPTURE_HEADER, context.capture);
-        const intake = await accept(batchItems(request.body as unknown[], batchKey), context, {
+        // The intake takes the parsed items; the request lets go of them, so that they do
+        // not live until the answer (intake.ts, accept()).
+        const items = batchItems(request.body as unknown[], batchKey);
+        request.body = undefined;
+        const intake = await accept(items, context, {
           batcher: deps.batcher,
           onReplay: () => deps.metrics.replays.inc(),
         });

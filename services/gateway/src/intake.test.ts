@@ -110,6 +110,19 @@ describe('accept', () => {
     expect(again.messages).toEqual([]);
   });
 
+  it('lets go of the parsed records before it waits for the queue', async () => {
+    const items = [item(fixture(), 'k4', 'p'), item(fixture(), undefined, 'q')];
+    let heldWhileQueued: unknown[] = [];
+    const batcher = {
+      enqueue: async () => {
+        heldWhileQueued = items.map((each) => each.record);
+      },
+    };
+    const results = await accept(items, context(), { batcher });
+    expect(results.map((result) => result.kind)).toEqual(['accepted', 'accepted']);
+    expect(heldWhileQueued).toEqual([undefined, undefined]);
+  });
+
   it('a record the queue does not take is unavailable, and nothing is remembered for its key', async () => {
     const replay = new Map<string, AcceptedReply>();
     const { batcher } = queue(true);
