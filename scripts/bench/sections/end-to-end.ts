@@ -194,7 +194,9 @@ export async function benchEndToEnd(): Promise<void> {
         : 'unknown';
     log(`   memory at its peak during the step: gateway ${mb(memory.gateway)}; ingester ${mb(memory.ingester)}`);
     log(
-      `   load units: ${loadUnits} over the step and its drain (${(loadUnits / (stepSeconds + drainSeconds)).toFixed(2)} a second), ${rowsPerUnit.toFixed(0)} rows each on average`,
+      Number.isFinite(loadUnits)
+        ? `   load units: ${loadUnits} over the step and its drain (${(loadUnits / (stepSeconds + drainSeconds)).toFixed(2)} a second), ${rowsPerUnit.toFixed(0)} rows each on average`
+        : "   load units: not read (the ingester's metrics did not answer before or after the step)",
     );
     log(
       `   CPU per record: ${Object.entries(cpuUsPerRecord)
