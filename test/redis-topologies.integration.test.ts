@@ -87,7 +87,9 @@ function onRedis<Handle extends { url: string; down(): Promise<void> }>(
 describe('on a Redis Cluster', () => {
   const { pipeline, redis } = onRedis(
     'redis-cluster',
-    () => redisCluster(config, 27301),
+    // Each node's cluster bus listens 10,000 above its port: kept below Linux's ephemeral
+    // ports (32768-60999), where an outgoing connection may already hold it.
+    () => redisCluster(config, 21301),
     { cluster: true },
     (cluster) => ({
       REDIS_URL: cluster.url,
