@@ -87,8 +87,6 @@ function onRedis<Handle extends { url: string; down(): Promise<void> }>(
 describe('on a Redis Cluster', () => {
   const { pipeline, redis } = onRedis(
     'redis-cluster',
-    // Each node's cluster bus listens 10,000 above its port: kept below Linux's ephemeral
-    // ports (32768-60999), where an outgoing connection may already hold it.
     () => redisCluster(config, 21301),
     { cluster: true },
     (cluster) => ({

@@ -158,8 +158,6 @@ describe('secure profile: every dependency refuses plaintext and anonymous clien
   });
 
   it('Redis Cluster over TLS as the ACL user: dedupe marks over every node, the key store, nothing outside its prefixes', async () => {
-    // Each node's cluster bus listens 10,000 above its port: kept below Linux's ephemeral
-    // ports (32768-60999), where an outgoing connection may already hold it.
     const nodes = await redisCluster(config, 22301);
     const redis = createRedis(nodes.url, { name: 'secure-cluster', cluster: true, caFile: material.caFile });
     try {

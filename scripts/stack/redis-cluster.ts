@@ -91,7 +91,12 @@ export interface RedisClusterHandle {
   down(): Promise<void>;
 }
 
-/** Starts the three nodes from `firstPort` on (what runs already is kept) and assigns the slots once. */
+/**
+ * Starts the three nodes from `firstPort` on (what runs already is kept) and assigns the
+ * slots once. Each node's cluster bus listens 10,000 above its port (Redis's default), so
+ * callers pick a `firstPort` below 22768: the bus then stays below Linux's ephemeral ports
+ * (32768-60999), where an outgoing connection may already hold it.
+ */
 export async function redisCluster(config: StackConfig, firstPort: number): Promise<RedisClusterHandle> {
   const nodes = Array.from({ length: NODES }, (_, index) => new RedisClusterNode(config, firstPort + index));
   // A node not running starts empty (its data and its view of the cluster gone): the
