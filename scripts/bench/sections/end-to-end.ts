@@ -5,8 +5,10 @@
 // stayed bounded (at most 5 s of records over the step's second half), the topic
 // drained within 2 minutes after it, and ClickHouse holds every accepted record once
 // (distinct event keys = accepted) and counts it once (the rollup's requests =
-// accepted). sustainedPerS is the highest offered rate of a passing step; the ladder
-// stops at the first failing step.
+// accepted). The ladder stops at the first failing step; up to BENCH_E2E_NARROW_STEPS
+// more steps (2) then halve the gap between the last step that passed (if one did) and
+// the lowest that failed, to 250 records/s, each starting once the topic has drained.
+// sustainedPerS is the highest offered rate of a passing step.
 import { consumerLag } from '@otm/shared/kafka';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { KeyStore } from '@otm/shared/keys/key-store';
@@ -34,12 +36,31 @@ import {
   results,
 } from '../context.js';
 
+/** The narrowing's resolution: its steps are multiples of this. */
+const NARROW_TO_PER_S = 250;
+
+/** How long a narrowing step waits for the failed step's records to drain. */
+const DRAIN_BEFORE_NARROWING_S = 180;
+
+/** Whether the consumer's lag reaches 0 within DRAIN_BEFORE_NARROWING_S. */
+async function drained(lagNow: () => Promise<number>): Promise<boolean> {
+  const started = performance.now();
+  while ((await lagNow()) > 0) {
+    if (performance.now() - started > DRAIN_BEFORE_NARROWING_S * 1000) return false;
+    await sleep(1000);
+  }
+  return true;
+}
+
 export async function benchEndToEnd(): Promise<void> {
   const stepSeconds = quick ? 10 : Number(process.env.BENCH_E2E_STEP_SECONDS ?? 60);
   const ladder = quick
     ? [1000]
     : (process.env.BENCH_E2E_RATES ?? '1000,2000,3000,4000,5000,6000,7000,8000,10000,12000').split(',').map(Number);
-  log(`4b. end to end: offered ${ladder.join(', ')} records/s for ${stepSeconds} s each, batch endpoint, until a step fails`);
+  const narrowSteps = quick ? 0 : Number(process.env.BENCH_E2E_NARROW_STEPS ?? 2);
+  log(
+    `4b. end to end: offered ${ladder.join(', ')} records/s for ${stepSeconds} s each, batch endpoint, until a step fails; then up to ${narrowSteps} steps between the last that passed and it`,
+  );
   const topic = `bench.e2e.${runId}`;
   const database = `bench_e2e_${runId}`;
   const prefix = `bench-e2e-${runId}:`;
@@ -53,7 +74,7 @@ export async function benchEndToEnd(): Promise<void> {
   const lagNow = async () => (await consumerLag(admin, groupId, topic)).reduce((sum, partition) => sum + partition.lag, 0);
   const steps: Record<
     string,
-    number | boolean | string | MemorySample | Record<string, number> | Record<string, Partial<Record<string, number>>>
+    number | boolean | string | number[] | MemorySample | Record<string, number> | Record<string, Partial<Record<string, number>>>
   >[] = [];
   let sustained = 0;
   let records = 0;
@@ -71,7 +92,8 @@ export async function benchEndToEnd(): Promise<void> {
       clickhouse: threadCpuSeconds(pids.clickhouse, clickhouseThreadKind, 'queries'),
     },
   });
-  for (const rate of ladder) {
+  /** One step at `rate` records/s: measured, logged and recorded; whether it passed. */
+  const step = async (rate: number): Promise<boolean> => {
     const key = await store.create({ environment: 'prod', name: `e2e-${rate}` });
     const lags: { at: number; lag: number }[] = [];
     let sampling = true;
@@ -152,6 +174,8 @@ export async function benchEndToEnd(): Promise<void> {
     const secondHalf = lags.filter((sample) => sample.at >= stepSeconds / 2);
     const maxLag = Math.max(0, ...lags.map((sample) => sample.lag));
     const maxLagSecondHalf = Math.max(0, ...secondHalf.map((sample) => sample.lag));
+    // The lag every 5 s of the step: whether it grew, or rose and fell with the load units.
+    const lagEvery5s = lags.filter((_, index) => index % 5 === 0).map((sample) => sample.lag);
     const bounded = maxLagSecondHalf <= rate * 5;
     const achievedEnough = load.perSec >= rate * 0.95;
     const passed = bounded && lag === 0 && lost === 0 && duplicates === 0 && load.failed === 0 && load.dropped === 0 && achievedEnough;
@@ -167,6 +191,7 @@ export async function benchEndToEnd(): Promise<void> {
       dropped: load.dropped,
       maxLag,
       maxLagSecondHalf,
+      lagEvery5s,
       drainSeconds,
       batchP99Ms: load.p99Ms,
       cpuUsPerRecord,
@@ -192,6 +217,7 @@ export async function benchEndToEnd(): Promise<void> {
       sample
         ? `RSS ${sample.rssMb.toFixed(0)} MB (heap ${sample.heapUsedMb.toFixed(0)} used of ${sample.heapTotalMb.toFixed(0)}, external ${sample.externalMb.toFixed(0)}${Number.isFinite(sample.pendingMb) ? `, records waiting to load ${sample.pendingMb.toFixed(0)}` : ''})`
         : 'unknown';
+    log(`   lag every 5 s: ${lagEvery5s.join(', ')}`);
     log(`   memory at its peak during the step: gateway ${mb(memory.gateway)}; ingester ${mb(memory.ingester)}`);
     log(
       Number.isFinite(loadUnits)
@@ -207,8 +233,30 @@ export async function benchEndToEnd(): Promise<void> {
     log(
       `   by thread: gateway main ${us(threadUsPerRecord.gateway.main)}, V8 helpers ${us(threadUsPerRecord.gateway.v8)}, pool ${us(threadUsPerRecord.gateway.pool)} µs; ingester main ${us(threadUsPerRecord.ingester.main)}, V8 helpers ${us(threadUsPerRecord.ingester.v8)}, pool ${us(threadUsPerRecord.ingester.pool)} µs; ClickHouse merges ${us(threadUsPerRecord.clickhouse.merges)}, the rest ${us(threadUsPerRecord.clickhouse.queries)} µs`,
     );
-    if (!passed) break;
+    return passed;
+  };
+  let failedAt: number | undefined;
+  for (const rate of ladder) {
+    if (!(await step(rate))) {
+      failedAt = rate;
+      break;
+    }
     sustained = rate;
+  }
+  // The ladder's steps are far apart (1,000 records/s, a tenth of two cores' limit or so):
+  // between the last step that passed and the lowest that failed, the rate is narrowed
+  // down by halving (each new step passes or fails as any other), so that the sustained
+  // rate is known to within the ladder's spacing divided by 2^steps, not the spacing.
+  for (let narrowing = 0; failedAt !== undefined && sustained > 0 && narrowing < narrowSteps; narrowing++) {
+    const rate = Math.round((sustained + failedAt) / 2 / NARROW_TO_PER_S) * NARROW_TO_PER_S;
+    if (rate <= sustained || rate >= failedAt) break;
+    // A step starts with the topic drained, as every step of the ladder did.
+    if (!(await drained(lagNow))) {
+      log(`   not narrowed: the topic did not drain within ${DRAIN_BEFORE_NARROWING_S} s of the failed step`);
+      break;
+    }
+    if (await step(rate)) sustained = rate;
+    else failedAt = rate;
   }
   const cpuUs = {
     gateway: ((cpuSeconds(gateway.child.pid) - cpu.gateway) * 1e6) / Math.max(1, records),
