@@ -28,7 +28,7 @@ export async function benchFreshness(): Promise<void> {
   const port = 18444;
   const agent = new Agent({ connect: { ca: fs.readFileSync(tls.certFile) } });
   // --quick measures the target rate only.
-  for (const rate of quick ? [5000] : (process.env.BENCH_FRESHNESS_RATES ?? '2000,3000,4000,5000').split(',').map(Number)) {
+  for (const rate of quick ? [5000] : (process.env.BENCH_FRESHNESS_RATES ?? '2000,2500,3000,3500,4000,5000').split(',').map(Number)) {
     const p50s: number[] = [];
     const p99s: number[] = [];
     const achieved: number[] = [];
