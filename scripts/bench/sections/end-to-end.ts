@@ -10,6 +10,7 @@
 // the lowest that failed, to 250 records/s, each starting once the topic has drained.
 // sustainedPerS is the highest offered rate of a passing step.
 import { consumerLag } from '@otm/shared/kafka';
+import { nextNarrowingRate } from '../ladder.js';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { clickhouseThreadKind, nodeThreadKind, perRecordUs, threadCpuSeconds } from '../../lib/thread-cpu.js';
@@ -35,9 +36,6 @@ import {
   kafka,
   results,
 } from '../context.js';
-
-/** The narrowing's resolution: its steps are multiples of this. */
-const NARROW_TO_PER_S = 250;
 
 /** How long a narrowing step waits for the failed step's records to drain. */
 const DRAIN_BEFORE_NARROWING_S = 180;
@@ -247,9 +245,9 @@ export async function benchEndToEnd(): Promise<void> {
   // between the last step that passed and the lowest that failed, the rate is narrowed
   // down by halving (each new step passes or fails as any other), so that the sustained
   // rate is known to within the ladder's spacing divided by 2^steps, not the spacing.
-  for (let narrowing = 0; failedAt !== undefined && sustained > 0 && narrowing < narrowSteps; narrowing++) {
-    const rate = Math.round((sustained + failedAt) / 2 / NARROW_TO_PER_S) * NARROW_TO_PER_S;
-    if (rate <= sustained || rate >= failedAt) break;
+  for (let narrowing = 0; failedAt !== undefined && narrowing < narrowSteps; narrowing++) {
+    const rate = nextNarrowingRate(sustained, failedAt);
+    if (rate === undefined) break;
     // A step starts with the topic drained, as every step of the ladder did.
     if (!(await drained(lagNow))) {
       log(`   not narrowed: the topic did not drain within ${DRAIN_BEFORE_NARROWING_S} s of the failed step`);
