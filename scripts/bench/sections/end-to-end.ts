@@ -10,7 +10,6 @@
 // the lowest that failed, to 250 records/s, each starting once the topic has drained.
 // sustainedPerS is the highest offered rate of a passing step.
 import { consumerLag } from '@otm/shared/kafka';
-import { nextNarrowingRate } from '../ladder.js';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { clickhouseThreadKind, nodeThreadKind, perRecordUs, threadCpuSeconds } from '../../lib/thread-cpu.js';
@@ -36,18 +35,20 @@ import {
   kafka,
   results,
 } from '../context.js';
+import { nextNarrowingRate } from '../ladder.js';
 
 /** How long a narrowing step waits for the failed step's records to drain. */
 const DRAIN_BEFORE_NARROWING_S = 180;
 
-/** Whether the consumer's lag reaches 0 within DRAIN_BEFORE_NARROWING_S. */
-async function drained(lagNow: () => Promise<number>): Promise<boolean> {
+/** Waits until the consumer's lag is 0 or `timeoutMs` has passed; the last lag read. */
+async function drain(lagNow: () => Promise<number>, timeoutMs: number): Promise<number> {
   const started = performance.now();
-  while ((await lagNow()) > 0) {
-    if (performance.now() - started > DRAIN_BEFORE_NARROWING_S * 1000) return false;
-    await sleep(1000);
+  let lag = await lagNow();
+  while (lag > 0 && performance.now() - started < timeoutMs) {
+    await sleep(500);
+    lag = await lagNow();
   }
-  return true;
+  return lag;
 }
 
 export async function benchEndToEnd(): Promise<void> {
@@ -123,11 +124,7 @@ export async function benchEndToEnd(): Promise<void> {
     sampling = false;
     await sampler;
     const drainStarted = performance.now();
-    let lag = await lagNow();
-    while (lag > 0 && performance.now() - drainStarted < 120_000) {
-      await sleep(500);
-      lag = await lagNow();
-    }
+    const lag = await drain(lagNow, 120_000);
     const drainSeconds = (performance.now() - drainStarted) / 1000;
     const cpuAfter = cpuNow();
     // The ClickHouse inserts the step took (one load unit: one insert per table), and their size.
@@ -249,7 +246,7 @@ export async function benchEndToEnd(): Promise<void> {
     const rate = nextNarrowingRate(sustained, failedAt);
     if (rate === undefined) break;
     // A step starts with the topic drained, as every step of the ladder did.
-    if (!(await drained(lagNow))) {
+    if ((await drain(lagNow, DRAIN_BEFORE_NARROWING_S * 1000)) > 0) {
       log(`   not narrowed: the topic did not drain within ${DRAIN_BEFORE_NARROWING_S} s of the failed step`);
       break;
     }
