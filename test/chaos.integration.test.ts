@@ -40,11 +40,16 @@ describe('chaos suite', () => {
   }, 240_000);
 
   it('self-test: an ingester that commits offsets before the insert fails the same scenario with records missing', async () => {
-    const report = await smoke(true);
+    // Such a build loses records only when the kill finds offsets committed past the
+    // rows stored, which depends on timing: a run of it can lose nothing (one CI run in
+    // several did, on a busy machine). The suite must catch it in one of three runs; a
+    // run after the first happens only when the one before lost nothing.
+    let report = await smoke(true);
+    for (let attempt = 2; attempt <= 3 && report.scenarios[0]!.missing === 0; attempt++) report = await smoke(true);
     const [result] = report.scenarios;
     expect(result!.missing).toBeGreaterThan(0);
     expect(result!.passed).toBe(false);
     expect(result!.failure).toMatch(/acknowledged records missing/);
     expect(report.passed).toBe(false);
-  }, 240_000);
+  }, 600_000);
 });
