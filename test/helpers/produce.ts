@@ -1,7 +1,7 @@
 // Produces queued records in the gateway's exact format (registry wire format with
 // the registered schema id), for ingester tests that need volume without HTTP.
 import { buildQueuedRecordSchema, type QueuedUsageRecord } from '@otm/schemas';
-import { createDurableProducer, createKafka, ensureTopic } from '@otm/shared/kafka';
+import { COMPRESSION_TYPES, createDurableProducer, createKafka, ensureTopic, type CompressionName } from '@otm/shared/kafka';
 import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
 import { testStack } from './stack.js';
 
@@ -18,6 +18,8 @@ export async function produceQueued(
     brokers?: string;
     /** Headers of each record's message, as the gateway sets `x-request-id`. */
     headers?: (record: QueuedUsageRecord) => Record<string, string>;
+    /** The record batches' codec (none by default; the gateway's is snappy). */
+    compression?: CompressionName;
   } = {},
 ): Promise<void> {
   const kafka = createKafka({ brokers: (options.brokers ?? testStack().KAFKA_BROKERS).split(','), clientId: 'test-producer' });
@@ -35,7 +37,12 @@ export async function produceQueued(
       ...(options.raw ?? []),
     ];
     for (let start = 0; start < messages.length; start += 500) {
-      await producer.send({ topic, acks: -1, messages: messages.slice(start, start + 500) });
+      await producer.send({
+        topic,
+        acks: -1,
+        compression: COMPRESSION_TYPES[options.compression ?? 'none'],
+        messages: messages.slice(start, start + 500),
+      });
     }
   } finally {
     await producer.disconnect();

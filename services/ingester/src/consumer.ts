@@ -144,11 +144,13 @@ export class UsageConsumer {
   private async eachBatch(batch: IncomingBatch): Promise<void> {
     if (this.options.injectCrash) throw new Error('injected fault: consumer-crash');
     if (this.failure) throw this.failure;
-    const { records: messages, heartbeat } = batch;
+    const { records: messages, heartbeat, live } = batch;
     // A batch that could not be decoded ends the records (`undecodable`): what is before
     // it loads, the partition stops at it, and the other partitions go on.
     const generation = this.commits.generation;
-    const alive = () => batch.live() && generation === this.commits.generation;
+    // Kept with each chunk until it loads, so it must not hold the batch (its records as
+    // fetched): it holds the batch's own liveness function, which holds none of them.
+    const alive = () => live() && generation === this.commits.generation;
     for (const { chunk, bytes } of chunksOf(messages, this.options.maxBatchRows, this.maxChunkBytes)) {
       const span = { rows: chunk.length, bytes };
       // Bounded memory: wait while the rows decoded and not yet loaded fill the window;

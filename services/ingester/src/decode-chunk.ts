@@ -6,8 +6,7 @@ import type { IncomingRecord } from '@otm/shared/kafka';
 import type { Logger } from '@otm/shared/logger';
 import type { PlausibleBounds } from '@otm/schemas';
 import { probeRow } from './canary.js';
-import type { DecodedChunk } from './chunk.js';
-import { settle } from './chunk.js';
+import { held, settle, type DecodedChunk, type HeldRecord } from './chunk.js';
 import { encodeRow } from './encode-step.js';
 import { enrich } from './enrich-step.js';
 import type { IngesterMetrics } from './metrics.js';
@@ -39,16 +38,21 @@ export async function decodeChunk(
   const { decoder, prices, plausible } = context.deps;
   let oldestMs = Infinity;
   for (const message of messages) oldestMs = Math.min(oldestMs, Number(message.timestamp));
-  const chunk: DecodedChunk = { ...where, messages, rows: messages.length, items: [], probes: [], outcomes: [], oldestMs };
+  // Each record is held as held() makes it once decoded: nothing of the fetched batch
+  // stays with the chunk while it waits for its unit.
+  const heldMessages: HeldRecord[] = [];
+  const chunk: DecodedChunk = { ...where, messages: heldMessages, rows: messages.length, items: [], probes: [], outcomes: [], oldestMs };
   for (const [index, message] of messages.entries()) {
     const decoded =
       decoder.decodeKnown?.(message.value) ??
       (await retrying(context, 'schema registry', () => decoder.decode(message.value), where.alive, where.heartbeat));
     if (decoded.kind === 'deadLetter') {
+      heldMessages.push(held(message, true));
       settle(chunk, index, decoded);
       continue;
     }
     if (context.canaryKeyId !== undefined && decoded.value.meta.apiKeyId === context.canaryKeyId) {
+      heldMessages.push(held(message, false));
       chunk.probes.push(probeRow(decoded.value));
       settle(chunk, index, { kind: 'probe' });
       continue;
@@ -58,8 +62,11 @@ export async function decodeChunk(
     // throw out of the consumer loop.
     try {
       const row = encodeRow(enrich(decoded.value, prices, Date.now(), message.value, plausible));
-      chunk.items.push({ message, index, row, chunk });
+      const kept = held(message, false);
+      heldMessages.push(kept);
+      chunk.items.push({ message: kept, index, row, chunk });
     } catch (error) {
+      heldMessages.push(held(message, true));
       settle(chunk, index, deadLetter('enrich_failed', { detail: (error as Error).message }));
     }
   }

@@ -9,7 +9,8 @@ import fc from 'fast-check';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
-import { produceQueued } from '../../../test/helpers/produce.js';
+import { produceQueued, registeredSchemaId } from '../../../test/helpers/produce.js';
+import { encodeWire } from '@otm/shared/registry';
 import {
   createTestKey,
   eventually,
@@ -129,6 +130,40 @@ describe('records that reach the topic without the gateway (older gateways, dire
       expect(ingester.logs.some((line) => line.includes('dead-lettered') && line.includes(`"requestId":"req-${letter.key}"`))).toBe(true);
     }
     expect(ingester.child.exitCode).toBeNull();
+  });
+});
+
+describe('a record that becomes a dead letter at load time', () => {
+  it('is sent unchanged, its value read again from its compressed batch (the ingester does not hold it meanwhile)', async () => {
+    const n = names('late-letter');
+    const first = queued('clash', (record) => (record.request.modelId = 'first-model'));
+    const second = queued('clash', (record) => (record.request.modelId = 'second-model'));
+    const ingester = await startIngester(n);
+    cleanups.push(() => ingester.stop());
+    const clickhouse = testClickHouse(n.database);
+    cleanups.push(() => clickhouse.close());
+    const before = queuedRecords(sampleUsageRecords(10, { seed: 5 }), { eventKey: (index) => `before-${index}` });
+    await produceQueued(n.topic, [...before, first], { partitions: 1, compression: 'snappy' });
+    await eventually(async () => {
+      const [row] = await queryRows<{ n: string }>(clickhouse, 'SELECT count() AS n FROM usage_events');
+      return Number(row?.n) === 11;
+    }, 30_000);
+    // The same event key with another record: a collision, found only when its unit loads.
+    const after = queuedRecords(sampleUsageRecords(10, { seed: 6 }), { eventKey: (index) => `after-${index}` });
+    await produceQueued(n.topic, [after[0]!, second, ...after.slice(1)], {
+      partitions: 1,
+      compression: 'snappy',
+      headers: (record) => ({ 'x-request-id': `req-${record.meta.eventKey}` }),
+    });
+    const [letter] = await readDeadLetters(`${n.topic}.dlq`, (found) => found.length >= 1);
+    expect(letter!.headers['x-dlq-reason-code']).toBe('event_key_collision');
+    expect(letter!.headers['x-request-id']).toBe('req-clash');
+    expect(letter!.key).toBe('clash');
+    expect(letter!.value).toBe(encodeWire(await registeredSchemaId(), JSON.stringify(second)).toString('latin1'));
+    await eventually(async () => {
+      const [row] = await queryRows<{ n: string }>(clickhouse, "SELECT count() AS n FROM usage_events WHERE event_key LIKE 'after-%'");
+      return Number(row?.n) === 10;
+    }, 30_000);
   });
 });
 

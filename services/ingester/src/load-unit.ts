@@ -95,7 +95,7 @@ export async function loadUnit(chunks: DecodedChunk[], context: LoadContext): Pr
     if (probes.length > 0) await retry('clickhouse (canary)', () => store.insertProbes(probes));
 
     const inserted = performance.now();
-    const letters = deadLettersOf(loading);
+    const letters = await deadLettersOf(loading);
     await retry('kafka (dead letters)', () => context.deps.deadLetters.send(letters));
     for (const sent of letters) {
       context.deps.logger.warn(

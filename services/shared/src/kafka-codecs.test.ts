@@ -2,9 +2,11 @@
 // own codec table, and snappy reads both the raw blocks librdkafka writes and the
 // xerial framing of Java's snappy-java (built here by hand, block by block).
 import { createRequire } from 'node:module';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import snappy from 'snappy';
 import { describe, expect, it } from 'vitest';
-import { codecs, isXerial } from './kafka-codecs.js';
+import { codecs, isXerial, recoverable, type Recover } from './kafka-codecs.js';
 import { COMPRESSION_TYPES, registerKafkaCodecs } from './kafka.js';
 
 const { lookupCodec } = createRequire(import.meta.url)('kafkajs/src/protocol/message/compression') as {
@@ -37,6 +39,62 @@ describe('Kafka codecs', () => {
     expect(isXerial(snappy.compressSync(text))).toBe(false);
     expect((await codecs.snappy.decompress(framed)).equals(text)).toBe(true);
     await expect(codecs.snappy.decompress(framed.subarray(0, framed.length - 10))).rejects.toThrow(/past the end/);
+  });
+
+  it.each(['snappy', 'lz4', 'zstd'] as const)(
+    '%s: a slice of what it decompressed is read again from the compressed bytes alone',
+    async (name) => {
+      const codec = lookupCodec(COMPRESSION_TYPES[name]);
+      const compressed = await codec.compress({ buffer: text });
+      const decompressed = await codec.decompress(compressed);
+      const slice = decompressed.subarray(1234, 4321);
+      const recover = recoverable(slice);
+      expect(recover).toBeDefined();
+      const again = await recover!();
+      expect(again.equals(text.subarray(1234, 4321))).toBe(true);
+      // Another decompression, not the batch held: nothing of it keeps the first alive.
+      expect(again.buffer).not.toBe(decompressed.buffer);
+      // Slices of one batch read together share one decompression.
+      const memo = new Map<Buffer, Promise<Buffer>>();
+      const [first, second] = await Promise.all([recover!(memo), recoverable(decompressed.subarray(0, 10))!(memo)]);
+      expect(first.buffer).toBe(second.buffer);
+      expect(memo.size).toBe(1);
+    },
+  );
+
+  it('what reads a slice again holds nothing of the decompressed batch (which would stay alive as long as it)', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const compressed = await codecs.snappy.compress({ buffer: text });
+    let recover: Recover | undefined;
+    const batch = await (async () => {
+      const decompressed = await codecs.snappy.decompress(compressed);
+      recover = recoverable(decompressed.subarray(5, 50));
+      return new WeakRef(decompressed.buffer);
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    gc();
+    expect(batch.deref()).toBeUndefined();
+    expect((await recover!()).equals(text.subarray(5, 50))).toBe(true);
+  });
+
+  it('a slice that no codec here decompressed (an uncompressed or gzip batch) is not recoverable: kept as it is', async () => {
+    expect(recoverable(Buffer.from(text).subarray(10, 20))).toBeUndefined();
+    const gzip = lookupCodec(COMPRESSION_TYPES.gzip);
+    expect(recoverable(await gzip.decompress(await gzip.compress({ buffer: text })))).toBeUndefined();
+  });
+
+  it("a slice of a small xerial batch (its output in Node's shared pool beside others) is read again from its own batch", async () => {
+    const framed = (part: Buffer) => {
+      const block = snappy.compressSync(part);
+      const length = Buffer.alloc(4);
+      length.writeInt32BE(block.length);
+      return Buffer.concat([Buffer.from([0x82, 0x53, 0x4e, 0x41, 0x50, 0x50, 0x59, 0x00, 0, 0, 0, 1, 0, 0, 0, 1]), length, block]);
+    };
+    const one = await codecs.snappy.decompress(framed(Buffer.from('first small batch')));
+    const two = await codecs.snappy.decompress(framed(Buffer.from('second small batch')));
+    expect((await recoverable(one.subarray(6))!()).toString()).toBe('small batch');
+    expect((await recoverable(two.subarray(0, 6))!()).toString()).toBe('second');
   });
 
   it('a corrupt payload rejects (never hangs or returns garbage)', async () => {

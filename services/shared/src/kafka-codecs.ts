@@ -48,6 +48,29 @@ const zstdCompress = zstd.zstdCompress ? promisify(zstd.zstdCompress) : undefine
 const zstdDecompress = zstd.zstdDecompress ? promisify(zstd.zstdDecompress) : undefined;
 const noZstd = () => Promise.reject(new Error(`zstd needs Node.js 22.15 or later (this is ${process.version})`));
 
+/** Where a run of decompressed bytes came from: the compressed bytes, and the codec that decompressed them. */
+interface Origin {
+  start: number;
+  end: number;
+  compressed: Buffer;
+  decompress: (buffer: Buffer) => Promise<Buffer>;
+}
+
+/** By the memory a decompression's output lies in (several outputs can share one: Node's pool for small buffers). */
+const origins = new WeakMap<ArrayBufferLike, Origin[]>();
+
+/** `decompress`, remembering where each output came from for recoverable(); forgotten with the output. */
+function remembering(decompress: (buffer: Buffer) => Promise<Buffer>): (buffer: Buffer) => Promise<Buffer> {
+  return async (compressed) => {
+    const output = await decompress(compressed);
+    const origin = { start: output.byteOffset, end: output.byteOffset + output.length, compressed, decompress };
+    const known = origins.get(output.buffer);
+    if (known) known.push(origin);
+    else origins.set(output.buffer, [origin]);
+    return output;
+  };
+}
+
 /**
  * snappy runs in the calling thread (`compressSync`, `uncompressSync`): the asynchronous
  * calls hand each batch to the thread pool and back, and held 60–160 MB more RSS in the
@@ -57,14 +80,51 @@ const noZstd = () => Promise.reject(new Error(`zstd needs Node.js 22.15 or later
 export const codecs: Record<'snappy' | 'lz4' | 'zstd', Codec> = {
   snappy: {
     compress: async (encoder) => snappy.compressSync(encoder.buffer),
-    decompress: snappyDecompress,
+    decompress: remembering(snappyDecompress),
   },
   lz4: {
     compress: async (encoder) => compressFrame(encoder.buffer),
-    decompress: async (buffer) => decompressFrame(buffer),
+    decompress: remembering(async (buffer) => decompressFrame(buffer)),
   },
   zstd: {
     compress: async (encoder) => (zstdCompress ? zstdCompress(encoder.buffer) : noZstd()),
-    decompress: async (buffer) => (zstdDecompress ? zstdDecompress(buffer) : noZstd()),
+    decompress: remembering(async (buffer) => (zstdDecompress ? zstdDecompress(buffer) : noZstd())),
   },
 };
+
+/**
+ * A way to have `slice` (a record's key or value, a part of a record batch these codecs
+ * decompressed) again later from the compressed batch, without holding the decompressed
+ * one: a reader that keeps a record long after its batch (the ingester, until its load
+ * unit is in) then holds about a third of the bytes for snappy, and decompresses again
+ * only when it needs the record (a dead letter at load time). Undefined when the slice
+ * did not come from these codecs (an uncompressed or gzip batch): keep it as it is.
+ */
+export function recoverable(slice: Buffer): Recover | undefined {
+  const { byteOffset, length } = slice;
+  const origin = origins.get(slice.buffer)?.find((candidate) => byteOffset >= candidate.start && byteOffset + length <= candidate.end);
+  if (!origin) return undefined;
+  return reader(origin.compressed, origin.decompress, byteOffset - origin.start, byteOffset - origin.start + length);
+}
+
+/**
+ * The reader of bytes `from`–`to` of what `compressed` decompresses to. Made apart from
+ * recoverable(): a closure there would share its scope, and so hold the slice and with
+ * it the whole decompressed batch (what it is for not to hold).
+ */
+function reader(compressed: Buffer, decompress: Origin['decompress'], from: number, to: number): Recover {
+  return async (memo) => {
+    let output = memo?.get(compressed);
+    if (!output) {
+      output = decompress(compressed);
+      memo?.set(compressed, output);
+    }
+    return (await output).subarray(from, to);
+  };
+}
+
+/**
+ * Reads a slice again (recoverable()). Slices of one batch read together share its
+ * decompression through `memo` (by compressed batch), which the caller drops after.
+ */
+export type Recover = (memo?: Map<Buffer, Promise<Buffer>>) => Promise<Buffer>;

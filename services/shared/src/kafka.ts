@@ -409,6 +409,7 @@ export interface IncomingBatch {
   live(): boolean;
   /** Tells the group this member is alive (to call while a batch takes long). */
   heartbeat(): Promise<void>;
+  // live() and heartbeat() hold none of the records: a reader may keep them past the batch.
   /** Lets the client fetch past `offset`; what is committed is the caller's (RecordSource.commit). */
   release(offset: string): void;
 }
@@ -500,6 +501,7 @@ export async function openKafkajsSource(
 
 /** The RecordSource of a kafkajs consumer (connected, not running yet). */
 function kafkajsRecordSource(consumer: Consumer): RecordSource {
+  const latest: LatestBatches = new Map();
   return {
     async run({ topic, partitionsConcurrently, onBatch, onAssignment }) {
       consumer.on(consumer.events.REBALANCING, onAssignment);
@@ -509,7 +511,7 @@ function kafkajsRecordSource(consumer: Consumer): RecordSource {
         autoCommit: false,
         eachBatchAutoResolve: false,
         partitionsConsumedConcurrently: partitionsConcurrently,
-        eachBatch: (payload) => onBatch(incomingBatch(payload)),
+        eachBatch: (payload) => onBatch(incomingBatch(payload, latest)),
       });
     },
     commit: (topic, partition, offset) => consumer.commitOffsets([{ topic, partition, offset }]),
@@ -517,17 +519,30 @@ function kafkajsRecordSource(consumer: Consumer): RecordSource {
   };
 }
 
+/**
+ * Each partition's latest batch's liveness and heartbeat. kafkajs's functions of a batch
+ * hold the whole batch (every record as fetched, through the scope they were made in),
+ * and they say nothing of that batch alone: whether the consumer runs, whether the
+ * partition was sought, a heartbeat for the member. So a batch's `live` and `heartbeat`
+ * ask the latest batch's, and a reader may keep them past its batch (the ingester
+ * keeps them with each chunk until it loads) without keeping its records.
+ */
+type LatestBatches = Map<string, Pick<EachBatchPayload, 'heartbeat' | 'isRunning' | 'isStale'>>;
+
 /** kafkajs's batch as an IncomingBatch: its messages as they are (no copy), cut before the undecodable batch's marker. */
-function incomingBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): IncomingBatch {
+function incomingBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload, latest: LatestBatches): IncomingBatch {
   // The patched client hands a batch it could not decode over as one marker, last.
   const stuck = batch.messages.findIndex((message) => undecodableBatch(message) !== undefined);
+  const partition = `${batch.topic}:${batch.partition}`;
+  latest.set(partition, { heartbeat, isRunning, isStale });
+  const current = () => latest.get(partition)!;
   return {
     topic: batch.topic,
     partition: batch.partition,
     records: stuck < 0 ? batch.messages : batch.messages.slice(0, stuck),
     undecodable: stuck < 0 ? undefined : undecodableBatch(batch.messages[stuck]!),
-    live: () => isRunning() && !isStale(),
-    heartbeat,
+    live: () => current().isRunning() && !current().isStale(),
+    heartbeat: () => current().heartbeat(),
     release: resolveOffset,
   };
 }
