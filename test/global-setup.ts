@@ -10,7 +10,7 @@ import { loadStackConfig, stackAddresses } from '../scripts/stack/config.js';
 import { stackUp } from '../scripts/stack/services.js';
 import { dockerHost } from '../scripts/lib/docker-engine.js';
 import type { StackAddresses } from './helpers/stack.js';
-import { dropStaleTestDatabases } from './helpers/stale-databases.js';
+import { dropStaleTestDatabases } from '../scripts/lib/stale-databases.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { STALE_AFTER_MS, staleTestDatabases } from './stale-databases.js';
-import { uniqueName } from './stack.js';
+import { uniqueName } from '../../test/helpers/stack.js';
 
 describe('staleTestDatabases', () => {
   const now = Date.UTC(2026, 10, 29, 12);
