@@ -12,6 +12,13 @@ describe('staleTestDatabases', () => {
     expect(staleTestDatabases([old, recent, 'otm', 'default', 'system'], now)).toEqual([old]);
   });
 
+  it('takes a shorter age (the bench drops those made more than two hours ago)', () => {
+    const twoHours = 2 * 3_600_000;
+    const older = madeAt(now - twoHours - 1);
+    const younger = madeAt(now - twoHours + 60_000, 'canary');
+    expect(staleTestDatabases([older, younger, 'otm'], now, twoHours)).toEqual([older]);
+  });
+
   it('never names a database uniqueName did not make', () => {
     expect(staleTestDatabases(['otm_firstrun', 'bench_fresh_mx1e2h2d_2000', 'analytics_zzzzzzzzzz_0123abcd', 'x_1_0123abcd'], now)).toEqual(
       [],
