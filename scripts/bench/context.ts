@@ -411,13 +411,14 @@ export async function wireMessages(
   return records.map((record) => ({ key: record.meta.eventKey, value: encodeWire(schemaId, JSON.stringify(record)) }));
 }
 
+/** The codec of the pre-filled topics' record batches: the gateway's default. */
+export const PREFILL_CODEC = 'snappy';
+
 /**
  * Fills `topic` with `count` records as the gateway produces them: in snappy record
  * batches (its default codec), so the ingester and the bare consumer read what they read
  * in production, decompression included.
  */
-export const PREFILL_CODEC = 'snappy';
-
 export async function prefillTopic(topic: string, partitions: number, count: number, keyOf: (index: number) => string): Promise<void> {
   await ensureTopic(kafka, topic, partitions);
   const producer = createDurableProducer(kafka, { retries: 5, maxRetryTimeMs: 30_000 });
