@@ -504,12 +504,15 @@ export function unitTimings(logs: readonly string[]): { unitMs: number[]; clickh
   };
 }
 
+/** Test databases made longer ago than this (two hours) are an earlier test run's leftovers. */
+const STALE_TEST_DATABASE_MS = 2 * 60 * 60 * 1000;
+
 log(`starting the local stack (${quick ? 'quick' : 'full'} run, ${runs} runs per figure)`);
 await stackUp(stack);
 // ClickHouse's CPU is read from its process, and a server holding the tables of earlier
 // test runs spends some of it on them whatever is inserted: those are dropped first (made
-// more than two hours ago, so never a test run still going).
-const swept = await dropStaleTestDatabases(addresses.CLICKHOUSE_URL, Date.now(), 2 * 3_600_000);
+// more than STALE_TEST_DATABASE_MS ago, so never a test run still going).
+const swept = await dropStaleTestDatabases(addresses.CLICKHOUSE_URL, Date.now(), STALE_TEST_DATABASE_MS);
 if (swept.length > 0) log(`dropped ${swept.length} test databases earlier test runs left`);
 // The gateway and the ingester are measured as production runs them: built (startQuiet).
 log('building the services (npm run build)');

@@ -1,5 +1,5 @@
 // The ClickHouse databases the integration tests leave behind (most test files do not
-// drop theirs; an interrupted run leaves the others too), named by uniqueName (stack.ts):
+// drop theirs; an interrupted run leaves the others too), named by uniqueName (test/helpers/stack.ts):
 // a prefix, the time of their making in base 36 and 8 hex digits. ClickHouse 18.16 loads
 // every table's metadata before it answers at start, so thousands of leftover tables slow
 // every start of the local stack, and a server holding them spends CPU on them whatever is
