@@ -20,6 +20,7 @@ import type { Logger } from './logger.js';
 import { ConfigError } from './config.js';
 import { codecs } from './kafka-codecs.js';
 import { mskIamTokenProvider } from './msk-iam.js';
+import { coalescedCommits } from './ordered-commits.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -514,7 +515,7 @@ function kafkajsRecordSource(consumer: Consumer): RecordSource {
         eachBatch: (payload) => onBatch(incomingBatch(payload, latest)),
       });
     },
-    commit: (topic, partition, offset) => consumer.commitOffsets([{ topic, partition, offset }]),
+    commit: coalescedCommits((offsets) => consumer.commitOffsets(offsets)),
     pause: (topic, partitions) => consumer.pause([partitions ? { topic, partitions } : { topic }]),
   };
 }

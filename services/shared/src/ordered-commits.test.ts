@@ -3,7 +3,7 @@
 // commits behind a failed load or across a rebalance, and the window holds a fetch
 // until rows are released.
 import { describe, expect, it } from 'vitest';
-import { OrderedCommits, RowWindow, type ChunkPlace } from './ordered-commits.js';
+import { OrderedCommits, RowWindow, coalescedCommits, type ChunkPlace, type PartitionOffset } from './ordered-commits.js';
 
 function deferred() {
   let resolve!: () => void;
@@ -53,9 +53,47 @@ describe('OrderedCommits', () => {
     expect(ordered.pending).toBe(2);
     first.resolve();
     await ordered.settle(1000);
-    expect(committed).toEqual(['t/1@5', 't/0@10', 't/0@20']);
+    // The first leaves its commit to the second, loaded already: one commit covers both.
+    expect(committed).toEqual(['t/1@5', 't/0@20']);
     expect(settled.sort()).toEqual(['first', 'second']);
     expect(ordered.pending).toBe(0);
+  });
+
+  it('commits each chunk whose next one has not loaded yet', async () => {
+    const { ordered, committed } = commits();
+    const first = deferred();
+    const second = deferred();
+    ordered.track(place(0, 0, 9), 0, first.promise);
+    ordered.track(place(0, 10, 19), 0, second.promise);
+    first.resolve();
+    await flush();
+    expect(committed).toEqual(['t/0@10']);
+    second.resolve();
+    await ordered.settle(1000);
+    expect(committed).toEqual(['t/0@10', 't/0@20']);
+  });
+
+  it("commits a partition once for the chunks of one load unit, at the last one's offset", async () => {
+    const { ordered, committed } = commits();
+    const unit = Array.from({ length: 4 }, () => deferred());
+    unit.forEach((load, index) => ordered.track(place(0, index * 10, index * 10 + 9), 0, load.promise));
+    ordered.track(place(1, 0, 4), 0, unit[0]!.promise);
+    // The unit's outcomes, in the order the gatherer gives them.
+    unit.forEach((load) => load.resolve());
+    await ordered.settle(1000);
+    expect(committed.sort()).toEqual(['t/0@40', 't/1@5']);
+  });
+
+  it('a chunk loaded after one that did not commits nothing, even when it loaded with it', async () => {
+    const { ordered, committed } = commits();
+    const first = deferred();
+    const second = deferred();
+    ordered.track(place(0, 0, 9), 0, first.promise);
+    ordered.track(place(0, 10, 19), 0, second.promise);
+    second.resolve();
+    first.reject(new Error('ClickHouse gone'));
+    await ordered.settle(1000);
+    expect(committed).toEqual([]);
   });
 
   it('commits nothing of a partition behind a chunk that did not load, in that generation', async () => {
@@ -87,6 +125,35 @@ describe('OrderedCommits', () => {
     load.resolve();
     await ordered.settle(1000);
     expect(committed).toEqual([]);
+  });
+});
+
+describe('coalescedCommits', () => {
+  it('sends the commits of one turn as one request, the highest offset of each partition', async () => {
+    const sent: PartitionOffset[][] = [];
+    const commit = coalescedCommits(async (offsets) => void sent.push(offsets));
+    await Promise.all([commit('t', 0, '10'), commit('t', 1, '5'), commit('t', 0, '20'), commit('t', 0, '15')]);
+    expect(sent).toEqual([
+      [
+        { topic: 't', partition: 0, offset: '20' },
+        { topic: 't', partition: 1, offset: '5' },
+      ],
+    ]);
+    await commit('t', 1, '7');
+    expect(sent).toHaveLength(2);
+    expect(sent[1]).toEqual([{ topic: 't', partition: 1, offset: '7' }]);
+  });
+
+  it("settles every caller of a request with that request's outcome", async () => {
+    let calls = 0;
+    const commit = coalescedCommits(async () => {
+      if (++calls === 1) throw new Error('not the coordinator');
+    });
+    const first = commit('t', 0, '10');
+    const second = commit('t', 1, '3');
+    await expect(first).rejects.toThrow('not the coordinator');
+    await expect(second).rejects.toThrow('not the coordinator');
+    await expect(commit('t', 0, '10')).resolves.toBeUndefined();
   });
 });
 

@@ -9,6 +9,9 @@
 //                   that generation: the group starts the next generation from the last
 //                   commit, so the chunk is fetched again. A generation is bumped at
 //                   every rebalance; a chunk of an older generation is never committed.
+//                   A chunk whose next chunk of the partition has loaded as well leaves
+//                   its commit to that one (a commit covers every offset before it), so a
+//                   load unit commits each partition once, not each of its chunks.
 //   RowWindow       bounds the rows taken and not yet loaded, in count and in bytes
 //                   (backpressure): a fetch waits for room, heartbeating, and gives up
 //                   when its batch is gone.
@@ -30,11 +33,23 @@ export interface ChunkPlace {
   last: string;
 }
 
+/** A tracked chunk, linked to the next one of its partition and generation. */
+interface Link {
+  /** Its load succeeded. */
+  loaded: boolean;
+  next?: Link;
+}
+
+/** Resolves once the microtasks queued before it have run (those of a whole load unit's outcomes). */
+const afterMicrotasks = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export class OrderedCommits {
   /** Bumped at every rebalance (`nextGeneration`). */
   private current = 0;
   /** Per generation and partition: settles true once every chunk so far is loaded and committed. */
   private readonly chains = new Map<string, Promise<boolean>>();
+  /** Per generation and partition: the latest chunk tracked, to link the next one to. */
+  private readonly tails = new Map<string, Link>();
   /** Every chain link not settled yet (what a graceful stop waits for). */
   private readonly inFlight = new Set<Promise<boolean>>();
 
@@ -60,6 +75,14 @@ export class OrderedCommits {
   track(where: ChunkPlace, generation: number, loaded: Promise<unknown>, settled: () => void = () => {}): void {
     const key = `${generation}:${where.topic}:${where.partition}`;
     const previous = this.chains.get(key) ?? Promise.resolve(true);
+    const link: Link = { loaded: false };
+    const tail = this.tails.get(key);
+    if (tail) tail.next = link;
+    this.tails.set(key, link);
+    loaded.then(
+      () => (link.loaded = true),
+      () => undefined,
+    );
     const chain = previous.then(async (committable) => {
       try {
         await loaded;
@@ -70,6 +93,11 @@ export class OrderedCommits {
         settled();
       }
       if (!committable || generation !== this.current) return false;
+      // The chunks of one load unit learn their outcome together: once those outcomes
+      // have run, a next chunk already loaded commits past this one's offsets (its link
+      // follows this one at once), and this commit would only cost the broker a request.
+      await afterMicrotasks();
+      if (link.next?.loaded) return true;
       try {
         await this.deps.commit(where.topic, where.partition, (BigInt(where.last) + 1n).toString());
       } catch (error) {
@@ -85,6 +113,7 @@ export class OrderedCommits {
       (committable) => {
         this.inFlight.delete(chain);
         if (committable && this.chains.get(key) === chain) this.chains.delete(key);
+        if (this.tails.get(key) === link) this.tails.delete(key);
       },
       () => this.inFlight.delete(chain),
     );
@@ -97,6 +126,43 @@ export class OrderedCommits {
       await Promise.race([Promise.allSettled([...this.inFlight]), new Promise((resolve) => setTimeout(resolve, 100))]);
     }
   }
+}
+
+/** A partition's next offset to read, as a commit carries it. */
+export interface PartitionOffset {
+  topic: string;
+  partition: number;
+  offset: string;
+}
+
+/**
+ * A commit function that sends the commits asked for in one turn of the event loop as
+ * one request, the highest offset of each partition: a load unit's partitions commit
+ * together, and a commit costs the broker and the client about the same whether it
+ * carries one partition or six (bench/analysis.md). Each caller's promise settles with
+ * the request that carried its offset.
+ */
+export function coalescedCommits(
+  send: (offsets: PartitionOffset[]) => Promise<void>,
+): (topic: string, partition: number, offset: string) => Promise<void> {
+  let gathering: { offsets: Map<string, PartitionOffset>; sent: Promise<void> } | undefined;
+  const gather = () => {
+    const offsets = new Map<string, PartitionOffset>();
+    const sent = new Promise<void>((resolve, reject) =>
+      setImmediate(() => {
+        gathering = undefined;
+        send([...offsets.values()]).then(resolve, reject);
+      }),
+    );
+    return { offsets, sent };
+  };
+  return (topic, partition, offset) => {
+    const { offsets, sent } = (gathering ??= gather());
+    const key = `${topic}:${partition}`;
+    const known = offsets.get(key);
+    if (!known || BigInt(offset) > BigInt(known.offset)) offsets.set(key, { topic, partition, offset });
+    return sent;
+  };
 }
 
 /** What a chunk holds: its records, and their bytes as fetched. */
