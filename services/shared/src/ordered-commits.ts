@@ -46,10 +46,11 @@ const afterMicrotasks = () => new Promise<void>((resolve) => setImmediate(resolv
 export class OrderedCommits {
   /** Bumped at every rebalance (`nextGeneration`). */
   private current = 0;
-  /** Per generation and partition: settles true once every chunk so far is loaded and committed. */
-  private readonly chains = new Map<string, Promise<boolean>>();
-  /** Per generation and partition: the latest chunk tracked, to link the next one to. */
-  private readonly tails = new Map<string, Link>();
+  /**
+   * Per generation and partition, the latest chunk tracked: its chain settles true once
+   * every chunk so far is loaded and committed; its link is where the next chunk links to.
+   */
+  private readonly chains = new Map<string, { chain: Promise<boolean>; link: Link }>();
   /** Every chain link not settled yet (what a graceful stop waits for). */
   private readonly inFlight = new Set<Promise<boolean>>();
 
@@ -74,11 +75,10 @@ export class OrderedCommits {
    */
   track(where: ChunkPlace, generation: number, loaded: Promise<unknown>, settled: () => void = () => {}): void {
     const key = `${generation}:${where.topic}:${where.partition}`;
-    const previous = this.chains.get(key) ?? Promise.resolve(true);
+    const latest = this.chains.get(key);
+    const previous = latest?.chain ?? Promise.resolve(true);
     const link: Link = { loaded: false };
-    const tail = this.tails.get(key);
-    if (tail) tail.next = link;
-    this.tails.set(key, link);
+    if (latest) latest.link.next = link;
     loaded.then(
       () => (link.loaded = true),
       () => undefined,
@@ -105,15 +105,14 @@ export class OrderedCommits {
       }
       return true;
     });
-    this.chains.set(key, chain);
+    this.chains.set(key, { chain, link });
     this.inFlight.add(chain);
     // A chain that ended false stays: nothing later of its partition may commit in this
     // generation. One that ended true is forgotten once it is the latest.
     void chain.then(
       (committable) => {
         this.inFlight.delete(chain);
-        if (committable && this.chains.get(key) === chain) this.chains.delete(key);
-        if (this.tails.get(key) === link) this.tails.delete(key);
+        if (committable && this.chains.get(key)?.chain === chain) this.chains.delete(key);
       },
       () => this.inFlight.delete(chain),
     );
@@ -142,9 +141,7 @@ export interface PartitionOffset {
  * carries one partition or six (bench/analysis.md). Each caller's promise settles with
  * the request that carried its offset.
  */
-export function coalescedCommits(
-  send: (offsets: PartitionOffset[]) => Promise<void>,
-): (topic: string, partition: number, offset: string) => Promise<void> {
+export function coalescedCommits(send: (offsets: PartitionOffset[]) => Promise<void>): OrderedCommitsDeps['commit'] {
   let gathering: { offsets: Map<string, PartitionOffset>; sent: Promise<void> } | undefined;
   const gather = () => {
     const offsets = new Map<string, PartitionOffset>();
