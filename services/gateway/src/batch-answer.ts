@@ -3,8 +3,8 @@
 // result as the answer lists it, and the 400 answer when no item was valid.
 import { ServiceError, type FieldError, refuse, withinErrorBudget } from '@otm/shared/errors';
 import { v7 as uuidv7 } from 'uuid';
-import { UnreadableLine } from './batch-body.js';
-import type { IntakeItem, ItemResult } from './intake.js';
+import { DeferredItems, UnreadableLine } from './batch-body.js';
+import type { IntakeEntry, IntakeItem, ItemResult } from './intake.js';
 import { IDEMPOTENCY_KEY } from './record-intake.js';
 
 export interface BatchItemResult {
@@ -17,9 +17,13 @@ export interface BatchItemResult {
   truncated?: boolean;
 }
 
-/** The batch's items for the intake: a member `idempotencyKey` is the item's own key, else the batch's key with the item's index. */
-export function batchItems(items: unknown[], batchKey: string | undefined): (IntakeItem | ServiceError)[] {
-  return items.map((item, index) => {
+/**
+ * The batch's items for the intake: a member `idempotencyKey` is the item's own key, else
+ * the batch's key with the item's index. A clean JSON array's items stay deferred: each
+ * is parsed when the intake reaches it (DeferredItems).
+ */
+export function batchItems(items: unknown[] | DeferredItems, batchKey: string | undefined): IntakeEntry[] {
+  const toItem = (item: unknown, index: number): IntakeItem | ServiceError => {
     try {
       const { record, itemKey } = splitItem(item);
       return { record, idempotencyKey: itemKey ?? (batchKey === undefined ? undefined : `${batchKey}:${index}`), requestId: uuidv7() };
@@ -27,7 +31,9 @@ export function batchItems(items: unknown[], batchKey: string | undefined): (Int
       if (error instanceof ServiceError) return error;
       throw error;
     }
-  });
+  };
+  if (items instanceof DeferredItems) return Array.from({ length: items.length }, (_, index) => () => toItem(items.parse(index), index));
+  return items.map(toItem);
 }
 
 /** An item's result as the batch answer lists it. */

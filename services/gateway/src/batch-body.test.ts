@@ -5,7 +5,15 @@ import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { ServiceError } from '@otm/shared/errors';
 import { parseJsonText } from '@otm/shared/http-edge';
-import { JsonArrayItemCounter, NdjsonItemCounter, parseJsonArrayBody, parseNdjson, readCountedBody, UnreadableLine } from './batch-body.js';
+import {
+  DeferredItems,
+  JsonArrayItemCounter,
+  NdjsonItemCounter,
+  parseJsonArrayBody,
+  parseNdjson,
+  readCountedBody,
+  UnreadableLine,
+} from './batch-body.js';
 
 const limits = { maxRecords: 1000, maxBytes: 1 << 20, maxUnreadableLines: 2 };
 const depth = 8;
@@ -26,10 +34,15 @@ async function itemByItem(text: string, chunkBytes: number): Promise<unknown> {
   const counter = new JsonArrayItemCounter();
   const body = await readCountedBody(Readable.from(chunks), counter, limits);
   try {
-    return { value: parseJsonArrayBody(body, counter, depth) };
+    return { value: everyItem(parseJsonArrayBody(body, counter, depth)) };
   } catch (error) {
     return { refused: (error as ServiceError).toBody() };
   }
+}
+
+/** A parsed body with its deferred items parsed, in order, as the intake reaches them. */
+function everyItem(parsed: unknown): unknown {
+  return parsed instanceof DeferredItems ? Array.from({ length: parsed.length }, (_, index) => parsed.parse(index)) : parsed;
 }
 
 const record = { model: 'gpt-5', prompt: 'a "quoted" [bracket], {brace} \\ and — 東京 🚀', n: [1, 2, { x: null }] };
@@ -108,7 +121,27 @@ describe('a JSON array batch parsed item by item', () => {
     ]);
     const counter = new JsonArrayItemCounter();
     const body = await readCountedBody(Readable.from([bytes]), counter, limits);
-    expect(parseJsonArrayBody(body, counter, depth)).toEqual(parseJsonText(bytes.toString('utf8'), depth + 1));
+    expect(everyItem(parseJsonArrayBody(body, counter, depth))).toEqual(parseJsonText(bytes.toString('utf8'), depth + 1));
+  });
+
+  it('parses a clean array item by item when each is reached, and refuses it whole at the first item that does not parse', async () => {
+    const counter = new JsonArrayItemCounter();
+    const text = '[{"a":1}, {"b":}, {"c":3}]';
+    const body = await readCountedBody(Readable.from([Buffer.from(text)]), counter, limits);
+    const parsed = parseJsonArrayBody(body, counter, depth);
+    expect(parsed).toBeInstanceOf(DeferredItems);
+    const items = parsed as DeferredItems;
+    expect(items.length).toBe(3);
+    expect(items.parse(0)).toEqual({ a: 1 });
+    expect(items.parse(2)).toEqual({ c: 3 });
+    let refusal: unknown;
+    try {
+      items.parse(1);
+    } catch (error) {
+      refusal = (error as ServiceError).toBody();
+    }
+    expect(refusal).toBeDefined();
+    expect(whole(text)).toEqual({ refused: refusal });
   });
 
   it('keeps no delimiter past an empty item, however many commas follow', () => {

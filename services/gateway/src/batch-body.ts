@@ -1,11 +1,12 @@
 // A batch body read with its cost bounded before any item is parsed: the items (NDJSON
 // lines, or the elements of a JSON array) are counted on the inflated bytes as they
 // arrive, and the request is refused at the item limit or the byte limit without
-// reading further. Only then is the body split and parsed, and an NDJSON batch whose
-// unreadable lines pass a limit is refused whole rather than answered line by line.
-// Each item is decoded and parsed from its own bytes: a batch never becomes one string
-// of its whole text (megabytes, which V8 allocates straight into its old generation, so
-// every batch left its size there for the next full collection).
+// reading further. Only then is the body split and parsed (a JSON array's items one by
+// one as the intake reaches them), and an NDJSON batch whose unreadable lines pass a
+// limit is refused whole rather than answered line by line. Each item is decoded and
+// parsed from its own bytes: a batch never becomes one string of its whole text
+// (megabytes, which V8 allocates straight into its old generation, so every batch left
+// its size there for the next full collection).
 import type { Readable } from 'node:stream';
 import { ServiceError, refuse } from '@otm/shared/errors';
 import { parseJsonText } from '@otm/shared/http-edge';
@@ -210,23 +211,50 @@ export function readCountedBody(
 }
 
 /**
+ * The items of a clean JSON array body, each parsed from its own bytes only when the
+ * intake reaches it: a batch's parsed records are never all alive at once, each lives
+ * from its parse to its check, so V8's young collections copy a record or two instead
+ * of every record of every batch in flight. An item that does not parse refuses the
+ * whole body, exactly as a body that is not one JSON text always was (its whole text is
+ * parsed once more for that refusal); the intake queues nothing before every item is
+ * read, so such a body leaves nothing queued.
+ */
+export class DeferredItems {
+  constructor(
+    private readonly body: Buffer,
+    private readonly ranges: readonly [number, number][],
+    private readonly jsonMaxDepth: number,
+  ) {}
+
+  get length(): number {
+    return this.ranges.length;
+  }
+
+  /** The item at `index`, parsed; throws the whole body's refusal when it does not parse. */
+  parse(index: number): unknown {
+    const [start, end] = this.ranges[index]!;
+    try {
+      return parseJsonText(this.body.toString('utf8', start, end), this.jsonMaxDepth);
+    } catch (error) {
+      if (!(error instanceof ServiceError)) throw error;
+      parseJsonText(this.body.toString('utf8'), this.jsonMaxDepth + 1);
+      throw error; // not reached: an item that does not parse leaves the whole text unparsable
+    }
+  }
+}
+
+/**
  * A JSON array body (read by readCountedBody with `counter`), as parseJsonText would
- * parse its whole text with one level more for the array: each item from its own bytes
- * when the body is a clean array and every item parses; otherwise the whole text,
- * parsed once more, so a body that is not one gets exactly the refusal it always got.
+ * parse its whole text with one level more for the array: a clean array's items
+ * deferred (DeferredItems), each parsed from its own bytes when it is reached;
+ * otherwise the whole text, parsed at once, so a body that is not one array gets
+ * exactly the refusal it always got.
  */
 export function parseJsonArrayBody(body: Buffer, counter: JsonArrayItemCounter, jsonMaxDepth: number): unknown {
   const ranges = counter.itemRanges();
   if (ranges) {
     if (ranges.length === 1 && isJsonSpace(body, ranges[0]![0], ranges[0]![1])) return [];
-    const items: unknown[] = new Array(ranges.length);
-    try {
-      for (let i = 0; i < ranges.length; i++) items[i] = parseJsonText(body.toString('utf8', ranges[i]![0], ranges[i]![1]), jsonMaxDepth);
-      return items;
-    } catch (error) {
-      if (!(error instanceof ServiceError)) throw error;
-      // refused below, as the whole text
-    }
+    return new DeferredItems(body, ranges, jsonMaxDepth);
   }
   return parseJsonText(body.toString('utf8'), jsonMaxDepth + 1);
 }

@@ -9,6 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fitErrorBudget, refuse } from '@otm/shared/errors';
 import type { Readable } from 'node:stream';
 import {
+  DeferredItems,
   JsonArrayItemCounter,
   NdjsonItemCounter,
   parseJsonArrayBody,
@@ -59,7 +60,7 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         onRequest: deps.authenticate,
         preHandler: async (request, reply) => {
           const items = request.body;
-          if (!Array.isArray(items)) {
+          if (!(items instanceof DeferredItems) && !Array.isArray(items)) {
             throw refuse('batchNotArray', {
               errors: [{ path: '/', message: 'must be an array' }],
             });
@@ -85,11 +86,15 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         reply.header(CAPTURE_HEADER, context.capture);
         // The intake takes the parsed items; the request lets go of them, so that they do
         // not live until the answer (intake.ts, accept()).
-        const items = batchItems(request.body as unknown[], batchKey);
+        const items = batchItems(request.body as unknown[] | DeferredItems, batchKey);
         request.body = undefined;
         const intake = await accept(items, context, {
           batcher: deps.batcher,
           onReplay: () => deps.metrics.replays.inc(),
+        }).catch((error: unknown) => {
+          // An item that did not parse refuses the whole body, answered as it always was.
+          reply.removeHeader(CAPTURE_HEADER);
+          throw error;
         });
         const results = intake.map(itemResult);
         const tally = tallyResults(intake);

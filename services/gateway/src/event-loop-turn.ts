@@ -11,9 +11,13 @@ export class EventLoopTurn {
 
   constructor(private readonly sliceMs = SLICE_MS) {}
 
-  /** Resolves at once while the slice lasts; after it, on the loop's next turn. */
-  async yieldIfLong(): Promise<void> {
-    if (performance.now() - this.startedAt < this.sliceMs) return;
+  /** Whether the slice is over: the caller gives the loop back then (`yield`), and goes on at once otherwise (no promise per item). */
+  long(): boolean {
+    return performance.now() - this.startedAt >= this.sliceMs;
+  }
+
+  /** Resolves on the loop's next turn, and starts the next slice. */
+  async yield(): Promise<void> {
     await nextTurn();
     this.startedAt = performance.now();
   }

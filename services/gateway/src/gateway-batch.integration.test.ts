@@ -95,6 +95,20 @@ describe('answers per item', () => {
     for (const record of ours) expect(record.key).toBe(record.value.meta.requestId);
   });
 
+  it('an array whose later item is not JSON is refused whole (400), and nothing of it reaches the topic', async () => {
+    const tag = uniqueName('unparsable');
+    // The valid items before and after the broken one are read first: none may be queued.
+    const body = `[${JSON.stringify(recordFor(`${tag}-0`))}, {"model": }, ${JSON.stringify(recordFor(`${tag}-2`))}]`;
+    const answer = await postBatch(gateway.url, body);
+    expect(answer.status, answer.text).toBe(400);
+    expect(answer.body).toMatchObject({ errorType: 'ValidationError', message: 'The request body is not valid JSON.' });
+    expect(answer.headers['x-otm-capture']).toBeUndefined();
+    const marker = recordFor(`${tag}-after`);
+    expect((await postBatch(gateway.url, JSON.stringify([marker]))).status).toBe(202);
+    const onTopic = await readTopic(names.topic, (records) => records.some((r) => r.value.record.user.id === `${tag}-after`));
+    expect(onTopic.filter((r) => r.value.record.user.id.startsWith(tag)).map((r) => r.value.record.user.id)).toEqual([`${tag}-after`]);
+  });
+
   it('every item valid is 202; item keys are <Idempotency-Key>:<index> unless the item carries its own', async () => {
     const tag = uniqueName('keys');
     const own = { ...recordFor(`${tag}-1`), idempotencyKey: `own-${tag}` };

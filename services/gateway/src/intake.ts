@@ -6,7 +6,7 @@
 // order; the routes only decode their body into items and turn the results into their
 // own answer (202 / 207 / 400 / 503, or OTLP partial_success).
 import { ServiceError, refuse } from '@otm/shared/errors';
-import { encodeWireAll } from '@otm/shared/registry';
+import { WireWriter } from '@otm/shared/registry';
 import { EventLoopTurn } from './event-loop-turn.js';
 import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
 import {
@@ -14,7 +14,6 @@ import {
   prepareRecord,
   previousAnswer,
   queuedJson,
-  type CheckedRecord,
   type IntakeContext,
   type PreparedRecord,
   type Usage,
@@ -45,36 +44,41 @@ export interface IntakeDeps {
 }
 
 /**
- * Accepts `items` (or the refusal a route's decoding already made of one): one result
- * per entry, in order. Two items of one request with the same event key are one
- * record (the second answered as the first) when they are the same record, and the
- * second is refused (IdempotencyKeyReused) when they are not.
- *
- * It takes the items: each item's parsed record is let go of once checked, and a record
- * to queue once its message is written, so that a batch's parsed objects and their text
- * are not held while the request waits for Kafka's acknowledgement (about 10-20 MB less
- * of the gateway's peak RSS under load; bench/analysis.md). Replays and a request's
- * repeated items keep their checked record until the answer.
+ * An item for the intake: as a route decoded it, the refusal its decoding already made,
+ * or one still to be decoded (a batch's deferred item: parsed when the intake reaches
+ * it; it throws, out of accept(), a refusal of the whole request, before anything of the
+ * request is queued).
  */
-export async function accept(
-  items: readonly (IntakeItem | ServiceError)[],
-  context: IntakeContext,
-  deps: IntakeDeps,
-): Promise<ItemResult[]> {
+export type IntakeEntry = IntakeItem | ServiceError | (() => IntakeItem | ServiceError);
+
+/**
+ * Accepts `items`: one result per entry, in order. Two items of one request with the
+ * same event key are one record (the second answered as the first) when they are the
+ * same record, and the second is refused (IdempotencyKeyReused) when they are not.
+ *
+ * Each item's record is checked, prepared (its capture policy applied) and written into
+ * its message as soon as it is reached, and let go of then: a request's parsed records
+ * and their text are never alive together, and none is held while the request waits for
+ * Kafka's acknowledgement, so V8's young collections copy a record or two per request
+ * in flight instead of its every record (bench/analysis.md). Nothing is queued before
+ * every item is read. Replays and a request's repeated items keep only their digest.
+ */
+export async function accept(items: readonly IntakeEntry[], context: IntakeContext, deps: IntakeDeps): Promise<ItemResult[]> {
   const results: ItemResult[] = new Array(items.length);
-  const checked: (CheckedRecord | undefined)[] = new Array(items.length);
-  /** The indexes of the items to queue, in order. */
-  const toQueue: number[] = [];
-  // The first item holding each event key: a later item with the same key is the same
-  // record (answered as the first) or a reused key.
-  const firstWithKey = new Map<string, number>();
+  /** The items to queue, in order: where each one's result goes, and what its answer and the replay memory need. */
+  const toQueue: { index: number; record: QueuedRecord; value: Buffer }[] = [];
+  // The first item holding each event key, with its digest: a later item with the same
+  // key is the same record (answered as the first) or a reused key.
+  const firstWithKey = new Map<string, { index: number; digest: string | undefined }>();
   const twins: [number, number][] = [];
   const turn = new EventLoopTurn();
+  const writer = new WireWriter(context.schemaId);
 
   for (let index = 0; index < items.length; index++) {
     // A large request is checked in slices, so other requests are answered between them.
-    await turn.yieldIfLong();
-    const item = items[index]!;
+    if (turn.long()) await turn.yield();
+    const entry = items[index]!;
+    const item = typeof entry === 'function' ? entry() : entry;
     if (item instanceof ServiceError) {
       results[index] = { kind: 'refused', error: item };
       continue;
@@ -83,15 +87,17 @@ export async function accept(
     item.record = undefined;
     try {
       const record = checkRecord(body, item.idempotencyKey, item.requestId, context);
-      checked[index] = record;
       const first = firstWithKey.get(record.eventKey);
       if (first !== undefined) {
-        if (checked[first]?.digest !== record.digest) throw reusedKey();
-        twins.push([index, first]);
+        if (first.digest !== record.digest) throw reusedKey();
+        twins.push([index, first.index]);
         continue;
       }
-      if (item.idempotencyKey !== undefined) firstWithKey.set(record.eventKey, index);
+      // Without a digest until the replay check passes: a twin of a refused record is refused as a reused key.
+      const mine: { index: number; digest: string | undefined } = { index, digest: undefined };
+      if (item.idempotencyKey !== undefined) firstWithKey.set(record.eventKey, mine);
       const previous = previousAnswer(record, context.replay);
+      mine.digest = record.digest;
       if (previous) {
         deps.onReplay?.();
         results[index] = {
@@ -103,19 +109,22 @@ export async function accept(
         };
         continue;
       }
-      toQueue.push(index);
+      const prepared = prepareRecord(record, context);
+      const { requestId, eventKey, idempotencyKey, digest, usage } = prepared;
+      toQueue.push({
+        index,
+        record: { requestId, eventKey, idempotencyKey, digest, usage },
+        value: writer.write(queuedJson(prepared, context)),
+      });
     } catch (error) {
       if (!(error instanceof ServiceError)) throw error;
-      checked[index] = undefined;
       results[index] = { kind: 'refused', error };
     }
   }
 
-  const { values, queued } = await writeMessages(toQueue, checked, context, turn);
   await Promise.all(
-    toQueue.map((index, position) => {
-      const record = queued[position]!;
-      return deps.batcher.enqueue({ key: record.eventKey, value: values[position]!, requestId: record.requestId }).then(
+    toQueue.map(({ index, record, value }) =>
+      deps.batcher.enqueue({ key: record.eventKey, value, requestId: record.requestId }).then(
         () => {
           results[index] = {
             kind: 'accepted',
@@ -132,8 +141,8 @@ export async function accept(
           if (!(error instanceof ProduceUnavailableError)) throw error;
           results[index] = { kind: 'unavailable', reason: error.message };
         },
-      );
-    }),
+      ),
+    ),
   );
   for (const [index, first] of twins) results[index] = results[first]!;
   return results;
@@ -141,31 +150,6 @@ export async function accept(
 
 /** What the answer and the replay memory need of a queued record, once its message is written. */
 type QueuedRecord = Pick<PreparedRecord, 'requestId' | 'eventKey' | 'idempotencyKey' | 'digest' | 'usage'>;
-
-/**
- * Applies the capture policy (redaction) to the records to queue (`toQueue`, indexes
- * into `checked`), and writes every message value into one buffer (encodeWireAll). Each
- * checked record is let go of once prepared, and the records' text once written: what
- * comes back holds none of them.
- */
-async function writeMessages(
-  toQueue: readonly number[],
-  checked: (CheckedRecord | undefined)[],
-  context: IntakeContext,
-  turn: EventLoopTurn,
-): Promise<{ values: Buffer[]; queued: QueuedRecord[] }> {
-  const pieces: string[][] = [];
-  const queued: QueuedRecord[] = [];
-  for (const index of toQueue) {
-    await turn.yieldIfLong();
-    const prepared = prepareRecord(checked[index]!, context);
-    checked[index] = undefined;
-    pieces.push(queuedJson(prepared, context));
-    const { requestId, eventKey, idempotencyKey, digest, usage } = prepared;
-    queued.push({ requestId, eventKey, idempotencyKey, digest, usage });
-  }
-  return { values: encodeWireAll(context.schemaId, pieces), queued };
-}
 
 /** The sum of the accepted results' token counts. */
 export function acceptedUsage(results: readonly ItemResult[]): Usage {

@@ -145,7 +145,7 @@ export function previousAnswer(
 
 /**
  * The registered envelope {meta, record} as JSON text, in pieces (the intake writes them
- * into the message buffer after the wire header, encodeWireAll: the record's text is not
+ * into the message buffer after the wire header, WireWriter: the record's text is not
  * copied into a string of the whole envelope first).
  */
 export function queuedJson(prepared: PreparedRecord, context: IntakeContext): string[] {

@@ -1,6 +1,6 @@
 // The registry wire format: magic byte 0, the schema id (4 bytes, big-endian), the JSON text.
 import { describe, expect, it } from 'vitest';
-import { decodeWire, encodeWire, encodeWireAll } from './registry.js';
+import { WireWriter, decodeWire, encodeWire } from './registry.js';
 
 describe('wire format', () => {
   it('round-trips text of any width and writes the header the Confluent way', () => {
@@ -11,16 +11,39 @@ describe('wire format', () => {
     expect(decodeWire(wire)).toEqual({ ok: true, schemaId: 258, json });
   });
 
-  it('encodes many messages into views of one buffer, each the same bytes as encodeWire', () => {
+  it('writes many messages into views of shared slabs, each the same bytes as encodeWire', () => {
     const jsons = ['{}', JSON.stringify({ prompt: 'héllo — 東京 🚀' }), '', JSON.stringify({ text: 'x'.repeat(5000) }), '"\u0000"'];
-    const wires = encodeWireAll(70_000, jsons);
-    expect(wires).toHaveLength(jsons.length);
+    const writer = new WireWriter(70_000);
+    const wires = jsons.map((json) => writer.write(json));
     wires.forEach((wire, index) => {
       expect(wire.equals(encodeWire(70_000, jsons[index]!))).toBe(true);
       expect(decodeWire(wire)).toEqual({ ok: true, schemaId: 70_000, json: jsons[index] });
       expect(wire.buffer).toBe(wires[0]!.buffer);
     });
-    expect(encodeWireAll(1, [])).toEqual([]);
+  });
+
+  it('starts a new slab when a message does not fit, unless it is past a quarter of a slab: that one gets a buffer of its own', () => {
+    const writer = new WireWriter(1, 64);
+    const small = writer.write('x'.repeat(11)); // 16 bytes
+    const fits = writer.write('y'.repeat(11));
+    const large = writer.write('z'.repeat(35)); // 40 bytes: past the 32 left, and past a quarter of a slab
+    const third = writer.write('w'.repeat(11));
+    const fourth = writer.write('v'.repeat(11));
+    const next = writer.write('u'.repeat(11)); // the slab's 64 bytes are taken
+    expect(fits.buffer).toBe(small.buffer);
+    expect(large.buffer).not.toBe(small.buffer);
+    expect(fourth.buffer).toBe(small.buffer);
+    expect(next.buffer).not.toBe(small.buffer);
+    for (const [wire, json] of [
+      [small, 'x'.repeat(11)],
+      [fits, 'y'.repeat(11)],
+      [large, 'z'.repeat(35)],
+      [third, 'w'.repeat(11)],
+      [fourth, 'v'.repeat(11)],
+      [next, 'u'.repeat(11)],
+    ] as const) {
+      expect(decodeWire(wire)).toEqual({ ok: true, schemaId: 1, json });
+    }
   });
 
   it('writes a message given in pieces as the text they make together', () => {
@@ -29,7 +52,8 @@ describe('wire format', () => {
       '{}',
       ['', '[]'],
     ];
-    const wires = encodeWireAll(9, pieces);
+    const writer = new WireWriter(9);
+    const wires = pieces.map((piece) => writer.write(piece));
     wires.forEach((wire, index) => {
       const piece = pieces[index]!;
       const json = typeof piece === 'string' ? piece : piece.join('');
