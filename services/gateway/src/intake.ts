@@ -43,6 +43,9 @@ export interface IntakeDeps {
   onReplay?: () => void;
 }
 
+/** Every request's messages are written into the same slabs (a single record takes a few kilobytes of one). */
+const writer = new WireWriter();
+
 /**
  * An item for the intake: as a route decoded it, the refusal its decoding already made,
  * or one still to be decoded (a batch's deferred item: parsed when the intake reaches
@@ -72,7 +75,6 @@ export async function accept(items: readonly IntakeEntry[], context: IntakeConte
   const firstWithKey = new Map<string, { index: number; digest: string | undefined }>();
   const twins: [number, number][] = [];
   const turn = new EventLoopTurn();
-  const writer = new WireWriter(context.schemaId);
 
   for (let index = 0; index < items.length; index++) {
     // A large request is checked in slices, so other requests are answered between them.
@@ -114,7 +116,7 @@ export async function accept(items: readonly IntakeEntry[], context: IntakeConte
       toQueue.push({
         index,
         record: { requestId, eventKey, idempotencyKey, digest, usage },
-        value: writer.write(queuedJson(prepared, context)),
+        value: writer.write(context.schemaId, queuedJson(prepared, context)),
       });
     } catch (error) {
       if (!(error instanceof ServiceError)) throw error;

@@ -13,8 +13,8 @@ describe('wire format', () => {
 
   it('writes many messages into views of shared slabs, each the same bytes as encodeWire', () => {
     const jsons = ['{}', JSON.stringify({ prompt: 'héllo — 東京 🚀' }), '', JSON.stringify({ text: 'x'.repeat(5000) }), '"\u0000"'];
-    const writer = new WireWriter(70_000);
-    const wires = jsons.map((json) => writer.write(json));
+    const writer = new WireWriter();
+    const wires = jsons.map((json) => writer.write(70_000, json));
     wires.forEach((wire, index) => {
       expect(wire.equals(encodeWire(70_000, jsons[index]!))).toBe(true);
       expect(decodeWire(wire)).toEqual({ ok: true, schemaId: 70_000, json: jsons[index] });
@@ -23,13 +23,13 @@ describe('wire format', () => {
   });
 
   it('starts a new slab when a message does not fit, unless it is past a quarter of a slab: that one gets a buffer of its own', () => {
-    const writer = new WireWriter(1, 64);
-    const small = writer.write('x'.repeat(11)); // 16 bytes
-    const fits = writer.write('y'.repeat(11));
-    const large = writer.write('z'.repeat(35)); // 40 bytes: past the 32 left, and past a quarter of a slab
-    const third = writer.write('w'.repeat(11));
-    const fourth = writer.write('v'.repeat(11));
-    const next = writer.write('u'.repeat(11)); // the slab's 64 bytes are taken
+    const writer = new WireWriter(64);
+    const small = writer.write(1, 'x'.repeat(11)); // 16 bytes
+    const fits = writer.write(1, 'y'.repeat(11));
+    const large = writer.write(1, 'z'.repeat(35)); // 40 bytes: past the 32 left, and past a quarter of a slab
+    const third = writer.write(1, 'w'.repeat(11));
+    const fourth = writer.write(1, 'v'.repeat(11));
+    const next = writer.write(1, 'u'.repeat(11)); // the slab's 64 bytes are taken
     expect(fits.buffer).toBe(small.buffer);
     expect(large.buffer).not.toBe(small.buffer);
     expect(fourth.buffer).toBe(small.buffer);
@@ -52,8 +52,8 @@ describe('wire format', () => {
       '{}',
       ['', '[]'],
     ];
-    const writer = new WireWriter(9);
-    const wires = pieces.map((piece) => writer.write(piece));
+    const writer = new WireWriter();
+    const wires = pieces.map((piece) => writer.write(9, piece));
     wires.forEach((wire, index) => {
       const piece = pieces[index]!;
       const json = typeof piece === 'string' ? piece : piece.join('');

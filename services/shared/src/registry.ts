@@ -134,8 +134,9 @@ export function encodeWire(schemaId: number, json: string): Buffer {
  * few kilobytes (or a buffer of its own past 4 KiB): one allocation per slab instead
  * (the profile of the batch path showed those allocations at about 5 % of its CPU).
  * The gateway's intake writes each record as soon as it is checked, so its text and
- * parsed object never outlive it. A message larger than a quarter of a slab gets a
- * buffer of its own.
+ * parsed object never outlive it, with one writer for every request (a request of one
+ * record takes a slab's few kilobytes, not a slab). A message larger than a quarter of
+ * a slab gets a buffer of its own.
  *
  * A message may be given as pieces whose concatenation is its JSON text: each is
  * written where it belongs, so text built by concatenation is never flattened into a
@@ -146,19 +147,16 @@ export class WireWriter {
   private slab = Buffer.alloc(0);
   private offset = 0;
 
-  constructor(
-    private readonly schemaId: number,
-    private readonly slabBytes = 256 * 1024,
-  ) {}
+  constructor(private readonly slabBytes = 64 * 1024) {}
 
-  write(json: string | readonly string[]): Buffer {
+  write(schemaId: number, json: string | readonly string[]): Buffer {
     const bytes = HEADER_BYTES + textBytes(json);
     if (bytes > this.slab.length - this.offset) {
-      if (bytes > this.slabBytes / 4) return writeWireAt(Buffer.allocUnsafeSlow(bytes), 0, this.schemaId, json);
+      if (bytes > this.slabBytes / 4) return writeWireAt(Buffer.allocUnsafeSlow(bytes), 0, schemaId, json);
       this.slab = Buffer.allocUnsafeSlow(this.slabBytes);
       this.offset = 0;
     }
-    const message = writeWireAt(this.slab, this.offset, this.schemaId, json);
+    const message = writeWireAt(this.slab, this.offset, schemaId, json);
     this.offset += message.length;
     return message;
   }
