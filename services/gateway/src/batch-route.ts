@@ -83,7 +83,6 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         const receivedAt = new Date();
         const batchKey = deps.idempotencyKeyOf(request);
         const context = deps.intakeContext(request, receivedAt);
-        reply.header(CAPTURE_HEADER, context.capture);
         // The intake takes the parsed items; the request lets go of them, so that they do
         // not live until the answer (intake.ts, accept()).
         const items = batchItems(request.body as unknown[] | DeferredItems, batchKey);
@@ -91,11 +90,10 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         const intake = await accept(items, context, {
           batcher: deps.batcher,
           onReplay: () => deps.metrics.replays.inc(),
-        }).catch((error: unknown) => {
-          // An item that did not parse refuses the whole body, answered as it always was.
-          reply.removeHeader(CAPTURE_HEADER);
-          throw error;
         });
+        // Only once the items are read: an item that did not parse refuses the whole body
+        // (thrown by accept), answered as it always was, without it.
+        reply.header(CAPTURE_HEADER, context.capture);
         const results = intake.map(itemResult);
         const tally = tallyResults(intake);
         countRecords(deps.metrics, 'batch', tally);

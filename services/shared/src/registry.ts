@@ -121,11 +121,7 @@ export async function fetchJsonSchema(registry: SchemaRegistry, id: number): Pro
 
 export function encodeWire(schemaId: number, json: string): Buffer {
   // Encoded straight into the message buffer: one copy of the text, not two.
-  const buffer = Buffer.allocUnsafe(HEADER_BYTES + Buffer.byteLength(json, 'utf8'));
-  buffer.writeUInt8(MAGIC_BYTE, 0);
-  buffer.writeUInt32BE(schemaId, 1);
-  buffer.write(json, HEADER_BYTES, 'utf8');
-  return buffer;
+  return writeWireAt(Buffer.allocUnsafe(HEADER_BYTES + Buffer.byteLength(json, 'utf8')), 0, schemaId, json);
 }
 
 /**
