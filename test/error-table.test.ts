@@ -16,7 +16,7 @@ import { generateKey, hashKey } from '@otm/shared/keys/key-format';
 import type { CreatedKey, IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { buildApp } from '../services/gateway/src/app.js';
 import { createGatewayMetrics } from '../services/gateway/src/metrics.js';
-import { ProduceUnavailableError, type QueuedMessage } from '../services/gateway/src/produce-batcher.js';
+import { ProduceUnavailableError, promiseQueue, type QueuedMessage } from '../services/gateway/src/produce-batcher.js';
 import type { AcceptedReply } from '../services/gateway/src/record-intake.js';
 import { buildAdminApp } from '../services/admin/src/app.js';
 import { builtInDetectors, Redactor } from '../services/gateway/src/redact.js';
@@ -67,12 +67,10 @@ beforeAll(async () => {
       },
       validators: compileValidators(buildQueuedRecordSchema()),
       schemaId: 1,
-      batcher: {
-        enqueue: async (_message: QueuedMessage) => {
-          if (world.produce === 'unavailable') throw new ProduceUnavailableError('no broker acknowledged');
-          if (world.produce === 'bug') throw new TypeError("Cannot read properties of undefined (reading 'secret')");
-        },
-      },
+      batcher: promiseQueue(async (_message: QueuedMessage) => {
+        if (world.produce === 'unavailable') throw new ProduceUnavailableError('no broker acknowledged');
+        if (world.produce === 'bug') throw new TypeError("Cannot read properties of undefined (reading 'secret')");
+      }),
       metrics: gatewayMetrics,
       ready: async () => world.keyStore === 'ok',
       replay,

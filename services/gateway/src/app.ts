@@ -21,7 +21,7 @@ import { registerSingleRoute } from './single-route.js';
 import { createIngestAuth, type KeyLookup } from './ingest-auth.js';
 import { capturePolicyOf, headerValues } from './capture.js';
 import type { Redactor } from './redact.js';
-import type { QueuedMessage } from './produce-batcher.js';
+import type { RecordQueue } from './produce-batcher.js';
 import { IDEMPOTENCY_KEY, type IntakeContext, type ReplayCache } from './record-intake.js';
 import type { GatewayMetrics } from './metrics.js';
 
@@ -35,7 +35,7 @@ export interface GatewayDeps {
   keyCache: KeyLookup;
   validators: Pick<Validators, 'usageRecord'>;
   schemaId: number;
-  batcher: { enqueue(message: QueuedMessage): Promise<void> };
+  batcher: RecordQueue;
   metrics: GatewayMetrics;
   /** Answers whether Kafka, Redis and the registry are reachable. */
   ready(): Promise<boolean>;

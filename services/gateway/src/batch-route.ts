@@ -19,7 +19,7 @@ import {
 } from './batch-body.js';
 import { batchItems, itemResult, noneValidAnswer } from './batch-answer.js';
 import { errorBodySchema, ingestRoutes } from './ingest-routes.js';
-import type { QueuedMessage } from './produce-batcher.js';
+import type { RecordQueue } from './produce-batcher.js';
 import type { IntakeContext } from './record-intake.js';
 import { accept, acceptedUsage } from './intake.js';
 import type { GatewayMetrics } from './metrics.js';
@@ -28,7 +28,7 @@ import { countRecords, tallyResults } from './record-count.js';
 export type BatchLimits = BatchBodyLimits;
 
 export interface BatchRouteDeps {
-  batcher: { enqueue(message: QueuedMessage): Promise<void> };
+  batcher: RecordQueue;
   metrics: GatewayMetrics;
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   rateLimited(request: FastifyRequest, reply: FastifyReply, records: number): Promise<void>;

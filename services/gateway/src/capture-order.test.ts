@@ -11,6 +11,7 @@ import { generateKey, hashKey } from '@otm/shared/keys/key-format';
 import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { buildApp } from './app.js';
 import { createGatewayMetrics } from './metrics.js';
+import { promiseQueue } from './produce-batcher.js';
 import type { AcceptedReply } from './record-intake.js';
 import { builtInDetectors, Redactor } from './redact.js';
 
@@ -54,7 +55,7 @@ beforeAll(async () => {
       keyCache: { lookup: async (hash) => (hash === hashKey(ingestKey) ? keyRecord : null) },
       validators: compileValidators(buildQueuedRecordSchema()),
       schemaId: 1,
-      batcher: { enqueue: async (message) => void queued.push(message.key) },
+      batcher: promiseQueue(async (message) => void queued.push(message.key)),
       metrics: createGatewayMetrics(() => 0),
       ready: async () => true,
       replay: new Map<string, AcceptedReply>(),

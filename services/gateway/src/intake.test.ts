@@ -7,7 +7,7 @@ import { buildQueuedRecordSchema, compileValidators, DEFAULT_RECORD_BOUNDS } fro
 import { ServiceError } from '@otm/shared/errors';
 import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { accept, acceptedUsage, type IntakeItem } from './intake.js';
-import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
+import { ProduceUnavailableError, promiseQueue, type QueuedMessage } from './produce-batcher.js';
 import type { AcceptedReply, IntakeContext } from './record-intake.js';
 import { builtInDetectors, Redactor } from './redact.js';
 
@@ -43,12 +43,10 @@ function queue(refuse = false) {
   const messages: QueuedMessage[] = [];
   return {
     messages,
-    batcher: {
-      enqueue: async (message: QueuedMessage) => {
-        if (refuse) throw new ProduceUnavailableError('broker gone');
-        messages.push(message);
-      },
-    },
+    batcher: promiseQueue(async (message: QueuedMessage) => {
+      if (refuse) throw new ProduceUnavailableError('broker gone');
+      messages.push(message);
+    }),
   };
 }
 
@@ -113,11 +111,9 @@ describe('accept', () => {
   it('lets go of the parsed records before it waits for the queue', async () => {
     const items = [item(fixture(), 'k4', 'p'), item(fixture(), undefined, 'q')];
     let heldWhileQueued: unknown[] = [];
-    const batcher = {
-      enqueue: async () => {
-        heldWhileQueued = items.map((each) => each.record);
-      },
-    };
+    const batcher = promiseQueue(async () => {
+      heldWhileQueued = items.map((each) => each.record);
+    });
     const results = await accept(items, context(), { batcher });
     expect(results.map((result) => result.kind)).toEqual(['accepted', 'accepted']);
     expect(heldWhileQueued).toEqual([undefined, undefined]);

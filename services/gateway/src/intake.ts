@@ -8,7 +8,7 @@
 import { ServiceError, refuse } from '@otm/shared/errors';
 import { WireWriter } from '@otm/shared/registry';
 import { EventLoopTurn } from './event-loop-turn.js';
-import { ProduceUnavailableError, type QueuedMessage } from './produce-batcher.js';
+import { ProduceUnavailableError, type QueueListener, type RecordQueue } from './produce-batcher.js';
 import {
   checkRecord,
   prepareRecord,
@@ -38,7 +38,7 @@ export type ItemResult =
   | { kind: 'unavailable'; reason: string };
 
 export interface IntakeDeps {
-  batcher: { enqueue(message: QueuedMessage): Promise<void> };
+  batcher: RecordQueue;
   /** Called for each record answered from the replay memory. */
   onReplay?: () => void;
 }
@@ -68,8 +68,9 @@ export type IntakeEntry = IntakeItem | ServiceError | (() => IntakeItem | Servic
  */
 export async function accept(items: readonly IntakeEntry[], context: IntakeContext, deps: IntakeDeps): Promise<ItemResult[]> {
   const results: ItemResult[] = new Array(items.length);
-  /** The items to queue, in order: where each one's result goes, and what its answer and the replay memory need. */
-  const toQueue: { index: number; record: QueuedRecord; value: Buffer }[] = [];
+  /** The items to queue, in order (what each one's answer and the replay memory need), and their messages. */
+  const toQueue: QueuedRecord[] = [];
+  const values: Buffer[] = [];
   // The first item holding each event key, with its digest: a later item with the same
   // key is the same record (answered as the first) or a reused key.
   const firstWithKey = new Map<string, { index: number; digest: string | undefined }>();
@@ -112,46 +113,79 @@ export async function accept(items: readonly IntakeEntry[], context: IntakeConte
         continue;
       }
       const prepared = prepareRecord(record, context);
-      const { requestId, eventKey, idempotencyKey, digest, usage } = prepared;
+      const value = writer.write(context.schemaId, queuedJson(prepared, context));
       toQueue.push({
         index,
-        record: { requestId, eventKey, idempotencyKey, digest, usage },
-        value: writer.write(context.schemaId, queuedJson(prepared, context)),
+        requestId: prepared.requestId,
+        eventKey: prepared.eventKey,
+        idempotencyKey: prepared.idempotencyKey,
+        digest: prepared.digest,
+        usage: prepared.usage,
       });
+      values.push(value);
     } catch (error) {
       if (!(error instanceof ServiceError)) throw error;
       results[index] = { kind: 'refused', error };
     }
   }
 
-  await Promise.all(
-    toQueue.map(({ index, record, value }) =>
-      deps.batcher.enqueue({ key: record.eventKey, value, requestId: record.requestId }).then(
-        () => {
-          results[index] = {
-            kind: 'accepted',
-            requestId: record.requestId,
-            timestamp: context.receivedAtIso,
-            usage: record.usage,
-            replay: false,
-          };
-          if (record.idempotencyKey) {
-            context.replay?.set(record.eventKey, { requestId: record.requestId, timestamp: context.receivedAtIso, digest: record.digest });
-          }
-        },
-        (error: unknown) => {
-          if (!(error instanceof ProduceUnavailableError)) throw error;
-          results[index] = { kind: 'unavailable', reason: error.message };
-        },
-      ),
-    ),
-  );
+  if (toQueue.length > 0) {
+    const answers = new QueueAnswers(results, toQueue, context);
+    for (let slot = 0; slot < toQueue.length; slot++) {
+      const record = toQueue[slot]!;
+      deps.batcher.put({ key: record.eventKey, value: values[slot]!, requestId: record.requestId }, answers, slot);
+    }
+    values.length = 0;
+    await answers.done;
+  }
   for (const [index, first] of twins) results[index] = results[first]!;
   return results;
 }
 
-/** What the answer and the replay memory need of a queued record, once its message is written. */
-type QueuedRecord = Pick<PreparedRecord, 'requestId' | 'eventKey' | 'idempotencyKey' | 'digest' | 'usage'>;
+/** What the answer and the replay memory need of a queued record once its message is written, and where its result goes. */
+interface QueuedRecord extends Pick<PreparedRecord, 'requestId' | 'eventKey' | 'idempotencyKey' | 'digest' | 'usage'> {
+  index: number;
+}
+
+/**
+ * Hears the queue's outcome of a request's records (one listener per request, not a
+ * promise per record): each one's result, the replay memory of those acknowledged, and
+ * `done` once every one has its outcome. A failure that is not the queue's refusal (a
+ * fault of the gateway) rejects `done` at once, as it would have failed the request.
+ */
+class QueueAnswers implements QueueListener {
+  readonly done: Promise<void>;
+  private pending: number;
+  private resolve!: () => void;
+  private reject!: (error: Error) => void;
+
+  constructor(
+    private readonly results: ItemResult[],
+    private readonly queued: readonly QueuedRecord[],
+    private readonly context: IntakeContext,
+  ) {
+    this.pending = queued.length;
+    this.done = new Promise<void>((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+    });
+  }
+
+  settled(slot: number, error: Error | undefined): void {
+    const record = this.queued[slot]!;
+    if (error === undefined) {
+      const { requestId, eventKey, idempotencyKey, digest, usage } = record;
+      const timestamp = this.context.receivedAtIso;
+      this.results[record.index] = { kind: 'accepted', requestId, timestamp, usage, replay: false };
+      if (idempotencyKey) this.context.replay?.set(eventKey, { requestId, timestamp, digest });
+    } else if (error instanceof ProduceUnavailableError) {
+      this.results[record.index] = { kind: 'unavailable', reason: error.message };
+    } else {
+      this.reject(error);
+    }
+    if (--this.pending === 0) this.resolve();
+  }
+}
 
 /** The sum of the accepted results' token counts. */
 export function acceptedUsage(results: readonly ItemResult[]): Usage {

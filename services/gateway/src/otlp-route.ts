@@ -15,12 +15,12 @@ import type { GatewayMetrics } from './metrics.js';
 import { countRecords } from './record-count.js';
 import { countJson, countProtobuf, decodeJson, type OtlpCodec, type OtlpSpan } from './otlp.js';
 import { ingestSpans, readable, summary } from './otlp-spans.js';
-import type { QueuedMessage } from './produce-batcher.js';
+import type { RecordQueue } from './produce-batcher.js';
 import type { IntakeContext } from './record-intake.js';
 
 export interface OtlpRouteDeps {
   codec: OtlpCodec;
-  batcher: { enqueue(message: QueuedMessage): Promise<void> };
+  batcher: RecordQueue;
   metrics: GatewayMetrics;
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   rateLimited(request: FastifyRequest, reply: FastifyReply, records: number): Promise<void>;

@@ -29,6 +29,31 @@ describe('ProduceBatcher', () => {
     expect(fake.sends).toEqual([50]);
   });
 
+  it('tells one listener the outcome of each of its records, by the slot it gave, once', async () => {
+    const fake = fakeProducer(async () => {});
+    const batcher = new ProduceBatcher(fake.factory, { ...options, maxQueuedRecords: 3 });
+    const heard: [number, string][] = [];
+    let done!: () => void;
+    const all = new Promise<void>((resolve) => (done = resolve));
+    const listener = {
+      settled(slot: number, error: Error | undefined) {
+        heard.push([slot, error === undefined ? 'acknowledged' : error.constructor.name]);
+        if (heard.length === 4) done();
+      },
+    };
+    for (const slot of [7, 8, 9, 10]) batcher.put(message(), listener, slot);
+    // The fourth is past the queue's bound: refused at once, before the others are sent.
+    expect(heard).toEqual([[10, 'ProduceUnavailableError']]);
+    await all;
+    expect(heard.sort(([a], [b]) => a - b)).toEqual([
+      [7, 'acknowledged'],
+      [8, 'acknowledged'],
+      [9, 'acknowledged'],
+      [10, 'ProduceUnavailableError'],
+    ]);
+    expect(fake.sends).toEqual([3]);
+  });
+
   it('caps a batch by records and by bytes; records queued during a send go in the next one', async () => {
     const fake = fakeProducer(() => new Promise((resolve) => setTimeout(resolve, 10)));
     const batcher = new ProduceBatcher(fake.factory, { ...options, maxBatchRecords: 30 });

@@ -11,11 +11,52 @@ export interface QueuedMessage {
   requestId?: string;
 }
 
-interface Waiting extends QueuedMessage {
-  /** When the caller must have its answer (enqueue time + sendTimeoutMs). */
-  deadline: number;
-  resolve(): void;
-  reject(error: Error): void;
+/**
+ * Hears how each record it queued left the queue, once: `error` undefined when Kafka
+ * acknowledged it, a ProduceUnavailableError when it was not taken or not acknowledged in
+ * time. `slot` is the number the caller gave the record when it queued it.
+ */
+export interface QueueListener {
+  settled(slot: number, error: Error | undefined): void;
+}
+
+/**
+ * Where the intake queues records: each record's outcome is told to its listener, at once
+ * when the queue does not take it, otherwise when its batch is acknowledged or given up.
+ * One listener for a request's records, instead of a promise per record: a record
+ * waiting for Kafka holds this one entry and nothing else (bench/analysis.md).
+ */
+export interface RecordQueue {
+  put(message: QueuedMessage, listener: QueueListener, slot: number): void;
+}
+
+/** A RecordQueue over a function that queues one record and settles when it is acknowledged (a test's or a bench's queue). */
+export function promiseQueue(enqueue: (message: QueuedMessage) => Promise<void>): RecordQueue {
+  return {
+    put(message, listener, slot) {
+      enqueue(message).then(
+        () => listener.settled(slot, undefined),
+        (error: unknown) => listener.settled(slot, error instanceof Error ? error : new Error(String(error))),
+      );
+    },
+  };
+}
+
+/** A record in the queue or in flight: its message, its deadline, and whom to tell. */
+class Waiting {
+  constructor(
+    readonly key: string,
+    readonly value: Buffer,
+    readonly requestId: string | undefined,
+    /** When the caller must have its answer (enqueue time + sendTimeoutMs). */
+    readonly deadline: number,
+    readonly listener: QueueListener,
+    readonly slot: number,
+  ) {}
+
+  settle(error: Error | undefined): void {
+    this.listener.settled(this.slot, error);
+  }
 }
 
 export interface ProduceBatcherOptions {
@@ -45,7 +86,7 @@ export interface ProducerSlot {
   reset(): Promise<void>;
 }
 
-export class ProduceBatcher {
+export class ProduceBatcher implements RecordQueue {
   private queue: Waiting[] = [];
   private queuedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -74,20 +115,25 @@ export class ProduceBatcher {
     return this.queue.length;
   }
 
+  /** Queues one record; settles once its batch is acknowledged (rejects with ProduceUnavailableError otherwise). */
   enqueue(message: QueuedMessage): Promise<void> {
-    if (this.closed) return Promise.reject(new ProduceUnavailableError('gateway is shutting down'));
+    return new Promise<void>((resolve, reject) => {
+      this.put(message, { settled: (_slot, error) => (error === undefined ? resolve() : reject(error)) }, 0);
+    });
+  }
+
+  put(message: QueuedMessage, listener: QueueListener, slot: number): void {
+    if (this.closed) return listener.settled(slot, new ProduceUnavailableError('gateway is shutting down'));
     const overBytes = this.queue.length > 0 && this.queuedBytes + message.value.length > (this.options.maxQueuedBytes ?? Infinity);
     if (this.queue.length >= this.options.maxQueuedRecords || overBytes) {
-      return Promise.reject(new ProduceUnavailableError('produce queue is full'));
+      return listener.settled(slot, new ProduceUnavailableError('produce queue is full'));
     }
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ ...message, deadline: Date.now() + this.options.sendTimeoutMs, resolve, reject });
-      this.queuedBytes += message.value.length;
-      this.sweeper ??= setInterval(() => this.sweep(), 100);
-      if (this.idleProducers.length === 0) return; // flushed as soon as an in-flight batch completes
-      if (this.queue.length >= this.options.maxBatchRecords) this.flushSoon(0);
-      else this.flushSoon(this.options.lingerMs);
-    });
+    this.queue.push(new Waiting(message.key, message.value, message.requestId, Date.now() + this.options.sendTimeoutMs, listener, slot));
+    this.queuedBytes += message.value.length;
+    this.sweeper ??= setInterval(() => this.sweep(), 100);
+    if (this.idleProducers.length === 0) return; // flushed as soon as an in-flight batch completes
+    if (this.queue.length >= this.options.maxBatchRecords) this.flushSoon(0);
+    else this.flushSoon(this.options.lingerMs);
   }
 
   private flushSoon(delayMs: number): void {
@@ -111,7 +157,7 @@ export class ProduceBatcher {
       this.queue = this.queue.filter((waiting) => waiting.deadline > now);
       for (const waiting of expired) this.queuedBytes -= waiting.value.length;
       const error = new ProduceUnavailableError('no broker acknowledgement within the bound');
-      for (const waiting of expired) waiting.reject(error);
+      for (const waiting of expired) waiting.settle(error);
     }
     if (this.queue.length === 0 && this.inFlight === 0) {
       clearInterval(this.sweeper);
@@ -128,31 +174,31 @@ export class ProduceBatcher {
     const started = performance.now();
     // The batch may wait only as long as its most urgent record may.
     const timeoutMs = Math.max(50, Math.min(...batch.map((waiting) => waiting.deadline)) - Date.now());
-    let ok = false;
+    let failure: ProduceUnavailableError | undefined;
     try {
-      // The bound covers connecting too: a broker that is down must not hold callers.
-      await withTimeout(
-        slot.current().then((sender) =>
-          sender.send(
-            this.options.topic,
-            batch.map(({ key, value, requestId }) => {
-              const headers = requestId ? { ...this.options.headers, 'x-request-id': requestId } : this.options.headers;
-              return headers ? { key, value, headers } : { key, value };
-            }),
+      try {
+        // The bound covers connecting too: a broker that is down must not hold callers.
+        await withTimeout(
+          slot.current().then((sender) =>
+            sender.send(
+              this.options.topic,
+              batch.map(({ key, value, requestId }) => {
+                const headers = requestId ? { ...this.options.headers, 'x-request-id': requestId } : this.options.headers;
+                return headers ? { key, value, headers } : { key, value };
+              }),
+            ),
           ),
-        ),
-        timeoutMs,
-      );
-      ok = true;
-      for (const waiting of batch) waiting.resolve();
-    } catch (error) {
-      const failure = new ProduceUnavailableError(`produce failed: ${(error as Error).message}`);
-      for (const waiting of batch) waiting.reject(failure);
-      // The outcome of the failed request is unknown (it may still be written):
-      // start over with a new producer id rather than reuse its sequence numbers.
-      await slot.reset().catch(() => undefined);
+          timeoutMs,
+        );
+      } catch (error) {
+        failure = new ProduceUnavailableError(`produce failed: ${(error as Error).message}`);
+      }
+      for (const waiting of batch) waiting.settle(failure);
+      // The outcome of a failed request is unknown (it may still be written): start
+      // over with a new producer id rather than reuse its sequence numbers.
+      if (failure) await slot.reset().catch(() => undefined);
     } finally {
-      this.events.onBatch?.(batch.length, performance.now() - started, ok);
+      this.events.onBatch?.(batch.length, performance.now() - started, failure === undefined);
       this.inFlight--;
       this.idleProducers.push(slot);
     }

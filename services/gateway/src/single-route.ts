@@ -8,12 +8,12 @@ import { CAPTURE_HEADER } from './capture.js';
 import { ingestRoutes } from './ingest-routes.js';
 import { accept, type ItemResult } from './intake.js';
 import type { GatewayMetrics } from './metrics.js';
-import type { QueuedMessage } from './produce-batcher.js';
+import type { RecordQueue } from './produce-batcher.js';
 import { countRecords, tallyResults } from './record-count.js';
 import type { IntakeContext } from './record-intake.js';
 
 export interface SingleRouteDeps {
-  batcher: { enqueue(message: QueuedMessage): Promise<void> };
+  batcher: RecordQueue;
   metrics: GatewayMetrics;
   authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void>;
   rateLimited(request: FastifyRequest, reply: FastifyReply): Promise<void>;
