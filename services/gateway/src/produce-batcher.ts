@@ -176,23 +176,23 @@ export class ProduceBatcher implements RecordQueue {
     const timeoutMs = Math.max(50, Math.min(...batch.map((waiting) => waiting.deadline)) - Date.now());
     let failure: ProduceUnavailableError | undefined;
     try {
-      try {
-        // The bound covers connecting too: a broker that is down must not hold callers.
-        await withTimeout(
-          slot.current().then((sender) =>
-            sender.send(
-              this.options.topic,
-              batch.map(({ key, value, requestId }) => {
-                const headers = requestId ? { ...this.options.headers, 'x-request-id': requestId } : this.options.headers;
-                return headers ? { key, value, headers } : { key, value };
-              }),
-            ),
+      // The bound covers connecting too: a broker that is down must not hold callers.
+      await withTimeout(
+        slot.current().then((sender) =>
+          sender.send(
+            this.options.topic,
+            batch.map(({ key, value, requestId }) => {
+              const headers = requestId ? { ...this.options.headers, 'x-request-id': requestId } : this.options.headers;
+              return headers ? { key, value, headers } : { key, value };
+            }),
           ),
-          timeoutMs,
-        );
-      } catch (error) {
-        failure = new ProduceUnavailableError(`produce failed: ${(error as Error).message}`);
-      }
+        ),
+        timeoutMs,
+      );
+    } catch (error) {
+      failure = new ProduceUnavailableError(`produce failed: ${(error as Error).message}`);
+    }
+    try {
       for (const waiting of batch) waiting.settle(failure);
       // The outcome of a failed request is unknown (it may still be written): start
       // over with a new producer id rather than reuse its sequence numbers.
