@@ -159,6 +159,20 @@ export function renderMarkdown(data: Output): string {
       return `| ${f(step.offeredPerS)} | ${f(gateway.main)} | ${f(gateway.v8)} | ${f(gateway.pool)} | ${f(gateway.other)} | ${f(ingester.main)} | ${f(ingester.v8)} | ${f(ingester.pool)} | ${f(ingester.other)} | ${f(clickhouse.merges)} | ${f(clickhouse.queries)} |`;
     })
     .join('\n');
+  // The same steps' part work in ClickHouse by table: the share of its threads' time, and the seconds new parts + merges.
+  const partGroups = ['usage_io', 'usage_events', 'usage_events_by_user', 'usage_event_keys', 'rollups'];
+  const partLadder = steps
+    .filter((step) => step.clickhouseParts)
+    .map((step) => {
+      const parts = step.clickhouseParts as Record<string, { newPartMs: number; mergeMs: number }>;
+      const total = partGroups.reduce((sum, group) => sum + (parts[group]?.newPartMs ?? 0) + (parts[group]?.mergeMs ?? 0), 0);
+      const cell = (group: string) => {
+        const { newPartMs = 0, mergeMs = 0 } = parts[group] ?? {};
+        return `${f((100 * (newPartMs + mergeMs)) / Math.max(1, total))} % (${f(newPartMs / 1000, 1)} + ${f(mergeMs / 1000, 1)} s)`;
+      };
+      return `| ${f(step.offeredPerS)} | ${partGroups.map(cell).join(' | ')} |`;
+    })
+    .join('\n');
   const num = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
   // What two cores leave the gateway and the ingester at the target rate, once the parts
   // they cannot do without have taken theirs (each as measured in this report), beside
@@ -431,6 +445,19 @@ parallel and concurrent work, and compilation; "pool" is libuv's threads: zlib, 
 | offered/s | gateway main | gateway V8 | gateway pool | gateway other | ingester main | ingester V8 | ingester pool | ingester other | ClickHouse merges | ClickHouse rest |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 ${threadLadder}
+`
+      : ''
+  }${
+    partLadder
+      ? `
+The same steps, ClickHouse's work on each table's parts (its part log: its threads' wall
+time writing the parts of inserts, the views' tables' included, and merging them; a share
+of the step's part work, then the seconds of new parts + merges; "rollups" are every view's
+table but the copy by user and the key index; merges finishing in a step count there):
+
+| offered/s | usage_io | usage_events | usage_events_by_user | usage_event_keys | rollups |
+| --- | --- | --- | --- | --- | --- |
+${partLadder}
 `
       : ''
   }${floor}

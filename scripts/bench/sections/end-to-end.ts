@@ -36,6 +36,7 @@ import {
   results,
 } from '../context.js';
 import { nextNarrowingRate } from '../ladder.js';
+import { PART_GROUPS, clickhouseNow, partWork } from '../part-work.js';
 
 /** How long a narrowing step waits for the failed step's records to drain. */
 const DRAIN_BEFORE_NARROWING_S = 180;
@@ -98,6 +99,7 @@ export async function benchEndToEnd(): Promise<void> {
     let sampling = true;
     const started = performance.now();
     const cpuBefore = cpuNow();
+    const partsFrom = await clickhouseNow(clickhouse);
     const unitsBefore = await loadUnitTotals(ingester);
     // Peak of each memory figure during the step, read every 5 s from the services' metrics.
     const memory: { gateway?: MemorySample; ingester?: MemorySample } = {};
@@ -145,6 +147,8 @@ export async function benchEndToEnd(): Promise<void> {
       ingester: perRecordUs(cpuBefore.threads.ingester, cpuAfter.threads.ingester, load.sentTotal),
       clickhouse: perRecordUs(cpuBefore.threads.clickhouse, cpuAfter.threads.clickhouse, load.sentTotal),
     };
+    // What ClickHouse's threads spent on each table's parts over the step and its drain.
+    const clickhouseParts = await partWork(clickhouse, database, partsFrom);
     // The share of the machine's CPU time in use over the step and its drain (1: every core busy).
     const machineBusyShare = machineBusy / (cpuAfter.machine.total - cpuBefore.machine.total);
     // The last rows of a unit are marked and committed after the insert: give the
@@ -194,6 +198,7 @@ export async function benchEndToEnd(): Promise<void> {
       machineBusyShare,
       loadUnits,
       rowsPerUnit,
+      ...(clickhouseParts ? { clickhouseParts } : {}),
       ...(memory.gateway ? { gatewayMemory: memory.gateway } : {}),
       ...(memory.ingester ? { ingesterMemory: memory.ingester } : {}),
       passed,
@@ -228,6 +233,16 @@ export async function benchEndToEnd(): Promise<void> {
     log(
       `   by thread: gateway main ${us(threadUsPerRecord.gateway.main)}, V8 helpers ${us(threadUsPerRecord.gateway.v8)}, pool ${us(threadUsPerRecord.gateway.pool)} µs; ingester main ${us(threadUsPerRecord.ingester.main)}, V8 helpers ${us(threadUsPerRecord.ingester.v8)}, pool ${us(threadUsPerRecord.ingester.pool)} µs; ClickHouse merges ${us(threadUsPerRecord.clickhouse.merges)}, the rest ${us(threadUsPerRecord.clickhouse.queries)} µs`,
     );
+    if (clickhouseParts) {
+      const total = PART_GROUPS.reduce((sum, group) => sum + clickhouseParts[group].newPartMs + clickhouseParts[group].mergeMs, 0);
+      const seconds = (ms: number) => (ms / 1000).toFixed(1);
+      log(
+        `   ClickHouse's part work (its threads' time writing new parts + merging): ${PART_GROUPS.map((group) => {
+          const { newPartMs, mergeMs } = clickhouseParts[group];
+          return `${group} ${((100 * (newPartMs + mergeMs)) / Math.max(1, total)).toFixed(0)} % (${seconds(newPartMs)} + ${seconds(mergeMs)} s)`;
+        }).join(', ')}`,
+      );
+    }
     return passed;
   };
   let failedAt: number | undefined;

@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { gatherPartWork, partGroup } from './part-work.js';
+
+describe('partGroup', () => {
+  it('names the tables of every record, the copy by user and the key index, and calls every other table a rollup', () => {
+    expect(partGroup('usage_io')).toBe('usage_io');
+    expect(partGroup('usage_events')).toBe('usage_events');
+    expect(partGroup('usage_events_by_user')).toBe('usage_events_by_user');
+    expect(partGroup('usage_event_keys')).toBe('usage_event_keys');
+    expect(partGroup('usage_rollup_by_minute')).toBe('rollups');
+    expect(partGroup('usage_latency_hist_env_by_day')).toBe('rollups');
+    expect(partGroup('rollups')).toBe('rollups');
+  });
+});
+
+describe('gatherPartWork', () => {
+  it("sums new parts and merges by group, reading 18.16's event names and current releases' alike", () => {
+    const work = gatherPartWork([
+      { table: 'usage_io', event_type: 'NEW_PART', ms: '100' },
+      { table: 'usage_io', event_type: 'MergeParts', ms: 250 },
+      { table: 'usage_rollup_by_minute', event_type: 'NewPart', ms: '7' },
+      { table: 'usage_errors_by_hour', event_type: 'MERGE_PARTS', ms: '5' },
+      { table: 'usage_rollup_by_hour', event_type: 'MERGE_PARTS', ms: '6' },
+      { table: 'usage_events', event_type: 'REMOVE_PART', ms: '9' },
+    ]);
+    expect(work.usage_io).toEqual({ newPartMs: 100, mergeMs: 250 });
+    expect(work.rollups).toEqual({ newPartMs: 7, mergeMs: 11 });
+    expect(work.usage_events).toEqual({ newPartMs: 0, mergeMs: 0 });
+    expect(work.usage_event_keys).toEqual({ newPartMs: 0, mergeMs: 0 });
+  });
+});
