@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gatherPartWork, partGroup } from './part-work.js';
+import { gatherPartWork, partGroup, partShares } from './part-work.js';
 
 describe('partGroup', () => {
   it('names the tables of every record, the copy by user and the key index, and calls every other table a rollup', () => {
@@ -27,5 +27,15 @@ describe('gatherPartWork', () => {
     expect(work.rollups).toEqual({ newPartMs: 7, mergeMs: 11 });
     expect(work.usage_events).toEqual({ newPartMs: 0, mergeMs: 0 });
     expect(work.usage_event_keys).toEqual({ newPartMs: 0, mergeMs: 0 });
+  });
+});
+
+describe('partShares', () => {
+  it("gives each group its share of the step's part work and its seconds, a group the log did not name as none", () => {
+    const shares = partShares({ usage_io: { newPartMs: 1000, mergeMs: 2000 }, rollups: { newPartMs: 500, mergeMs: 500 } });
+    expect(shares.map(({ group }) => group)).toEqual(['usage_io', 'usage_events', 'usage_events_by_user', 'usage_event_keys', 'rollups']);
+    expect(shares[0]).toEqual({ group: 'usage_io', share: 0.75, newPartS: 1, mergeS: 2 });
+    expect(shares[1]).toEqual({ group: 'usage_events', share: 0, newPartS: 0, mergeS: 0 });
+    expect(shares[4]).toEqual({ group: 'rollups', share: 0.25, newPartS: 0.5, mergeS: 0.5 });
   });
 });

@@ -4,15 +4,28 @@
 // times are its threads' wall time, not CPU: read them as shares, beside the CPU figures.
 import type { ClickHouseClient } from '@clickhouse/client';
 
-/** The tables by what they hold: the two of every record, the copy by user, the key index, and every rollup. */
-export const PART_GROUPS = ['usage_io', 'usage_events', 'usage_events_by_user', 'usage_event_keys', 'rollups'] as const;
+/** The tables named on their own: the two of every record, the copy by user, the key index. */
+const NAMED_TABLES = ['usage_io', 'usage_events', 'usage_events_by_user', 'usage_event_keys'] as const;
+
+/** The named tables, then every other (the rollups' tables). */
+export const PART_GROUPS = [...NAMED_TABLES, 'rollups'] as const;
 export type PartGroup = (typeof PART_GROUPS)[number];
 
 export type PartWork = Record<PartGroup, { newPartMs: number; mergeMs: number }>;
 
 /** The group a table of the pipeline's database belongs to (any table not named is a rollup's). */
 export function partGroup(table: string): PartGroup {
-  return (PART_GROUPS as readonly string[]).includes(table) && table !== 'rollups' ? (table as PartGroup) : 'rollups';
+  return (NAMED_TABLES as readonly string[]).includes(table) ? (table as PartGroup) : 'rollups';
+}
+
+/** Each group's share of the part work (0–1) and its seconds of new parts and of merges, in PART_GROUPS' order. */
+export function partShares(work: Partial<PartWork>): { group: PartGroup; share: number; newPartS: number; mergeS: number }[] {
+  const of = (group: PartGroup) => ({ newPartMs: work[group]?.newPartMs ?? 0, mergeMs: work[group]?.mergeMs ?? 0 });
+  const total = PART_GROUPS.reduce((sum, group) => sum + of(group).newPartMs + of(group).mergeMs, 0);
+  return PART_GROUPS.map((group) => {
+    const { newPartMs, mergeMs } = of(group);
+    return { group, share: (newPartMs + mergeMs) / Math.max(1, total), newPartS: newPartMs / 1000, mergeS: mergeMs / 1000 };
+  });
 }
 
 /** The part log's rows (table, event type, summed milliseconds) gathered by group. */

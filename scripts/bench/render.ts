@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Figure } from './context.js';
 import { projectRoot as root } from '../lib/project-root.js';
+import { PART_GROUPS, partShares, type PartWork } from './part-work.js';
 
 export interface Machine {
   cores: number;
@@ -160,17 +161,13 @@ export function renderMarkdown(data: Output): string {
     })
     .join('\n');
   // The same steps' part work in ClickHouse by table: the share of its threads' time, and the seconds new parts + merges.
-  const partGroups = ['usage_io', 'usage_events', 'usage_events_by_user', 'usage_event_keys', 'rollups'];
   const partLadder = steps
     .filter((step) => step.clickhouseParts)
     .map((step) => {
-      const parts = step.clickhouseParts as Record<string, { newPartMs: number; mergeMs: number }>;
-      const total = partGroups.reduce((sum, group) => sum + (parts[group]?.newPartMs ?? 0) + (parts[group]?.mergeMs ?? 0), 0);
-      const cell = (group: string) => {
-        const { newPartMs = 0, mergeMs = 0 } = parts[group] ?? {};
-        return `${f((100 * (newPartMs + mergeMs)) / Math.max(1, total))} % (${f(newPartMs / 1000, 1)} + ${f(mergeMs / 1000, 1)} s)`;
-      };
-      return `| ${f(step.offeredPerS)} | ${partGroups.map(cell).join(' | ')} |`;
+      const cells = partShares(step.clickhouseParts as Partial<PartWork>).map(
+        ({ share, newPartS, mergeS }) => `${f(share * 100)} % (${f(newPartS, 1)} + ${f(mergeS, 1)} s)`,
+      );
+      return `| ${f(step.offeredPerS)} | ${cells.join(' | ')} |`;
     })
     .join('\n');
   const num = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
@@ -455,7 +452,7 @@ time writing the parts of inserts, the views' tables' included, and merging them
 of the step's part work, then the seconds of new parts + merges; "rollups" are every view's
 table but the copy by user and the key index; merges finishing in a step count there):
 
-| offered/s | usage_io | usage_events | usage_events_by_user | usage_event_keys | rollups |
+| offered/s | ${PART_GROUPS.join(' | ')} |
 | --- | --- | --- | --- | --- | --- |
 ${partLadder}
 `

@@ -36,7 +36,7 @@ import {
   results,
 } from '../context.js';
 import { nextNarrowingRate } from '../ladder.js';
-import { PART_GROUPS, clickhouseNow, partWork } from '../part-work.js';
+import { clickhouseNow, partShares, partWork } from '../part-work.js';
 
 /** How long a narrowing step waits for the failed step's records to drain. */
 const DRAIN_BEFORE_NARROWING_S = 180;
@@ -234,14 +234,10 @@ export async function benchEndToEnd(): Promise<void> {
       `   by thread: gateway main ${us(threadUsPerRecord.gateway.main)}, V8 helpers ${us(threadUsPerRecord.gateway.v8)}, pool ${us(threadUsPerRecord.gateway.pool)} µs; ingester main ${us(threadUsPerRecord.ingester.main)}, V8 helpers ${us(threadUsPerRecord.ingester.v8)}, pool ${us(threadUsPerRecord.ingester.pool)} µs; ClickHouse merges ${us(threadUsPerRecord.clickhouse.merges)}, the rest ${us(threadUsPerRecord.clickhouse.queries)} µs`,
     );
     if (clickhouseParts) {
-      const total = PART_GROUPS.reduce((sum, group) => sum + clickhouseParts[group].newPartMs + clickhouseParts[group].mergeMs, 0);
-      const seconds = (ms: number) => (ms / 1000).toFixed(1);
-      log(
-        `   ClickHouse's part work (its threads' time writing new parts + merging): ${PART_GROUPS.map((group) => {
-          const { newPartMs, mergeMs } = clickhouseParts[group];
-          return `${group} ${((100 * (newPartMs + mergeMs)) / Math.max(1, total)).toFixed(0)} % (${seconds(newPartMs)} + ${seconds(mergeMs)} s)`;
-        }).join(', ')}`,
+      const shares = partShares(clickhouseParts).map(
+        ({ group, share, newPartS, mergeS }) => `${group} ${(share * 100).toFixed(0)} % (${newPartS.toFixed(1)} + ${mergeS.toFixed(1)} s)`,
       );
+      log(`   ClickHouse's part work (its threads' time writing new parts + merging): ${shares.join(', ')}`);
     }
     return passed;
   };
