@@ -20,12 +20,14 @@ export function partGroup(table: string): PartGroup {
 
 /** Each group's share of the part work (0–1) and its seconds of new parts and of merges, in PART_GROUPS' order. */
 export function partShares(work: Partial<PartWork>): { group: PartGroup; share: number; newPartS: number; mergeS: number }[] {
-  const of = (group: PartGroup) => ({ newPartMs: work[group]?.newPartMs ?? 0, mergeMs: work[group]?.mergeMs ?? 0 });
-  const total = PART_GROUPS.reduce((sum, group) => sum + of(group).newPartMs + of(group).mergeMs, 0);
-  return PART_GROUPS.map((group) => {
-    const { newPartMs, mergeMs } = of(group);
-    return { group, share: (newPartMs + mergeMs) / Math.max(1, total), newPartS: newPartMs / 1000, mergeS: mergeMs / 1000 };
-  });
+  const groups = PART_GROUPS.map((group) => ({ group, newPartMs: work[group]?.newPartMs ?? 0, mergeMs: work[group]?.mergeMs ?? 0 }));
+  const total = groups.reduce((sum, { newPartMs, mergeMs }) => sum + newPartMs + mergeMs, 0);
+  return groups.map(({ group, newPartMs, mergeMs }) => ({
+    group,
+    share: (newPartMs + mergeMs) / Math.max(1, total),
+    newPartS: newPartMs / 1000,
+    mergeS: mergeMs / 1000,
+  }));
 }
 
 /** The part log's rows (table, event type, summed milliseconds) gathered by group. */

@@ -453,7 +453,7 @@ of the step's part work, then the seconds of new parts + merges; "rollups" are e
 table but the copy by user and the key index; merges finishing in a step count there):
 
 | offered/s | ${PART_GROUPS.join(' | ')} |
-| --- | --- | --- | --- | --- | --- |
+| --- | ${PART_GROUPS.map(() => '---').join(' | ')} |
 ${partLadder}
 `
       : ''
