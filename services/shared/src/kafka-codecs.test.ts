@@ -6,7 +6,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import snappy from 'snappy';
 import { describe, expect, it } from 'vitest';
-import { codecs, isXerial, recoverable, type Recover } from './kafka-codecs.js';
+import { WASM_SNAPPY_MAX_BYTES, codecs, isXerial, recoverable, snappyBlock, snappyClaimedLength, type Recover } from './kafka-codecs.js';
 import { COMPRESSION_TYPES, registerKafkaCodecs } from './kafka.js';
 
 const { lookupCodec } = createRequire(import.meta.url)('kafkajs/src/protocol/message/compression') as {
@@ -95,6 +95,42 @@ describe('Kafka codecs', () => {
     const two = await codecs.snappy.decompress(framed(Buffer.from('second small batch')));
     expect((await recoverable(one.subarray(6))!()).toString()).toBe('small batch');
     expect((await recoverable(two.subarray(0, 6))!()).toString()).toBe('second');
+  });
+
+  it('snappy: the WebAssembly build and the native package write the same raw blocks and read each other', async () => {
+    expect(snappyBlock(text).equals(snappy.compressSync(text))).toBe(true);
+    expect((await codecs.snappy.decompress(snappy.compressSync(text))).equals(text)).toBe(true);
+    expect((snappy.uncompressSync(snappyBlock(text)) as Buffer).equals(text)).toBe(true);
+  });
+
+  it("snappy: a block's own length is read from its leading varint", () => {
+    expect(snappyClaimedLength(snappy.compressSync(text))).toBe(text.length);
+    expect(snappyClaimedLength(snappy.compressSync(Buffer.alloc(0)))).toBe(0);
+    expect(snappyClaimedLength(Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f]))).toBe(2 ** 32 - 1);
+    expect(snappyClaimedLength(Buffer.from([0x80, 0x80]))).toBeUndefined();
+    expect(snappyClaimedLength(Buffer.alloc(0))).toBeUndefined();
+  });
+
+  it('snappy: a batch past the WebAssembly bound is compressed and decompressed by the native package, the same bytes', async () => {
+    const large = Buffer.alloc(WASM_SNAPPY_MAX_BYTES + 1024);
+    for (let at = 0; at < large.length; at += text.length) text.copy(large, at);
+    const compressed = snappyBlock(large);
+    expect(compressed.equals(snappy.compressSync(large))).toBe(true);
+    expect(snappyClaimedLength(compressed)).toBeGreaterThan(WASM_SNAPPY_MAX_BYTES);
+    expect((await codecs.snappy.decompress(compressed)).equals(large)).toBe(true);
+  });
+
+  it('snappy: a corrupt block rejects with what it is, on either side of the bound, and the next batch still decodes', async () => {
+    const varint = (n: number) => {
+      const bytes: number[] = [];
+      for (; n >= 0x80; n = Math.floor(n / 128)) bytes.push((n & 0x7f) | 0x80);
+      return Buffer.from([...bytes, n]);
+    };
+    for (const claimed of [100, WASM_SNAPPY_MAX_BYTES, WASM_SNAPPY_MAX_BYTES + 1, 2 ** 31]) {
+      const corrupt = Buffer.concat([varint(claimed), Buffer.from([0x00, 0x41]), Buffer.alloc(100, 0x07)]);
+      await expect(codecs.snappy.decompress(corrupt)).rejects.toThrow(/snappy: corrupt input/);
+    }
+    expect((await codecs.snappy.decompress(snappyBlock(text))).equals(text)).toBe(true);
   });
 
   it('a corrupt payload rejects (never hangs or returns garbage)', async () => {

@@ -3,12 +3,16 @@
 // stopped all loading at the first batch a Java, librdkafka or Go producer (or a
 // broker with `compression.type` set) compressed otherwise. The codecs here; kafka.ts
 // (the one file that imports the client) registers them once, when it is loaded:
-// - snappy through `snappy` (napi-rs; its binaries are npm packages), raw blocks as
-//   librdkafka writes them and the xerial framing of Java's snappy-java;
+// - snappy through the WebAssembly build @platformatic/kafka ships (`@platformatic/wasm-utils`;
+//   about a third of the CPU of the native `snappy` package here, bench/analysis.md), and
+//   through `snappy` (napi-rs) for a block that says it decompresses to more than
+//   WASM_SNAPPY_MAX_BYTES; raw blocks as librdkafka writes them and the xerial framing of
+//   Java's snappy-java;
 // - lz4 through `lz4-napi`: the LZ4 frame format Kafka uses since 0.10 (KIP-57);
 // - zstd through Node's own zlib (Node 22.15 and later).
 import zlib from 'node:zlib';
 import { promisify } from 'node:util';
+import { snappyCompress, snappyDecompress as wasmSnappyDecompress } from '@platformatic/wasm-utils';
 import snappy from 'snappy';
 import { compressFrame, decompressFrame } from 'lz4-napi';
 
@@ -26,8 +30,44 @@ export function isXerial(buffer: Buffer): boolean {
   return buffer.length >= XERIAL_HEADER_BYTES && buffer.subarray(0, XERIAL_MAGIC.length).equals(XERIAL_MAGIC);
 }
 
+/**
+ * The largest block the WebAssembly build compresses, or (by what the block says)
+ * decompresses to. Its memory grows to the largest input and output it has held and
+ * never shrinks: the gateway's largest batch (4 MiB) fits, and a larger one goes to the
+ * native package, whose output is an ordinary Buffer freed with it.
+ */
+export const WASM_SNAPPY_MAX_BYTES = 8 * 1024 * 1024;
+
+/** The length a raw snappy block says it decompresses to (its leading varint, at most 32 bits); undefined when that is cut short. */
+export function snappyClaimedLength(block: Buffer): number | undefined {
+  let length = 0;
+  for (let at = 0; at < 5 && at < block.length; at++) {
+    const byte = block[at]!;
+    length += (byte & 0x7f) * 2 ** (7 * at);
+    if (byte < 0x80) return length;
+  }
+  return undefined;
+}
+
+/** One raw snappy block decompressed; throws on a corrupt one. */
+function uncompressBlock(block: Buffer): Buffer {
+  const claimed = snappyClaimedLength(block);
+  if (claimed === undefined || claimed > WASM_SNAPPY_MAX_BYTES) return snappy.uncompressSync(block) as Buffer;
+  try {
+    return wasmSnappyDecompress(block);
+  } catch {
+    // The WebAssembly build stops at a corrupt block without saying why ("unreachable").
+    throw new Error(`snappy: corrupt input (a block of ${block.length} bytes that says it holds ${claimed})`);
+  }
+}
+
+/** Raw snappy of `buffer` (one block, as librdkafka writes it), through the WebAssembly build within its bound. */
+export function snappyBlock(buffer: Buffer): Buffer {
+  return buffer.length > WASM_SNAPPY_MAX_BYTES ? snappy.compressSync(buffer) : snappyCompress(buffer);
+}
+
 async function snappyDecompress(buffer: Buffer): Promise<Buffer> {
-  if (!isXerial(buffer)) return snappy.uncompressSync(buffer) as Buffer;
+  if (!isXerial(buffer)) return uncompressBlock(buffer);
   // After the header: blocks, each a big-endian int32 length and that many bytes of raw snappy.
   const blocks: Buffer[] = [];
   for (let at = XERIAL_HEADER_BYTES; at < buffer.length;) {
@@ -35,7 +75,7 @@ async function snappyDecompress(buffer: Buffer): Promise<Buffer> {
     const length = buffer.readInt32BE(at);
     at += 4;
     if (length < 0 || at + length > buffer.length) throw new Error('snappy (xerial): block past the end of the payload');
-    blocks.push(snappy.uncompressSync(buffer.subarray(at, at + length)) as Buffer);
+    blocks.push(uncompressBlock(buffer.subarray(at, at + length)));
     at += length;
   }
   return Buffer.concat(blocks);
@@ -72,14 +112,14 @@ function remembering(decompress: (buffer: Buffer) => Promise<Buffer>): (buffer: 
 }
 
 /**
- * snappy runs in the calling thread (`compressSync`, `uncompressSync`): the asynchronous
- * calls hand each batch to the thread pool and back, and held 60–160 MB more RSS in the
- * services under load for no less CPU per record (bench/analysis.md); a batch of 1 MB
- * takes about 2 ms.
+ * snappy runs in the calling thread: the native package's asynchronous calls hand each
+ * batch to the thread pool and back, and held 60–160 MB more RSS in the services under
+ * load for no less CPU per record (bench/analysis.md). A batch of 1 MB takes about 1.3 ms
+ * to compress and 0.8 ms to decompress in the WebAssembly build.
  */
 export const codecs: Record<'snappy' | 'lz4' | 'zstd', Codec> = {
   snappy: {
-    compress: async (encoder) => snappy.compressSync(encoder.buffer),
+    compress: async (encoder) => snappyBlock(encoder.buffer),
     decompress: remembering(snappyDecompress),
   },
   lz4: {

@@ -64,10 +64,11 @@ describe('platformaticSecurity', () => {
 });
 
 describe("the client's snappy", () => {
-  it('compresses with the native snappy, and the client and kafka-codecs read it back', async () => {
-    const { codecs } = await import('./kafka-codecs.js');
+  it('compresses as kafka-codecs does (raw blocks, the same bytes as the native package), and the client and kafka-codecs read it back', async () => {
+    const { codecs, snappyBlock } = await import('./kafka-codecs.js');
     const data = Buffer.from(JSON.stringify(Array.from({ length: 200 }, (_, i) => ({ i, model: 'gpt-4o-mini', tokens: i * 7 }))));
     const compressed = compressionsAlgorithms.snappy.compressSync(data);
+    expect(compressed.equals(snappyBlock(data))).toBe(true);
     expect(compressed.equals(snappy.compressSync(data))).toBe(true);
     expect(compressionsAlgorithms.snappy.decompressSync(compressed).equals(data)).toBe(true);
     expect((await codecs.snappy.decompress(compressed)).equals(data)).toBe(true);

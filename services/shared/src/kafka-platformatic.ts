@@ -4,15 +4,16 @@
 // does. The gateway's producer by default (KAFKA_PRODUCER_CLIENT): it takes about half
 // of kafkajs's CPU per record produced (bench/analysis.md, "Kafka clients").
 import { Producer, compressionsAlgorithms, type SASLOptions } from '@platformatic/kafka';
-import snappy from 'snappy';
+import { snappyBlock } from './kafka-codecs.js';
 import type { KafkaSecurity, KafkaSettings, OutgoingRecord, RecordSender, SenderOptions } from './kafka.js';
 
-// snappy, the gateway's codec, through the native `snappy` package kafka-codecs.ts
-// already uses, in place of the client's WebAssembly build (5.7 µs of the gateway's CPU
-// per record in its profile). Raw blocks either way: what every client reads.
-// Its table is typed read-only; the entry is a plain object the producer reads at every batch.
+// snappy, the gateway's codec, as kafka-codecs.ts compresses it: the client's own
+// WebAssembly build (a third of the native `snappy` package's CPU here), and the native
+// package for a batch past the bound that keeps the WebAssembly memory small. Raw blocks
+// either way: what every client reads. Its table is typed read-only; the entry is a plain
+// object the producer reads at every batch.
 (compressionsAlgorithms.snappy as { compressSync: (data: Buffer | { buffer: Buffer }) => Buffer }).compressSync = (data) =>
-  snappy.compressSync(Buffer.isBuffer(data) ? data : data.buffer);
+  snappyBlock(Buffer.isBuffer(data) ? data : data.buffer);
 
 /**
  * The partition of a record as @platformatic/kafka asks it (the client takes the answer
