@@ -3,11 +3,11 @@
 // stopped all loading at the first batch a Java, librdkafka or Go producer (or a
 // broker with `compression.type` set) compressed otherwise. The codecs here; kafka.ts
 // (the one file that imports the client) registers them once, when it is loaded:
-// - snappy through the WebAssembly build @platformatic/kafka ships (`@platformatic/wasm-utils`;
-//   about a third of the CPU of the native `snappy` package here, bench/analysis.md), and
-//   through `snappy` (napi-rs) for a block that says it decompresses to more than
-//   WASM_SNAPPY_MAX_BYTES; raw blocks as librdkafka writes them and the xerial framing of
-//   Java's snappy-java;
+// - snappy through the WebAssembly build @platformatic/kafka ships (`@platformatic/wasm-utils`:
+//   a third of the native `snappy` package's CPU measured alone, a fifth less of a
+//   kafkajs reader's CPU per record; bench/analysis.md), and through `snappy` (napi-rs)
+//   for a block past WASM_SNAPPY_MAX_BYTES; raw blocks as librdkafka writes them and the
+//   xerial framing of Java's snappy-java;
 // - lz4 through `lz4-napi`: the LZ4 frame format Kafka uses since 0.10 (KIP-57);
 // - zstd through Node's own zlib (Node 22.15 and later).
 import zlib from 'node:zlib';

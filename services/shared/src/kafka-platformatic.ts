@@ -8,7 +8,7 @@ import { snappyBlock } from './kafka-codecs.js';
 import type { KafkaSecurity, KafkaSettings, OutgoingRecord, RecordSender, SenderOptions } from './kafka.js';
 
 // snappy, the gateway's codec, as kafka-codecs.ts compresses it: the client's own
-// WebAssembly build (a third of the native `snappy` package's CPU here), and the native
+// WebAssembly build (less CPU than the native `snappy` package here), and the native
 // package for a batch past the bound that keeps the WebAssembly memory small. Raw blocks
 // either way: what every client reads. Its table is typed read-only; the entry is a plain
 // object the producer reads at every batch.
