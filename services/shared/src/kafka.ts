@@ -501,12 +501,24 @@ export async function openKafkajsSource(
 }
 
 /** The RecordSource of a kafkajs consumer (connected, not running yet). */
-function kafkajsRecordSource(consumer: Consumer): RecordSource {
-  const latest: LatestBatches = new Map();
+export function kafkajsRecordSource(
+  consumer: Pick<Consumer, 'events' | 'on' | 'subscribe' | 'run' | 'commitOffsets' | 'pause'>,
+): RecordSource {
+  const latest: LatestBatches = { assignment: 0, batches: new Map() };
+  // The assignment may change: the batches handed over before are no longer live (their
+  // partitions may be another member's), and a partition this member lost must not keep
+  // its last batch's records in memory until it is assigned here again.
+  const assignmentMayChange = () => {
+    latest.assignment++;
+    latest.batches.clear();
+    onAssignmentChange?.();
+  };
+  let onAssignmentChange: (() => void) | undefined;
+  consumer.on(consumer.events.REBALANCING, assignmentMayChange);
+  consumer.on(consumer.events.GROUP_JOIN, assignmentMayChange);
   return {
     async run({ topic, partitionsConcurrently, onBatch, onAssignment }) {
-      consumer.on(consumer.events.REBALANCING, onAssignment);
-      consumer.on(consumer.events.GROUP_JOIN, onAssignment);
+      onAssignmentChange = onAssignment;
       await consumer.subscribe({ topic, fromBeginning: true });
       await consumer.run({
         autoCommit: false,
@@ -526,24 +538,34 @@ function kafkajsRecordSource(consumer: Consumer): RecordSource {
  * and they say nothing of that batch alone: whether the consumer runs, whether the
  * partition was sought, a heartbeat for the member. So a batch's `live` and `heartbeat`
  * ask the latest batch's, and a reader may keep them past its batch (the ingester
- * keeps them with each chunk until it loads) without keeping its records.
+ * keeps them with each chunk until it loads) without keeping its records. Emptied
+ * whenever the assignment may change: a batch handed over before is not live after it.
  */
-type LatestBatches = Map<string, Pick<EachBatchPayload, 'heartbeat' | 'isRunning' | 'isStale'>>;
+interface LatestBatches {
+  /** Counts the times the assignment may have changed. */
+  assignment: number;
+  batches: Map<string, Pick<EachBatchPayload, 'heartbeat' | 'isRunning' | 'isStale'>>;
+}
 
 /** kafkajs's batch as an IncomingBatch: its messages as they are (no copy), cut before the undecodable batch's marker. */
 function incomingBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload, latest: LatestBatches): IncomingBatch {
   // The patched client hands a batch it could not decode over as one marker, last.
   const stuck = batch.messages.findIndex((message) => undecodableBatch(message) !== undefined);
   const partition = `${batch.topic}:${batch.partition}`;
-  latest.set(partition, { heartbeat, isRunning, isStale });
-  const current = () => latest.get(partition)!;
+  latest.batches.set(partition, { heartbeat, isRunning, isStale });
+  const assignment = latest.assignment;
+  // The partition's latest batch, while the assignment has not changed since this one.
+  const current = () => (latest.assignment === assignment ? latest.batches.get(partition) : undefined);
   return {
     topic: batch.topic,
     partition: batch.partition,
     records: stuck < 0 ? batch.messages : batch.messages.slice(0, stuck),
     undecodable: stuck < 0 ? undefined : undecodableBatch(batch.messages[stuck]!),
-    live: () => current().isRunning() && !current().isStale(),
-    heartbeat: () => current().heartbeat(),
+    live: () => {
+      const now = current();
+      return now !== undefined && now.isRunning() && !now.isStale();
+    },
+    heartbeat: async () => current()?.heartbeat(),
     release: resolveOffset,
   };
 }
