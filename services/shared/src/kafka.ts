@@ -505,20 +505,18 @@ export function kafkajsRecordSource(
   consumer: Pick<Consumer, 'events' | 'on' | 'subscribe' | 'run' | 'commitOffsets' | 'pause'>,
 ): RecordSource {
   const latest: LatestBatches = { assignment: 0, batches: new Map() };
-  // The assignment may change: the batches handed over before are no longer live (their
-  // partitions may be another member's), and a partition this member lost must not keep
-  // its last batch's records in memory until it is assigned here again.
-  const assignmentMayChange = () => {
-    latest.assignment++;
-    latest.batches.clear();
-    onAssignmentChange?.();
-  };
-  let onAssignmentChange: (() => void) | undefined;
-  consumer.on(consumer.events.REBALANCING, assignmentMayChange);
-  consumer.on(consumer.events.GROUP_JOIN, assignmentMayChange);
   return {
     async run({ topic, partitionsConcurrently, onBatch, onAssignment }) {
-      onAssignmentChange = onAssignment;
+      // The assignment may change: the batches handed over before are no longer live (their
+      // partitions may be another member's), and a partition this member lost must not keep
+      // its last batch's records in memory until it is assigned here again.
+      const assignmentMayChange = () => {
+        latest.assignment++;
+        latest.batches.clear();
+        onAssignment();
+      };
+      consumer.on(consumer.events.REBALANCING, assignmentMayChange);
+      consumer.on(consumer.events.GROUP_JOIN, assignmentMayChange);
       await consumer.subscribe({ topic, fromBeginning: true });
       await consumer.run({
         autoCommit: false,
