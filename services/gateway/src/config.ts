@@ -57,7 +57,7 @@ export const gatewaySpec = {
   KAFKA_COMPRESSION: str({
     default: 'snappy',
     choices: ['none', 'gzip', 'snappy', 'lz4', 'zstd'],
-    desc: "Codec of the record batches the gateway produces (the ingester reads every codec). snappy by measurement (BENCHMARKS.md): 3.6x fewer bytes on the broker than none for about 7 % more CPU in the gateway and the ingester; zstd stores 6x fewer but costs the ingester, the pipeline's limit, over half as much CPU again",
+    desc: "Codec of the record batches the gateway produces (the ingester reads every codec). snappy by measurement (BENCHMARKS.md): 3.7x fewer bytes on the broker than none for the same CPU in the gateway and the ingester, within a run's noise; zstd stores 6x fewer but costs the ingester about a fifth more CPU per record, lz4 the ingester a tenth more",
   }),
   KAFKA_PRODUCER_CLIENT: str({
     default: 'platformatic',
