@@ -3,7 +3,7 @@
 // result as the answer lists it, and the 400 answer when no item was valid.
 import { ServiceError, type FieldError, refuse, withinErrorBudget } from '@otm/shared/errors';
 import { v7 as uuidv7 } from 'uuid';
-import { DeferredItems, UnreadableLine } from './batch-body.js';
+import { DeferredItems, DeferredLines, UnreadableLine, type DeferredBatch } from './batch-body.js';
 import type { IntakeEntry, IntakeItem, ItemResult } from './intake.js';
 import { IDEMPOTENCY_KEY } from './record-intake.js';
 
@@ -19,10 +19,10 @@ export interface BatchItemResult {
 
 /**
  * The batch's items for the intake: a member `idempotencyKey` is the item's own key, else
- * the batch's key with the item's index. A clean JSON array's items stay deferred: each
- * is parsed when the intake reaches it (DeferredItems).
+ * the batch's key with the item's index. A clean JSON array's items and an NDJSON batch's
+ * lines stay deferred: each is parsed when the intake reaches it (DeferredItems, DeferredLines).
  */
-export function batchItems(items: unknown[] | DeferredItems, batchKey: string | undefined): IntakeEntry[] {
+export function batchItems(items: unknown[] | DeferredBatch, batchKey: string | undefined): IntakeEntry[] {
   const toItem = (item: unknown, index: number): IntakeItem | ServiceError => {
     try {
       const { record, itemKey } = splitItem(item);
@@ -32,7 +32,8 @@ export function batchItems(items: unknown[] | DeferredItems, batchKey: string | 
       throw error;
     }
   };
-  if (items instanceof DeferredItems) return Array.from({ length: items.length }, (_, index) => () => toItem(items.parse(index), index));
+  if (items instanceof DeferredItems || items instanceof DeferredLines)
+    return Array.from({ length: items.length }, (_, index) => () => toItem(items.parse(index), index));
   return items.map(toItem);
 }
 

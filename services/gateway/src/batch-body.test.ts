@@ -161,16 +161,53 @@ describe('a JSON array batch parsed item by item', () => {
 });
 
 describe('an NDJSON batch parsed line by line from its bytes', () => {
+  const ndjson = async (text: string) =>
+    parseNdjson(
+      await readCountedBody(Readable.from([Buffer.from(text)]), new NdjsonItemCounter(), limits),
+      depth,
+      limits.maxUnreadableLines,
+    );
+
   it('gives what splitting the whole text gave', async () => {
     const text = `${JSON.stringify(record)}\n\n  \r\n{"a":"\u00e9"}\r\nnot json\n[1]`;
     const counter = new NdjsonItemCounter();
     const body = await readCountedBody(Readable.from([Buffer.from(text)]), counter, limits);
-    const items = parseNdjson(body, depth, limits.maxUnreadableLines);
+    const lines = parseNdjson(body, depth, limits.maxUnreadableLines);
+    const items = Array.from({ length: lines.length }, (_, index) => lines.parse(index));
     expect(counter.items).toBe(4);
     expect(items).toHaveLength(4);
     expect(items[0]).toEqual(record);
     expect(items[1]).toEqual({ a: '\u00e9' });
     expect(items[2]).toBeInstanceOf(UnreadableLine);
     expect(items[3]).toEqual([1]);
+  });
+
+  it('skips the lines String.prototype.trim leaves empty, a no-break space among them, and keeps any other', async () => {
+    const lines = await ndjson(`\u00a0 \t\n\u2028\n\u00a0{"a":1}\n\u00e9\n{"b":2}\r\n\f\n`);
+    const items = Array.from({ length: lines.length }, (_, index) => lines.parse(index));
+    expect(items).toHaveLength(3);
+    expect(items[0]).toBeInstanceOf(UnreadableLine);
+    expect(items[1]).toBeInstanceOf(UnreadableLine);
+    expect(items[2]).toEqual({ b: 2 });
+  });
+
+  it('parses a line only when it is reached: the unreadable line past the limit refuses the batch there', async () => {
+    const lines = await ndjson(`${JSON.stringify(record)}\nnot json\n{\n[\n{"c":3}`);
+    expect(lines.length).toBe(5);
+    expect(lines.parse(0)).toEqual(record);
+    expect(lines.parse(1)).toBeInstanceOf(UnreadableLine);
+    expect(lines.parse(1)).toBeInstanceOf(UnreadableLine); // counted once
+    expect(lines.parse(2)).toBeInstanceOf(UnreadableLine);
+    let refusal: unknown;
+    try {
+      lines.parse(3);
+    } catch (error) {
+      refusal = error;
+    }
+    expect(refusal).toBeInstanceOf(ServiceError);
+    expect((refusal as ServiceError).toBody()).toMatchObject({
+      errorType: 'ValidationError',
+      message: 'More than 2 lines of the batch are not JSON; no record was accepted.',
+    });
   });
 });

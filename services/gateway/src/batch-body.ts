@@ -1,10 +1,10 @@
 // A batch body read with its cost bounded before any item is parsed: the items (NDJSON
 // lines, or the elements of a JSON array) are counted on the inflated bytes as they
 // arrive, and the request is refused at the item limit or the byte limit without
-// reading further. Only then is the body split and parsed (a JSON array's items one by
-// one as the intake reaches them), and an NDJSON batch whose unreadable lines pass a
-// limit is refused whole rather than answered line by line. Each item is decoded and
-// parsed from its own bytes: a batch never becomes one string of its whole text
+// reading further. Only then is the body split, and each item parsed as the intake
+// reaches it (a JSON array's items, an NDJSON batch's lines); an NDJSON batch whose
+// unreadable lines pass a limit is refused whole rather than answered line by line.
+// Each item is decoded and parsed from its own bytes: a batch never becomes one string of its whole text
 // (megabytes, which V8 allocates straight into its old generation, so every batch left
 // its size there for the next full collection).
 import type { Readable } from 'node:stream';
@@ -264,30 +264,81 @@ function isJsonSpace(body: Buffer, start: number, end: number): boolean {
   return true;
 }
 
-/** The items of an NDJSON batch (at most `maxRecords` non-blank lines, counted on reading), each line decoded from its own bytes. */
-export function parseNdjson(body: Buffer, jsonMaxDepth: number, maxUnreadableLines: number): unknown[] {
-  const items: unknown[] = [];
-  let unreadable = 0;
-  for (let start = 0; start <= body.length;) {
-    const newline = body.indexOf(NEWLINE, start);
-    const end = newline === -1 ? body.length : newline;
-    const line = body.toString('utf8', start, end);
-    start = end + 1;
-    if (line.trim() === '') continue;
+/**
+ * The items of an NDJSON batch: its non-blank lines (at most `maxRecords`, counted on
+ * reading), each parsed from its own bytes only when the intake reaches it, as a JSON
+ * array's items are (DeferredItems): a batch's parsed records are never all alive at
+ * once. A line that is not a JSON text is its own item's refusal (UnreadableLine); the
+ * unreadable line past `maxUnreadableLines` refuses the whole batch, thrown out of the
+ * intake, which queues nothing before every item is read.
+ */
+export class DeferredLines {
+  private unreadable = 0;
+  /** The lines found unreadable so far (each counted once, however often it is parsed). */
+  private readonly counted = new Set<number>();
+
+  constructor(
+    private readonly body: Buffer,
+    private readonly ranges: readonly [number, number][],
+    private readonly jsonMaxDepth: number,
+    private readonly maxUnreadableLines: number,
+  ) {}
+
+  get length(): number {
+    return this.ranges.length;
+  }
+
+  /** The line at `index` (among the non-blank ones), parsed, or an UnreadableLine; throws the whole batch's refusal past the limit. */
+  parse(index: number): unknown {
+    const [start, end] = this.ranges[index]!;
     try {
-      items.push(parseJsonText(line, jsonMaxDepth, 'This line'));
+      return parseJsonText(this.body.toString('utf8', start, end), this.jsonMaxDepth, 'This line');
     } catch (error) {
-      if (++unreadable > maxUnreadableLines) {
+      if (!(error instanceof ServiceError)) throw error;
+      if (!this.counted.has(index)) {
+        this.counted.add(index);
+        this.unreadable++;
+      }
+      if (this.unreadable > this.maxUnreadableLines) {
         throw refuse(
           'batchUnreadableLines',
-          { max: maxUnreadableLines },
+          { max: this.maxUnreadableLines },
           {
-            errors: [{ path: '/', message: `must hold at most ${maxUnreadableLines} unreadable lines` }],
+            errors: [{ path: '/', message: `must hold at most ${this.maxUnreadableLines} unreadable lines` }],
           },
         );
       }
-      items.push(new UnreadableLine(error as ServiceError));
+      return new UnreadableLine(error);
     }
   }
-  return items;
+}
+
+/** A batch body whose items are parsed one by one as the intake reaches them. */
+export type DeferredBatch = DeferredItems | DeferredLines;
+
+/** The items of an NDJSON batch: its non-blank lines, found in its bytes, parsed later (DeferredLines). */
+export function parseNdjson(body: Buffer, jsonMaxDepth: number, maxUnreadableLines: number): DeferredLines {
+  const ranges: [number, number][] = [];
+  for (let start = 0; start <= body.length;) {
+    const newline = body.indexOf(NEWLINE, start);
+    const end = newline === -1 ? body.length : newline;
+    if (!isBlankLine(body, start, end)) ranges.push([start, end]);
+    start = end + 1;
+  }
+  return new DeferredLines(body, ranges, jsonMaxDepth, maxUnreadableLines);
+}
+
+/**
+ * Whether a line holds only whitespace, as String.prototype.trim sees it: a byte of ASCII
+ * text says no at once (a record's first byte); a line of ASCII blanks says yes; one with
+ * bytes past ASCII among its blanks is decoded and trimmed (a no-break space is blank there).
+ */
+function isBlankLine(body: Buffer, start: number, end: number): boolean {
+  let beyondAscii = false;
+  for (let i = start; i < end; i++) {
+    const byte = body[i]!;
+    if (byte >= 0x80) beyondAscii = true;
+    else if (BLANK[byte] === 0) return false;
+  }
+  return !beyondAscii || body.toString('utf8', start, end).trim() === '';
 }

@@ -10,12 +10,14 @@ import { fitErrorBudget, refuse } from '@otm/shared/errors';
 import type { Readable } from 'node:stream';
 import {
   DeferredItems,
+  DeferredLines,
   JsonArrayItemCounter,
   NdjsonItemCounter,
   parseJsonArrayBody,
   parseNdjson,
   readCountedBody,
   type BatchBodyLimits,
+  type DeferredBatch,
 } from './batch-body.js';
 import { batchItems, itemResult, noneValidAnswer } from './batch-answer.js';
 import { errorBodySchema, ingestRoutes } from './ingest-routes.js';
@@ -60,7 +62,7 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         onRequest: deps.authenticate,
         preHandler: async (request, reply) => {
           const items = request.body;
-          if (!(items instanceof DeferredItems) && !Array.isArray(items)) {
+          if (!(items instanceof DeferredItems) && !(items instanceof DeferredLines) && !Array.isArray(items)) {
             throw refuse('batchNotArray', {
               errors: [{ path: '/', message: 'must be an array' }],
             });
@@ -85,7 +87,7 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         const context = deps.intakeContext(request, receivedAt);
         // The intake takes the parsed items; the request lets go of them, so that they do
         // not live until the answer (intake.ts, accept()).
-        const items = batchItems(request.body as unknown[] | DeferredItems, batchKey);
+        const items = batchItems(request.body as unknown[] | DeferredBatch, batchKey);
         request.body = undefined;
         const intake = await accept(items, context, {
           batcher: deps.batcher,
