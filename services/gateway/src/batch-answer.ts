@@ -3,7 +3,7 @@
 // result as the answer lists it, and the 400 answer when no item was valid.
 import { ServiceError, type FieldError, refuse, withinErrorBudget } from '@otm/shared/errors';
 import { v7 as uuidv7 } from 'uuid';
-import { DeferredItems, DeferredLines, UnreadableLine, type DeferredBatch } from './batch-body.js';
+import { isDeferredBatch, UnreadableLine, type DeferredBatch } from './batch-body.js';
 import type { IntakeEntry, IntakeItem, ItemResult } from './intake.js';
 import { IDEMPOTENCY_KEY } from './record-intake.js';
 
@@ -32,8 +32,7 @@ export function batchItems(items: unknown[] | DeferredBatch, batchKey: string | 
       throw error;
     }
   };
-  if (items instanceof DeferredItems || items instanceof DeferredLines)
-    return Array.from({ length: items.length }, (_, index) => () => toItem(items.parse(index), index));
+  if (isDeferredBatch(items)) return Array.from({ length: items.length }, (_, index) => () => toItem(items.parse(index), index));
   return items.map(toItem);
 }
 

@@ -316,6 +316,11 @@ export class DeferredLines {
 /** A batch body whose items are parsed one by one as the intake reaches them. */
 export type DeferredBatch = DeferredItems | DeferredLines;
 
+/** Whether a parsed batch body is one whose items wait to be parsed (DeferredItems, DeferredLines). */
+export function isDeferredBatch(value: unknown): value is DeferredBatch {
+  return value instanceof DeferredItems || value instanceof DeferredLines;
+}
+
 /** The items of an NDJSON batch: its non-blank lines, found in its bytes, parsed later (DeferredLines). */
 export function parseNdjson(body: Buffer, jsonMaxDepth: number, maxUnreadableLines: number): DeferredLines {
   const ranges: [number, number][] = [];

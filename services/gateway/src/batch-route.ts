@@ -9,8 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fitErrorBudget, refuse } from '@otm/shared/errors';
 import type { Readable } from 'node:stream';
 import {
-  DeferredItems,
-  DeferredLines,
+  isDeferredBatch,
   JsonArrayItemCounter,
   NdjsonItemCounter,
   parseJsonArrayBody,
@@ -62,7 +61,7 @@ export function registerBatchRoute(app: FastifyInstance, limits: BatchBodyLimits
         onRequest: deps.authenticate,
         preHandler: async (request, reply) => {
           const items = request.body;
-          if (!(items instanceof DeferredItems) && !(items instanceof DeferredLines) && !Array.isArray(items)) {
+          if (!isDeferredBatch(items) && !Array.isArray(items)) {
             throw refuse('batchNotArray', {
               errors: [{ path: '/', message: 'must be an array' }],
             });
