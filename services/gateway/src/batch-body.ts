@@ -4,9 +4,9 @@
 // reading further. Only then is the body split, and each item parsed as the intake
 // reaches it (a JSON array's items, an NDJSON batch's lines); an NDJSON batch whose
 // unreadable lines pass a limit is refused whole rather than answered line by line.
-// Each item is decoded and parsed from its own bytes: a batch never becomes one string of its whole text
-// (megabytes, which V8 allocates straight into its old generation, so every batch left
-// its size there for the next full collection).
+// Each item is decoded and parsed from its own bytes: a batch never becomes one string
+// of its whole text (megabytes, which V8 allocates straight into its old generation, so
+// every batch left its size there for the next full collection).
 import type { Readable } from 'node:stream';
 import { ServiceError, refuse } from '@otm/shared/errors';
 import { parseJsonText } from '@otm/shared/http-edge';
@@ -273,9 +273,8 @@ function isJsonSpace(body: Buffer, start: number, end: number): boolean {
  * intake, which queues nothing before every item is read.
  */
 export class DeferredLines {
-  private unreadable = 0;
   /** The lines found unreadable so far (each counted once, however often it is parsed). */
-  private readonly counted = new Set<number>();
+  private readonly unreadable = new Set<number>();
 
   constructor(
     private readonly body: Buffer,
@@ -295,11 +294,8 @@ export class DeferredLines {
       return parseJsonText(this.body.toString('utf8', start, end), this.jsonMaxDepth, 'This line');
     } catch (error) {
       if (!(error instanceof ServiceError)) throw error;
-      if (!this.counted.has(index)) {
-        this.counted.add(index);
-        this.unreadable++;
-      }
-      if (this.unreadable > this.maxUnreadableLines) {
+      this.unreadable.add(index);
+      if (this.unreadable.size > this.maxUnreadableLines) {
         throw refuse(
           'batchUnreadableLines',
           { max: this.maxUnreadableLines },
