@@ -151,6 +151,18 @@ describe("the machine's limit", () => {
       "The machine's limit",
     );
   });
+
+  it('is not compared with the floors when the ladder ran with another capture policy', () => {
+    const targetRow = (report: string, start: string) => report.split('\n').find((line) => line.startsWith(`| ${start}`))!;
+    const full = renderMarkdown(figures);
+    const metadataOnly = renderMarkdown({ ...figures, endToEnd: { ...figures.endToEnd, capture: 'metadata-only' } } as Output);
+    for (const start of ['end to end ≥ 0.6', 'ClickHouse CPU per record end to end']) {
+      expect(targetRow(full, start)).not.toContain('not comparable');
+      expect(targetRow(full, start)).toMatch(/\*\*(not )?met\*\* \|$/);
+      expect(targetRow(metadataOnly, start)).toContain("capture policy metadata-only: not the floors' records, so not comparable");
+      expect(targetRow(metadataOnly, start)).toMatch(/\| not measured \|$/);
+    }
+  });
 });
 
 describe('freshnessTarget', () => {

@@ -8,10 +8,17 @@
 // accepted). The ladder stops at the first failing step; up to BENCH_E2E_NARROW_STEPS
 // more steps (2) then halve the gap between the last step that passed (if one did) and
 // the lowest that failed, to 250 records/s, each starting once the topic has drained.
-// sustainedPerS is the highest offered rate of a passing step.
+// sustainedPerS is the highest offered rate of a passing step. BENCH_E2E_CAPTURE sets
+// the capture policy of the steps' keys (full by default, as the floors' records are):
+// metadata-only measures the pipeline for records whose prompts and responses are not
+// kept, and the report then says the ladder is not comparable with the floors.
+// BENCH_E2E_LOGS names a file the ingester's log is written to when the ladder ends, at
+// debug level: each load unit's rows and the times of its dedupe, load and mark.
+import fs from 'node:fs';
 import { consumerLag } from '@otm/shared/kafka';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { KeyStore } from '@otm/shared/keys/key-store';
+import { CAPTURE_POLICIES, type CapturePolicy } from '@otm/schemas';
 import { clickhouseThreadKind, nodeThreadKind, perRecordUs, threadCpuSeconds } from '../../lib/thread-cpu.js';
 import {
   quick,
@@ -52,14 +59,24 @@ async function drain(lagNow: () => Promise<number>, timeoutMs: number): Promise<
   return lag;
 }
 
+/** The capture policy of the steps' keys: BENCH_E2E_CAPTURE, full when unset. */
+export function e2eCapture(value: string | undefined): CapturePolicy {
+  if (value === undefined || value === '') return 'full';
+  if (!(CAPTURE_POLICIES as readonly string[]).includes(value)) {
+    throw new Error(`BENCH_E2E_CAPTURE must be one of ${CAPTURE_POLICIES.join(', ')}, not ${value}`);
+  }
+  return value as CapturePolicy;
+}
+
 export async function benchEndToEnd(): Promise<void> {
+  const capture = e2eCapture(process.env.BENCH_E2E_CAPTURE);
   const stepSeconds = quick ? 10 : Number(process.env.BENCH_E2E_STEP_SECONDS ?? 60);
   const ladder = quick
     ? [1000]
     : (process.env.BENCH_E2E_RATES ?? '1000,2000,3000,4000,5000,6000,7000,8000,10000,12000').split(',').map(Number);
   const narrowSteps = quick ? 0 : Number(process.env.BENCH_E2E_NARROW_STEPS ?? 2);
   log(
-    `4b. end to end: offered ${ladder.join(', ')} records/s for ${stepSeconds} s each, batch endpoint, until a step fails; then up to ${narrowSteps} steps between the last that passed and it`,
+    `4b. end to end: offered ${ladder.join(', ')} records/s for ${stepSeconds} s each, batch endpoint, capture policy ${capture}, until a step fails; then up to ${narrowSteps} steps between the last that passed and it`,
   );
   const topic = `bench.e2e.${runId}`;
   const database = `bench_e2e_${runId}`;
@@ -67,7 +84,8 @@ export async function benchEndToEnd(): Promise<void> {
   const groupId = `bench-e2e-${runId}`;
   const port = 18460;
   const store = new KeyStore(redis, prefix);
-  const { ingester, gateway } = await startPipeline({ topic, database, groupId, prefix, port, level: 'info' });
+  const logsFile = process.env.BENCH_E2E_LOGS;
+  const { ingester, gateway } = await startPipeline({ topic, database, groupId, prefix, port, level: logsFile ? 'debug' : 'info' });
   const admin = kafka.admin();
   await admin.connect();
   const clickhouse = createClickHouse({ url: addresses.CLICKHOUSE_URL, database, username: 'default', password: '' });
@@ -94,7 +112,7 @@ export async function benchEndToEnd(): Promise<void> {
   });
   /** One step at `rate` records/s: measured, logged and recorded; whether it passed. */
   const step = async (rate: number): Promise<boolean> => {
-    const key = await store.create({ environment: 'prod', name: `e2e-${rate}` });
+    const key = await store.create({ environment: 'prod', name: `e2e-${rate}`, capture });
     const lags: { at: number; lag: number }[] = [];
     let sampling = true;
     const started = performance.now();
@@ -270,12 +288,14 @@ export async function benchEndToEnd(): Promise<void> {
   };
   const rss = { gateway: peakRssMb(gateway.child.pid), ingester: peakRssMb(ingester.child.pid) };
   await admin.disconnect();
+  if (logsFile) fs.writeFileSync(logsFile, `${ingester.logs.join('\n')}\n`);
   await Promise.all([gateway.stop(), ingester.stop()]);
   await clickhouse.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
   await clickhouse.close();
   results.endToEnd = {
     sustainedPerS: sustained,
     stepSeconds,
+    capture,
     gatewayCpuUsPerRecord: cpuUs.gateway,
     ingesterCpuUsPerRecord: cpuUs.ingester,
     gatewayRssMb: rss.gateway,
