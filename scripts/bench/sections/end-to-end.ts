@@ -11,7 +11,8 @@
 // sustainedPerS is the highest offered rate of a passing step. BENCH_E2E_CAPTURE sets
 // the capture policy of the steps' keys (full by default, as the floors' records are):
 // metadata-only measures the pipeline for records whose prompts and responses are not
-// kept, and the report then says the ladder is not comparable with the floors.
+// kept, and the report then shows the ladder's figures without checking them against
+// the targets (set for the floors' records, which keep them).
 // BENCH_E2E_LOGS names a file the ingester's log is written to when the ladder ends, at
 // debug level: each load unit's rows and the times of its dedupe, load and mark.
 import fs from 'node:fs';
