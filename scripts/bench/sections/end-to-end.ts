@@ -61,7 +61,7 @@ async function drain(lagNow: () => Promise<number>, timeoutMs: number): Promise<
 }
 
 /** The capture policy of the steps' keys: BENCH_E2E_CAPTURE, full when unset. */
-export function e2eCapture(value: string | undefined): CapturePolicy {
+function e2eCapture(value: string | undefined): CapturePolicy {
   if (value === undefined || value === '') return 'full';
   if (!(CAPTURE_POLICIES as readonly string[]).includes(value)) {
     throw new Error(`BENCH_E2E_CAPTURE must be one of ${CAPTURE_POLICIES.join(', ')}, not ${value}`);
