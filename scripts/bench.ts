@@ -3,7 +3,7 @@
 // each figure the median of several runs (min and max kept), and writes
 // bench/results/latest.json and BENCHMARKS.md. Never fails on a number. All load
 // targets loopback and is bounded in count and time.
-import { deleteRunTopics, redis, section } from './bench/context.js';
+import { deleteRunRedisKeys, deleteRunTopics, redis, section } from './bench/context.js';
 import { benchGateway } from './bench/sections/gateway.js';
 import { benchBatch } from './bench/sections/batch.js';
 import { benchProduce } from './bench/sections/produce.js';
@@ -37,8 +37,13 @@ const sections: [string, () => Promise<void>][] = [
   ['analytics', benchAnalytics],
   ['kafkaClients', benchKafkaClients],
 ];
-for (const [name, run] of sections) if (section(name)) await run();
+for (const [name, run] of sections) {
+  if (!section(name)) continue;
+  await run();
+  await deleteRunRedisKeys();
+}
 await writeReport(sections.map(([name]) => name).filter(section));
 await deleteRunTopics();
+await deleteRunRedisKeys(true);
 redis.disconnect();
 process.exit(0);

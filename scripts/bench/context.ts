@@ -11,6 +11,8 @@ import { buildQueuedRecordSchema, type QueuedUsageRecord } from '@otm/schemas';
 import { COMPRESSION_TYPES, createDurableProducer, createKafka, deleteTopicsWhere, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
 import { createRedis } from '@otm/shared/redis';
+import type { Redis as RedisNode } from 'ioredis';
+import { deleteBenchKeys, leftOverByEarlierRun } from './redis-sweep.js';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { loadStackConfig, stackAddresses } from '../stack/config.js';
@@ -531,6 +533,15 @@ export const meanBodyBytes = Math.round(bodies.reduce((sum, body) => sum + body.
 export const redis = createRedis(addresses.REDIS_URL);
 await redis.connect();
 export const keyPrefix = `bench-${runId}:`;
+// The local stack's Redis is one server (redis-sweep.ts says why the keys are deleted).
+const sweptKeys = await deleteBenchKeys(redis as RedisNode, (key) => leftOverByEarlierRun(key, runId, Date.now(), STALE_TEST_DATABASE_MS));
+if (sweptKeys > 0) log(`deleted ${sweptKeys} Redis keys earlier bench runs left`);
+
+/** Deletes this run's Redis keys when a section ends, but the key store's, which the whole run uses (or those too: `everything`). */
+export async function deleteRunRedisKeys(everything = false): Promise<void> {
+  const deleted = await deleteBenchKeys(redis as RedisNode, (key) => key.includes(runId) && (everything || !key.startsWith(keyPrefix)));
+  if (deleted > 0) log(`deleted ${deleted} Redis keys of this run`);
+}
 export const keyStore = new KeyStore(redis, keyPrefix);
 export const benchKey = await keyStore.create({ environment: 'prod', name: 'bench' });
 export const kafka = createKafka({ brokers: addresses.KAFKA_BROKERS.split(','), clientId: 'bench' });
