@@ -6,6 +6,7 @@
 // process whose CPU the report counts in "the rest". The run deletes each section's keys
 // when the section ends, and at its start those of runs made more than two hours before.
 import type { Redis as RedisNode } from 'ioredis';
+import { madeLongAgo } from '../lib/stale-databases.js';
 
 /** The run id a bench key's prefix holds, and when that run started; undefined for any other key. */
 export function benchRunOf(key: string): { runId: string; startedMs: number } | undefined {
@@ -17,10 +18,10 @@ export function benchRunOf(key: string): { runId: string; startedMs: number } | 
   return { runId: `${match[1]}${match[2]}`, startedMs };
 }
 
-/** Whether `key` belongs to a run other than `runId` that started more than `maxAgeMs` before `nowMs`. */
+/** Whether `key` belongs to a run other than `runId` that started more than `maxAgeMs` before `nowMs` (as test databases are judged). */
 export function leftOverByEarlierRun(key: string, runId: string, nowMs: number, maxAgeMs: number): boolean {
   const run = benchRunOf(key);
-  return run !== undefined && run.runId !== runId && run.startedMs <= nowMs && nowMs - run.startedMs > maxAgeMs;
+  return run !== undefined && run.runId !== runId && madeLongAgo(run.runId.slice(0, 8), nowMs, maxAgeMs);
 }
 
 /** Deletes the bench's keys that `select` picks (a scan of every `bench-` key); returns how many. */
