@@ -50,16 +50,22 @@ describe('ensureVolume and releaseVolume (the commands they would run)', () => {
     expect(fs.existsSync(path.join(home, 'volume.img'))).toBe(false);
   });
 
-  it('gives the device back when the mount fails, and says why', () => {
-    if (process.platform !== 'linux' || process.getuid?.() !== 0 || !fs.existsSync('/dev/loop-control')) return;
+  /** A new volume made in a fresh folder, the commands answered as given (the loop device is /dev/loop9). */
+  const makeVolume = (mount: { ok: boolean; out: string }) => {
     const home = folder();
     const commands: string[] = [];
     const state = ensureVolume({ dir: path.join(home, 'data'), image: path.join(home, 'volume.img'), sizeGiB: 1 }, (command, args) => {
       commands.push([command, ...args].join(' '));
       if (command === 'losetup' && args[0] === '--find') return { ok: true, out: '/dev/loop9' };
-      if (command === 'mount') return { ok: false, out: 'mount: permission denied' };
+      if (command === 'mount') return mount;
       return { ok: true, out: '' };
     });
+    return { home, commands, state };
+  };
+
+  it('gives the device back when the mount fails, and says why', () => {
+    if (process.platform !== 'linux' || process.getuid?.() !== 0 || !fs.existsSync('/dev/loop-control')) return;
+    const { home, commands, state } = makeVolume({ ok: false, out: 'mount: permission denied' });
     expect(state).toEqual({ mounted: false, reason: 'mount failed: mount: permission denied' });
     expect(commands).toContain('losetup -d /dev/loop9');
     // The image was made sparse, at its full size, and formatted.
@@ -69,13 +75,7 @@ describe('ensureVolume and releaseVolume (the commands they would run)', () => {
 
   it('mounts with online discard, so that the space of deleted parts goes back to the machine at once', () => {
     if (process.platform !== 'linux' || process.getuid?.() !== 0 || !fs.existsSync('/dev/loop-control')) return;
-    const home = folder();
-    const commands: string[] = [];
-    const state = ensureVolume({ dir: path.join(home, 'data'), image: path.join(home, 'volume.img'), sizeGiB: 1 }, (command, args) => {
-      commands.push([command, ...args].join(' '));
-      if (command === 'losetup' && args[0] === '--find') return { ok: true, out: '/dev/loop9' };
-      return { ok: true, out: '' };
-    });
+    const { home, commands, state } = makeVolume({ ok: true, out: '' });
     expect(state).toEqual({ mounted: true, device: '/dev/loop9' });
     expect(commands).toContain(`mount -t ext4 -o discard /dev/loop9 ${path.join(home, 'data')}`);
   });
