@@ -6,15 +6,15 @@
 // process whose CPU the report counts in "the rest". The run deletes each section's keys
 // when the section ends, and at its start those of runs made more than two hours before.
 import type { Redis as RedisNode } from 'ioredis';
-import { madeLongAgo } from '../lib/stale-databases.js';
+import { EARLIEST_MADE_MS, madeLongAgo } from '../lib/stale-databases.js';
 
 /** The run id a bench key's prefix holds, and when that run started; undefined for any other key. */
 export function benchRunOf(key: string): { runId: string; startedMs: number } | undefined {
   const match = /^bench-(?:[^:]*?-)?([0-9a-z]{8})([0-9a-f]{4})[:-]/.exec(key);
   if (!match) return undefined;
   const startedMs = Number.parseInt(match[1]!, 36);
-  // A plausible start (after 2020): any other key is not the bench's.
-  if (!(startedMs > Date.UTC(2020, 0, 1))) return undefined;
+  // A plausible start (as test databases' names are judged): any other key is not the bench's.
+  if (!(startedMs > EARLIEST_MADE_MS)) return undefined;
   return { runId: `${match[1]}${match[2]}`, startedMs };
 }
 

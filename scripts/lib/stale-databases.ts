@@ -14,13 +14,16 @@ const TEST_DATABASE = /^[a-z][a-z0-9_]*_([0-9a-z]{6,10})_[0-9a-f]{8}$/;
 /** A day: no integration run lasts that long. */
 export const STALE_AFTER_MS = 86_400_000;
 
+/** No name of ours was made before this (2020): an earlier time read from a name says the name is not ours. */
+export const EARLIEST_MADE_MS = Date.UTC(2020, 0, 1);
+
 /**
  * Whether a name's time of making in base 36 (`made`) is plausible (after 2020, not after
  * `nowMs`: any other name is not ours) and more than `maxAgeMs` before `nowMs`.
  */
 export function madeLongAgo(made: string, nowMs: number, maxAgeMs: number): boolean {
   const madeMs = Number.parseInt(made, 36);
-  return madeMs > Date.UTC(2020, 0, 1) && madeMs <= nowMs && nowMs - madeMs > maxAgeMs;
+  return madeMs > EARLIEST_MADE_MS && madeMs <= nowMs && nowMs - madeMs > maxAgeMs;
 }
 
 /** The names among `names` that uniqueName made more than `maxAgeMs` before `nowMs`. */
