@@ -13,6 +13,7 @@ import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/regi
 import { createRedis } from '@otm/shared/redis';
 import type { Redis as RedisNode } from 'ioredis';
 import { deleteBenchKeys, leftOverByEarlierRun } from './redis-sweep.js';
+import { KAFKA_BYTES_BY_SECTION, diskNeed, diskShortfall, freeBytesUnder } from './disk-need.js';
 import { createClickHouse } from '@otm/shared/clickhouse';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import { loadStackConfig, stackAddresses } from '../stack/config.js';
@@ -62,6 +63,9 @@ export const scale = quick
       freshnessSeconds: 10,
       revokedKeys: 100,
     };
+
+/** The analytics section's generated events. */
+export const analyticsEvents = Number(process.env.BENCH_ANALYTICS_EVENTS ?? (quick ? 2_000_000 : 100_000_000));
 
 export const stack = loadStackConfig(process.env);
 export const addresses = stackAddresses(stack);
@@ -509,6 +513,16 @@ export function unitTimings(logs: readonly string[]): { unitMs: number[]; clickh
 /** Test databases made longer ago than this (two hours) are an earlier test run's leftovers. */
 const STALE_TEST_DATABASE_MS = 2 * 60 * 60 * 1000;
 
+// A run short of disk would fail where it fills it, an hour in, and write no report.
+const shortfall = diskShortfall(
+  diskNeed(Object.keys(KAFKA_BYTES_BY_SECTION).filter(section), analyticsEvents),
+  freeBytesUnder(stack.dir),
+  stack.clickhouseVolumeGiB,
+);
+if (shortfall) {
+  log(`not started: ${shortfall}`);
+  process.exit(1);
+}
 log(`starting the local stack (${quick ? 'quick' : 'full'} run, ${runs} runs per figure)`);
 await stackUp(stack);
 // ClickHouse's CPU is read from its process, and a server holding the tables of earlier

@@ -42,12 +42,12 @@ import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
 import { KeyStore } from '@otm/shared/keys/key-store';
 import {
   addresses,
+  analyticsEvents,
   bodiesFile,
   log,
   percentile,
   profileEventSql,
   queryLogRows,
-  quick,
   redis,
   results,
   runId,
@@ -134,7 +134,7 @@ interface Timed {
 }
 
 export async function benchAnalytics(): Promise<void> {
-  const events = Number(process.env.BENCH_ANALYTICS_EVENTS ?? (quick ? 2_000_000 : 100_000_000));
+  const events = analyticsEvents;
   const first = Math.round(events / 10);
   const database = `bench_analytics_${runId}`;
   log(`9. analytics at scale: ${first.toLocaleString('en-US')} then ${events.toLocaleString('en-US')} generated events in ${database}`);

@@ -1,0 +1,73 @@
+import os from 'node:os';
+import { describe, expect, it } from 'vitest';
+import {
+  CLICKHOUSE_BYTES_BY_SECTION,
+  CLICKHOUSE_BYTES_PER_ANALYTICS_EVENT,
+  DISK_MARGIN_BYTES,
+  KAFKA_BYTES_BY_SECTION,
+  diskNeed,
+  diskShortfall,
+  freeBytesUnder,
+} from './disk-need.js';
+
+const allSections = Object.keys(KAFKA_BYTES_BY_SECTION);
+const GiB = 1024 ** 3;
+
+describe('diskNeed', () => {
+  it("adds up the sections' Kafka bytes, which stay until the run ends", () => {
+    const need = diskNeed(['batch', 'codecs'], 100_000_000);
+    expect(need.kafkaBytes).toBe(KAFKA_BYTES_BY_SECTION.batch! + KAFKA_BYTES_BY_SECTION.codecs!);
+    expect(need.kafkaBytes).toBeGreaterThan(0);
+    expect(need.totalBytes).toBe(need.kafkaBytes + need.clickhouseBytes + DISK_MARGIN_BYTES);
+  });
+
+  it("counts ClickHouse's bytes of the section that holds most, as each drops its databases when it ends", () => {
+    expect(diskNeed(['batch'], 100_000_000).clickhouseBytes).toBe(0);
+    expect(diskNeed(['freshness', 'endToEnd'], 100_000_000).clickhouseBytes).toBe(CLICKHOUSE_BYTES_BY_SECTION.endToEnd);
+    expect(diskNeed(['endToEnd', 'analytics'], 1_000_000).clickhouseBytes).toBe(CLICKHOUSE_BYTES_BY_SECTION.endToEnd);
+  });
+
+  it("counts the analytics section's events by their number", () => {
+    const full = diskNeed(['analytics'], 100_000_000);
+    const tenth = diskNeed(['analytics'], 10_000_000);
+    expect(full.clickhouseBytes).toBe(100_000_000 * CLICKHOUSE_BYTES_PER_ANALYTICS_EVENT);
+    expect(full.clickhouseBytes).toBeCloseTo(10 * tenth.clickhouseBytes, 0);
+  });
+
+  it('needs more for the whole run than for any part of it, and the whole run tens of gigabytes', () => {
+    const whole = diskNeed(allSections, 100_000_000);
+    for (const name of allSections) expect(diskNeed([name], 100_000_000).totalBytes).toBeLessThanOrEqual(whole.totalBytes);
+    expect(whole.totalBytes).toBeGreaterThan(30e9);
+  });
+});
+
+describe('diskShortfall', () => {
+  const need = diskNeed(allSections, 100_000_000);
+
+  it('lets a run start with the room it needs', () => {
+    expect(diskShortfall(need, need.totalBytes, 64)).toBeUndefined();
+    expect(diskShortfall(need, need.totalBytes + 1, 0)).toBeUndefined();
+  });
+
+  it('refuses a run short of the room, saying what it needs, what there is and what to leave out', () => {
+    const reason = diskShortfall(need, need.totalBytes - 1e9, 64);
+    expect(reason).toContain(`${(need.totalBytes / 1e9).toFixed(1)} GB`);
+    expect(reason).toContain(`${((need.totalBytes - 1e9) / 1e9).toFixed(1)} GB`);
+    expect(reason).toContain('BENCH_ANALYTICS_EVENTS');
+  });
+
+  it("refuses analytics events that ClickHouse's volume cannot hold, whatever the disk has", () => {
+    const small = Math.floor(need.clickhouseBytes / GiB) - 1;
+    expect(diskShortfall(need, 1e15, small)).toContain(`its volume holds ${small} GiB`);
+    // Without a volume of its own ClickHouse writes on the disk, which the first check covers.
+    expect(diskShortfall(need, 1e15, 0)).toBeUndefined();
+  });
+});
+
+describe('freeBytesUnder', () => {
+  it("reads the free bytes of a folder's filesystem", () => {
+    const free = freeBytesUnder(os.tmpdir());
+    expect(free).toBeGreaterThan(0);
+    expect(Number.isSafeInteger(free)).toBe(true);
+  });
+});
