@@ -515,7 +515,7 @@ const STALE_TEST_DATABASE_MS = 2 * 60 * 60 * 1000;
 
 // A run short of disk would fail where it fills it, an hour in, and write no report.
 const shortfall = diskShortfall(
-  diskNeed(Object.keys(KAFKA_BYTES_BY_SECTION).filter(section), analyticsEvents),
+  diskNeed(Object.keys(KAFKA_BYTES_BY_SECTION).filter(section), { analyticsEvents, runs, quick }),
   freeBytesUnder(stack.dir),
   stack.clickhouseVolumeGiB,
 );

@@ -1,6 +1,6 @@
 // What a bench run needs free on the disk under the stack's folder, checked before the
 // stack starts: a run short of it would fail an hour in, when ClickHouse's volume or
-// Kafka's log fills the disk, and write no report (bench/analysis.md, "2026-12-06").
+// Kafka's log fills the disk, and write no report (bench/analysis.md, "2026-12-06 (later morning)").
 // Kafka keeps every section's topics until the run ends (scripts/bench.ts deletes them
 // then), so their bytes add up; each section drops its ClickHouse databases when it ends,
 // so ClickHouse needs only the most any one section holds (the analytics section's events,
@@ -60,13 +60,46 @@ export interface DiskNeed {
   totalBytes: number;
 }
 
-/** What a run of `sections` needs (`analyticsEvents`: the analytics section's event count). */
-export function diskNeed(sections: readonly string[], analyticsEvents: number): DiskNeed {
-  const kafkaBytes = sections.reduce((sum, name) => sum + (KAFKA_BYTES_BY_SECTION[name] ?? 0), 0);
+/** The sections that measure each figure `--runs` times (3 in the run measured); the others run once. */
+const REPEATED_SECTIONS = new Set([
+  'gateway',
+  'batch',
+  'produce',
+  'ingester',
+  'freshness',
+  'revocation',
+  'redaction',
+  'hostile',
+  'kafkaClients',
+]);
+
+/**
+ * What a `--quick` run writes of a full one's: its ladder's steps last 10 s against 60,
+ * its loads 1.5 s against 10 (inferred from those, not measured).
+ */
+export const QUICK_SHARE = 1 / 6;
+
+export interface RunShape {
+  /** The analytics section's event count. */
+  analyticsEvents: number;
+  /** Runs per figure. */
+  runs: number;
+  quick: boolean;
+}
+
+/** What a run of `sections` needs. */
+export function diskNeed(sections: readonly string[], shape: RunShape): DiskNeed {
+  const share = shape.quick ? QUICK_SHARE : 1;
+  const kafkaBytes = sections.reduce(
+    (sum, name) => sum + (KAFKA_BYTES_BY_SECTION[name] ?? 0) * share * (REPEATED_SECTIONS.has(name) ? shape.runs / 3 : 1),
+    0,
+  );
   const clickhouseBytes = Math.max(
     0,
     ...sections.map((name) =>
-      name === 'analytics' ? analyticsEvents * CLICKHOUSE_BYTES_PER_ANALYTICS_EVENT : (CLICKHOUSE_BYTES_BY_SECTION[name] ?? 0),
+      name === 'analytics'
+        ? shape.analyticsEvents * CLICKHOUSE_BYTES_PER_ANALYTICS_EVENT
+        : (CLICKHOUSE_BYTES_BY_SECTION[name] ?? 0) * share,
     ),
   );
   return { kafkaBytes, clickhouseBytes, totalBytes: kafkaBytes + clickhouseBytes + DISK_MARGIN_BYTES };
