@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import {
@@ -17,6 +18,13 @@ const full = (analyticsEvents = 100_000_000) => ({ analyticsEvents, runs: 3, qui
 const GiB = 1024 ** 3;
 
 describe('diskNeed', () => {
+  it('knows every section the runner runs, and no other', () => {
+    const runner = fs.readFileSync(new URL('../bench.ts', import.meta.url), 'utf8');
+    const run = [...runner.matchAll(/^\s*\['(\w+)', bench\w+\],$/gm)].map((match) => match[1]);
+    expect(run.length).toBeGreaterThan(10);
+    expect(allSections).toEqual(run);
+  });
+
   it("adds up the sections' Kafka bytes, which stay until the run ends", () => {
     const need = diskNeed(['batch', 'codecs'], full());
     expect(need.kafkaBytes).toBe(KAFKA_BYTES_BY_SECTION.batch! + KAFKA_BYTES_BY_SECTION.codecs!);
