@@ -60,7 +60,10 @@ export interface DiskNeed {
   totalBytes: number;
 }
 
-/** The sections that measure each figure `--runs` times (3 in the run measured); the others run once. */
+/** Runs per figure in the run measured. */
+const MEASURED_RUNS = 3;
+
+/** The sections that measure each figure `--runs` times; the others run once. */
 const REPEATED_SECTIONS = new Set([
   'gateway',
   'batch',
@@ -91,7 +94,7 @@ export interface RunShape {
 export function diskNeed(sections: readonly string[], shape: RunShape): DiskNeed {
   const share = shape.quick ? QUICK_SHARE : 1;
   const kafkaBytes = sections.reduce(
-    (sum, name) => sum + (KAFKA_BYTES_BY_SECTION[name] ?? 0) * share * (REPEATED_SECTIONS.has(name) ? shape.runs / 3 : 1),
+    (sum, name) => sum + (KAFKA_BYTES_BY_SECTION[name] ?? 0) * share * (REPEATED_SECTIONS.has(name) ? shape.runs / MEASURED_RUNS : 1),
     0,
   );
   const clickhouseBytes = Math.max(

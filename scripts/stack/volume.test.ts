@@ -23,6 +23,9 @@ describe('volumeObstacle', () => {
 });
 
 describe('ensureVolume and releaseVolume (the commands they would run)', () => {
+  /** Whether this machine lets a test attach loop devices (root on Linux with loop-control). */
+  const loopDevicesUsable = process.platform === 'linux' && process.getuid?.() === 0 && fs.existsSync('/dev/loop-control');
+
   const made: string[] = [];
   afterEach(() => {
     for (const dir of made.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
@@ -43,7 +46,7 @@ describe('ensureVolume and releaseVolume (the commands they would run)', () => {
       return { ok: true, out: '' };
     });
     expect(state.mounted).toBe(false);
-    if (process.platform === 'linux' && process.getuid?.() === 0 && fs.existsSync('/dev/loop-control')) {
+    if (loopDevicesUsable) {
       expect(state).toMatchObject({ reason: expect.stringMatching(/already holds data/) });
     }
     expect(commands.filter((command) => /^(losetup|mount|mkfs)/.test(command))).toEqual([]);
@@ -64,7 +67,7 @@ describe('ensureVolume and releaseVolume (the commands they would run)', () => {
   };
 
   it('gives the device back when the mount fails, and says why', () => {
-    if (process.platform !== 'linux' || process.getuid?.() !== 0 || !fs.existsSync('/dev/loop-control')) return;
+    if (!loopDevicesUsable) return;
     const { home, commands, state } = makeVolume({ ok: false, out: 'mount: permission denied' });
     expect(state).toEqual({ mounted: false, reason: 'mount failed: mount: permission denied' });
     expect(commands).toContain('losetup -d /dev/loop9');
@@ -74,7 +77,7 @@ describe('ensureVolume and releaseVolume (the commands they would run)', () => {
   });
 
   it('mounts with online discard, so that the space of deleted parts goes back to the machine at once', () => {
-    if (process.platform !== 'linux' || process.getuid?.() !== 0 || !fs.existsSync('/dev/loop-control')) return;
+    if (!loopDevicesUsable) return;
     const { home, commands, state } = makeVolume({ ok: true, out: '' });
     expect(state).toEqual({ mounted: true, device: '/dev/loop9' });
     expect(commands).toContain(`mount -t ext4 -o discard /dev/loop9 ${path.join(home, 'data')}`);
