@@ -62,14 +62,18 @@ export const serviceNodeOptions: Record<Entry, string[]> = {
 
 /**
  * glibc allocator settings per service, measured in the benchmark (docs/ingester.md,
- * "Memory"). The ingester's large transient buffers (a decompressed Kafka record batch of
- * megabytes, a load unit's insert body) are served by glibc from its heap once its
- * adaptive threshold has risen past their size, where they fragment it; a fixed threshold
- * of 1 MiB maps each on its own and gives it back when freed. A variable already in the
- * environment wins.
+ * "Memory"). The services' large transient buffers (the gateway's inflated request bodies
+ * and produce batches, the ingester's decompressed Kafka record batches and insert
+ * bodies) are served by glibc from its heap once its adaptive threshold has risen past
+ * their size, where they fragment it; a fixed threshold of 128 KiB maps each on its own
+ * and gives it back when freed. A variable already in the environment wins.
  */
+export const MMAP_THRESHOLD_BYTES = '131072';
+
 export const serviceAllocatorEnv: Partial<Record<Entry, Record<string, string>>> = {
-  ingester: { MALLOC_MMAP_THRESHOLD_: '1048576' },
+  gateway: { MALLOC_MMAP_THRESHOLD_: MMAP_THRESHOLD_BYTES },
+  'gateway-cluster': { MALLOC_MMAP_THRESHOLD_: MMAP_THRESHOLD_BYTES },
+  ingester: { MALLOC_MMAP_THRESHOLD_: MMAP_THRESHOLD_BYTES },
 };
 
 /** `env` with the service's memory settings added (NODE_OPTIONS, the allocator's), where it does not set them already. */
