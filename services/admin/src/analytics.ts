@@ -322,6 +322,11 @@ export interface QueryLimits {
    * a two-level one (ClickHouse group_by_two_level_threshold; ANALYTICS_GROUP_BY_TWO_LEVEL_THRESHOLD).
    */
   twoLevelGroups?: number;
+  /**
+   * ClickHouse's priority of the query (its `priority` setting; ANALYTICS_CLICKHOUSE_PRIORITY):
+   * queries of a larger number wait while it runs. 0 or absent: none.
+   */
+  priority?: number;
 }
 
 /**
@@ -371,7 +376,7 @@ const LIMIT_CODES = new Map([
 ]);
 
 async function run(store: AnalyticsStore, sql: string, queryId?: string): Promise<Row[]> {
-  const { timeoutMs, maxRowsToRead, twoLevelGroups = TWO_LEVEL_GROUPS } = store.limits;
+  const { timeoutMs, maxRowsToRead, twoLevelGroups = TWO_LEVEL_GROUPS, priority = 0 } = store.limits;
   const seconds = Math.max(1, Math.ceil(timeoutMs / 1000));
   // ClickHouse stops the query at the limit; the client gives up 2 s later, in case
   // the server cannot answer at all (it still answers 504, never drops the request).
@@ -390,6 +395,7 @@ async function run(store: AnalyticsStore, sql: string, queryId?: string): Promis
         timeout_overflow_mode: 'throw',
         group_by_two_level_threshold: String(twoLevelGroups),
         ...(maxRowsToRead > 0 ? { max_rows_to_read: String(maxRowsToRead), read_overflow_mode: 'throw' } : {}),
+        ...(priority > 0 ? { priority: String(priority) } : {}),
       },
     });
     return await result.json<Row>();

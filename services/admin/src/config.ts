@@ -35,6 +35,10 @@ export const adminSpec = {
     default: TWO_LEVEL_GROUPS,
     desc: "Groups one thread of an analytics query aggregates in a plain hash table before it switches to a two-level one (ClickHouse group_by_two_level_threshold; ClickHouse's own 100,000 made top users 1.7 times slower on two cores once every user was active)",
   }),
+  ANALYTICS_CLICKHOUSE_PRIORITY: nonNegativeInt({
+    default: 1,
+    desc: "The priority of analytics queries in ClickHouse (its priority setting: the smaller number first; 0 takes no part): while one runs, the queries of a larger number (the ingester's loads, INGEST_CLICKHOUSE_PRIORITY) wait, a second at a time at most. 0: analytics queries make nothing wait",
+  }),
   ANALYTICS_CLICKHOUSE_USER: str({
     default: '',
     desc: 'ClickHouse user the analytics API reads as (a read-only one, docs/production.md); empty: CLICKHOUSE_USER',

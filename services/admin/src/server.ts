@@ -142,6 +142,7 @@ const app = await buildAdminApp(
             timeoutMs: config.ANALYTICS_QUERY_TIMEOUT_MS,
             maxRowsToRead: config.ANALYTICS_MAX_ROWS_TO_READ,
             twoLevelGroups: config.ANALYTICS_GROUP_BY_TWO_LEVEL_THRESHOLD,
+            priority: config.ANALYTICS_CLICKHOUSE_PRIORITY,
           },
           backfilled: backfillState(analyticsReader),
         }),

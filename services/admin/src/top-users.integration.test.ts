@@ -2,12 +2,15 @@
 // ClickHouse: the first step ranks users, the answer ranks (user, type) groups, and a
 // user left out of the candidates can still own the largest group. Per-user days written
 // as the view writes them, shaped so that the ranking by user misleads: the answer must
-// still equal the same query over the table in one step.
+// still equal the same query over the table in one step. And the priority every
+// analytics query runs at in ClickHouse (ANALYTICS_CLICKHOUSE_PRIORITY), read back from
+// its query log.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '@clickhouse/client';
 import { migrate } from '@otm/shared/migrate';
 import { markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
-import { testStack, uniqueName } from '../../../test/helpers/stack.js';
+import { randomUUID } from 'node:crypto';
+import { eventually, testStack, uniqueName } from '../../../test/helpers/stack.js';
 import { backfillState, candidateCount, usageAnalytics, type AnalyticsStore } from './analytics.js';
 
 const database = uniqueName('topusers');
@@ -91,5 +94,44 @@ describe('top users by user and type', () => {
       orderBy,
     });
     expect(rows.map((row) => [row.userId, row.userType, Number(row[orderBy])])).toEqual(await inOneStep(column, limit));
+  });
+});
+
+describe("analytics queries' priority in ClickHouse", () => {
+  /** The priority ClickHouse ran the query of `queryId` with ('' when the query did not set one). */
+  async function loggedPriority(queryId: string): Promise<string> {
+    const found = await eventually(async () => {
+      await server.command({ query: 'SYSTEM FLUSH LOGS' });
+      const result = await server.query({
+        query: `SELECT Settings.Values[indexOf(Settings.Names, 'priority')] AS priority FROM system.query_log
+                WHERE type = 2 AND query_id = '${queryId}' AND event_date >= yesterday()`,
+        format: 'JSONEachRow',
+      });
+      const [row] = await result.json<{ priority: string }>();
+      return row;
+    }, 15_000);
+    return found.priority;
+  }
+
+  const query = (queryId: string) => ({
+    from: new Date(dayMs),
+    to: new Date(dayMs + DAY_MS),
+    bucket: 'none' as const,
+    groupBy: ['userType'],
+    filters: {},
+    limit: 10,
+    queryId,
+  });
+
+  it('run at the priority the limits give (ANALYTICS_CLICKHOUSE_PRIORITY)', async () => {
+    const queryId = randomUUID();
+    await usageAnalytics({ ...store, limits: { ...store.limits, priority: 1 } }, query(queryId));
+    expect(await loggedPriority(queryId)).toBe('1');
+  });
+
+  it('set none at 0', async () => {
+    const queryId = randomUUID();
+    await usageAnalytics({ ...store, limits: { ...store.limits, priority: 0 } }, query(queryId));
+    expect(await loggedPriority(queryId)).toBe('');
   });
 });

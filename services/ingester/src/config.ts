@@ -40,6 +40,10 @@ export const ingesterSpec = {
     default: true,
     desc: "ClickHouse feeds an insert's materialized views (the rollups) at once rather than one after the other (parallel_view_processing): the same work, an insert answered sooner; false for a ClickHouse short of cores",
   }),
+  INGEST_CLICKHOUSE_PRIORITY: nonNegativeInt({
+    default: 2,
+    desc: "The priority of the ingester's queries (inserts, look-ups, its jobs) in ClickHouse (its priority setting: the smaller number first; 0 takes no part). Above the analytics API's (ANALYTICS_CLICKHOUSE_PRIORITY, 1), a load waits while an analytics query runs, a second at a time at most: a dashboard answers sooner on a busy server, the records wait in Kafka meanwhile. 0: loads never wait",
+  }),
   INGEST_BATCH_MAX_WAIT_MS: positiveInt({ default: 250, desc: 'How long a fetch waits to fill a batch' }),
   INGEST_FETCH_MAX_BYTES: positiveInt({ default: 1024 * 1024, desc: 'Bytes fetched per partition at most (bounds memory)' }),
   INGEST_CONCURRENCY: positiveInt({ default: 6, desc: 'Partition batches taken at once (and loaded together)' }),
@@ -135,5 +139,17 @@ export function withoutRedisFrom(config: IngesterConfig) {
   return {
     enabled: config.INGEST_WITHOUT_REDIS && !config.CLICKHOUSE_CLUSTER && migrationApplies(config, '0013'),
     pendingMarksMax: config.INGEST_PENDING_MARKS_MAX,
+  };
+}
+
+/**
+ * The settings every query of the loads' client carries: ClickHouse feeds an insert's
+ * views in parallel (INGEST_PARALLEL_VIEWS), and every query (the look-ups, the inserts,
+ * the jobs') yields to the analytics API's by its priority (INGEST_CLICKHOUSE_PRIORITY).
+ */
+export function loadsQuerySettings(config: Pick<IngesterConfig, 'INGEST_PARALLEL_VIEWS' | 'INGEST_CLICKHOUSE_PRIORITY'>) {
+  return {
+    ...(config.INGEST_PARALLEL_VIEWS ? { parallel_view_processing: 1 } : {}),
+    ...(config.INGEST_CLICKHOUSE_PRIORITY > 0 ? { priority: config.INGEST_CLICKHOUSE_PRIORITY } : {}),
   };
 }

@@ -18,7 +18,14 @@ import { createRegistry, registryAccessFrom } from '@otm/shared/registry';
 import { createRedis, redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
 import { MIGRATION_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { serveMetrics } from '@otm/shared/metrics-server';
-import { consumerOptionsFrom, loadIngesterConfig, migrationApplies, plausibleBoundsFrom, withoutRedisFrom } from './config.js';
+import {
+  consumerOptionsFrom,
+  loadIngesterConfig,
+  loadsQuerySettings,
+  migrationApplies,
+  plausibleBoundsFrom,
+  withoutRedisFrom,
+} from './config.js';
 import { UsageConsumer } from './consumer.js';
 import { SchemaCache } from './decode-step.js';
 import { DedupeStep } from './dedupe-step.js';
@@ -63,10 +70,9 @@ const clickhouseSettings = clickhouseSettingsFrom(config);
 const server = createClickHouse(clickhouseSettings, { database: null, requestTimeoutMs: MIGRATION_TIMEOUT_MS });
 const migrating = createClickHouse(clickhouseSettings, { requestTimeoutMs: MIGRATION_TIMEOUT_MS });
 // The loads' client: an insert into usage_events feeds its materialized views in
-// parallel rather than one after the other (INGEST_PARALLEL_VIEWS; the same work, sooner).
-const clickhouse = createClickHouse(clickhouseSettings, {
-  querySettings: config.INGEST_PARALLEL_VIEWS ? { parallel_view_processing: 1 } : {},
-});
+// parallel rather than one after the other (INGEST_PARALLEL_VIEWS; the same work, sooner),
+// and every query yields to the analytics API's (INGEST_CLICKHOUSE_PRIORITY).
+const clickhouse = createClickHouse(clickhouseSettings, { querySettings: loadsQuerySettings(config) });
 // A dependency that cannot be used at start ends the process with one line naming it
 // and the variables to fix (dependency-failure.ts).
 await startStep(
