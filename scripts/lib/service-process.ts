@@ -68,7 +68,7 @@ export const serviceNodeOptions: Record<Entry, string[]> = {
  * their size, where they fragment it; a fixed threshold of 128 KiB maps each on its own
  * and gives it back when freed. A variable already in the environment wins.
  */
-export const MMAP_THRESHOLD_BYTES = '131072';
+const MMAP_THRESHOLD_BYTES = '131072';
 
 export const serviceAllocatorEnv: Partial<Record<Entry, Record<string, string>>> = {
   gateway: { MALLOC_MMAP_THRESHOLD_: MMAP_THRESHOLD_BYTES },

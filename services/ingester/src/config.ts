@@ -42,7 +42,7 @@ export const ingesterSpec = {
   }),
   INGEST_CLICKHOUSE_PRIORITY: nonNegativeInt({
     default: 2,
-    desc: "The priority of the ingester's queries (inserts, look-ups, its jobs) in ClickHouse (its priority setting: the smaller number first; 0 takes no part). Above the analytics API's (ANALYTICS_CLICKHOUSE_PRIORITY, 1), a load waits while an analytics query runs, a second at a time at most: a dashboard answers sooner on a busy server, the records wait in Kafka meanwhile. 0: loads never wait",
+    desc: "The priority of the ingester's queries in ClickHouse (its priority setting: the smaller number first; 0 takes no part). Above the analytics API's (ANALYTICS_CLICKHOUSE_PRIORITY, 1), the look-up before a load unit's inserts and the jobs' queries wait while an analytics query runs, a second at a time (an insert already running goes on): a dashboard answers sooner on a busy server, the records wait in Kafka meanwhile. 0: loads never wait",
   }),
   INGEST_BATCH_MAX_WAIT_MS: positiveInt({ default: 250, desc: 'How long a fetch waits to fill a batch' }),
   INGEST_FETCH_MAX_BYTES: positiveInt({ default: 1024 * 1024, desc: 'Bytes fetched per partition at most (bounds memory)' }),
@@ -144,8 +144,9 @@ export function withoutRedisFrom(config: IngesterConfig) {
 
 /**
  * The settings every query of the loads' client carries: ClickHouse feeds an insert's
- * views in parallel (INGEST_PARALLEL_VIEWS), and every query (the look-ups, the inserts,
- * the jobs') yields to the analytics API's by its priority (INGEST_CLICKHOUSE_PRIORITY).
+ * views in parallel (INGEST_PARALLEL_VIEWS), and its queries yield to the analytics API's
+ * by their priority (INGEST_CLICKHOUSE_PRIORITY; ClickHouse holds back the look-ups and
+ * the jobs' queries, not an insert whose rows come in its body).
  */
 export function loadsQuerySettings(config: Pick<IngesterConfig, 'INGEST_PARALLEL_VIEWS' | 'INGEST_CLICKHOUSE_PRIORITY'>) {
   return {
