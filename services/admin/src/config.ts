@@ -37,7 +37,7 @@ export const adminSpec = {
   }),
   ANALYTICS_CLICKHOUSE_PRIORITY: nonNegativeInt({
     default: 1,
-    desc: "The priority of analytics queries in ClickHouse (its priority setting: the smaller number first; 0 takes no part): while one runs, the queries of a larger number (the ingester's loads, INGEST_CLICKHOUSE_PRIORITY) wait, a second at a time at most. 0: analytics queries make nothing wait",
+    desc: "The priority of analytics queries in ClickHouse (its priority setting: the smaller number first; 0 takes no part): while one runs, the queries of a larger number (the ingester's loads, INGEST_CLICKHOUSE_PRIORITY) wait a second at a time, for as long as analytics queries run (an insert already running goes on). 0: analytics queries make nothing wait",
   }),
   ANALYTICS_CLICKHOUSE_USER: str({
     default: '',
