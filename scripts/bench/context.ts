@@ -91,16 +91,7 @@ export function percentile(values: number[], p: number): number {
 }
 export { sleep };
 
-/** Peak resident memory of a process so far, in MB (VmHWM). */
-export function peakRssMb(pid: number | undefined): number {
-  if (!pid) return NaN;
-  try {
-    const match = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/);
-    return match ? Number(match[1]) / 1024 : NaN;
-  } catch {
-    return NaN;
-  }
-}
+export { peakRssMb, takePeakRssMb } from './peak-rss.js';
 
 export interface MemorySample {
   rssMb: number;

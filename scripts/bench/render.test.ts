@@ -241,3 +241,33 @@ describe('analytics while ingesting and the dashboard pages', () => {
     );
   });
 });
+
+describe('peak RSS under the end-to-end run', () => {
+  it("judges the ladder's peak and shows each step's and drain's beside the passing steps' own", () => {
+    const peak = (gateway: [number, number], ingester: [number, number]) => ({
+      gateway: { step: gateway[0], drain: gateway[1] },
+      ingester: { step: ingester[0], drain: ingester[1] },
+    });
+    const report = renderMarkdown({
+      ...figures,
+      endToEnd: {
+        ...figures.endToEnd,
+        gatewayRssMb: 270,
+        ingesterRssMb: 350,
+        gatewayPassedStepsRssMb: 250,
+        ingesterPassedStepsRssMb: 300,
+        steps: [
+          { ...step(6000, true, {}), peakRssMb: peak([250, 240], [290, 300]) },
+          { ...step(6500, false, {}), peakRssMb: peak([270, 255], [320, 350]) },
+        ],
+      },
+    } as Output);
+    expect(report).toContain(
+      '| gateway peak RSS ≤ 256 MB under the end-to-end run | 270 MB over the ladder; the steps that passed and their drains: 250 MB | **not met** |',
+    );
+    expect(report).toContain(
+      '| ingester peak RSS ≤ 320 MB under the end-to-end run | 350 MB over the ladder; the steps that passed and their drains: 300 MB | **not met** |',
+    );
+    expect(report).toMatch(/\| 6,500 \|.*\| 270 \/ 255 MB; 320 \/ 350 MB \| failed/);
+  });
+});

@@ -27,7 +27,7 @@ import {
   runId,
   log,
   sleep,
-  peakRssMb,
+  takePeakRssMb,
   memorySample,
   loadUnitTotals,
   maxMemory,
@@ -111,9 +111,20 @@ export async function benchEndToEnd(): Promise<void> {
       clickhouse: threadCpuSeconds(pids.clickhouse, clickhouseThreadKind, 'queries'),
     },
   });
+  // Each service's peak RSS over the ladder, read in stretches (the step, its drain, the
+  // time between) whose peaks the report shows apart; the ladder's is the largest of them.
+  const ladderPeakRss = { gateway: 0, ingester: 0 };
+  const passedStepsPeakRss = { gateway: 0, ingester: 0 };
+  const takePeaks = () => {
+    const peaks = { gateway: takePeakRssMb(gateway.child.pid), ingester: takePeakRssMb(ingester.child.pid) };
+    ladderPeakRss.gateway = Math.max(ladderPeakRss.gateway, peaks.gateway);
+    ladderPeakRss.ingester = Math.max(ladderPeakRss.ingester, peaks.ingester);
+    return peaks;
+  };
   /** One step at `rate` records/s: measured, logged and recorded; whether it passed. */
   const step = async (rate: number): Promise<boolean> => {
     const key = await store.create({ environment: 'prod', name: `e2e-${rate}`, capture });
+    takePeaks(); // what came before the step
     const lags: { at: number; lag: number }[] = [];
     let sampling = true;
     const started = performance.now();
@@ -144,9 +155,11 @@ export async function benchEndToEnd(): Promise<void> {
     })) as SdkLoadResult & { sentTotal: number; offeredPerSec: number };
     sampling = false;
     await sampler;
+    const stepPeakRss = takePeaks();
     const drainStarted = performance.now();
     const lag = await drain(lagNow, 120_000);
     const drainSeconds = (performance.now() - drainStarted) / 1000;
+    const drainPeakRss = takePeaks();
     const cpuAfter = cpuNow();
     // The ClickHouse inserts the step took (one load unit: one insert per table), and their size.
     const unitsAfter = await loadUnitTotals(ingester);
@@ -198,6 +211,10 @@ export async function benchEndToEnd(): Promise<void> {
     const achievedEnough = load.perSec >= rate * 0.95;
     const passed = bounded && lag === 0 && lost === 0 && duplicates === 0 && load.failed === 0 && load.dropped === 0 && achievedEnough;
     records += accepted;
+    if (passed) {
+      passedStepsPeakRss.gateway = Math.max(passedStepsPeakRss.gateway, stepPeakRss.gateway, drainPeakRss.gateway);
+      passedStepsPeakRss.ingester = Math.max(passedStepsPeakRss.ingester, stepPeakRss.ingester, drainPeakRss.ingester);
+    }
     steps.push({
       offeredPerS: rate,
       achievedPerS: load.perSec,
@@ -220,6 +237,10 @@ export async function benchEndToEnd(): Promise<void> {
       ...(clickhouseParts ? { clickhouseParts } : {}),
       ...(memory.gateway ? { gatewayMemory: memory.gateway } : {}),
       ...(memory.ingester ? { ingesterMemory: memory.ingester } : {}),
+      peakRssMb: {
+        gateway: { step: stepPeakRss.gateway, drain: drainPeakRss.gateway },
+        ingester: { step: stepPeakRss.ingester, drain: drainPeakRss.ingester },
+      },
       passed,
       limitedBy: !achievedEnough
         ? 'gateway (offered rate not achieved)'
@@ -238,6 +259,9 @@ export async function benchEndToEnd(): Promise<void> {
         : 'unknown';
     log(`   lag every 5 s: ${lagEvery5s.join(', ')}`);
     log(`   memory at its peak during the step: gateway ${mb(memory.gateway)}; ingester ${mb(memory.ingester)}`);
+    log(
+      `   peak RSS (VmHWM) in the step / in its drain: gateway ${stepPeakRss.gateway.toFixed(0)} / ${drainPeakRss.gateway.toFixed(0)} MB; ingester ${stepPeakRss.ingester.toFixed(0)} / ${drainPeakRss.ingester.toFixed(0)} MB`,
+    );
     log(
       Number.isFinite(loadUnits)
         ? `   load units: ${loadUnits} over the step and its drain (${(loadUnits / (stepSeconds + drainSeconds)).toFixed(2)} a second), ${rowsPerUnit.toFixed(0)} rows each on average`
@@ -287,7 +311,8 @@ export async function benchEndToEnd(): Promise<void> {
     gateway: ((cpuSeconds(gateway.child.pid) - cpu.gateway) * 1e6) / Math.max(1, records),
     ingester: ((cpuSeconds(ingester.child.pid) - cpu.ingester) * 1e6) / Math.max(1, records),
   };
-  const rss = { gateway: peakRssMb(gateway.child.pid), ingester: peakRssMb(ingester.child.pid) };
+  takePeaks(); // the last drain's end to now
+  const rss = ladderPeakRss;
   await admin.disconnect();
   if (logsFile) fs.writeFileSync(logsFile, `${ingester.logs.join('\n')}\n`);
   await Promise.all([gateway.stop(), ingester.stop()]);
@@ -301,6 +326,9 @@ export async function benchEndToEnd(): Promise<void> {
     ingesterCpuUsPerRecord: cpuUs.ingester,
     gatewayRssMb: rss.gateway,
     ingesterRssMb: rss.ingester,
+    // The same peaks over the steps that passed and their drains alone.
+    gatewayPassedStepsRssMb: passedStepsPeakRss.gateway,
+    ingesterPassedStepsRssMb: passedStepsPeakRss.ingester,
     steps,
   };
 }
