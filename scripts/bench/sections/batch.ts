@@ -21,6 +21,7 @@ import {
   benchKey,
   results,
 } from '../context.js';
+import { cpuUsPerRecordSent } from '../per-record.js';
 
 export async function benchBatch(): Promise<void> {
   const flushAt = 500;
@@ -78,11 +79,12 @@ export async function benchBatch(): Promise<void> {
     const bare = await sdkLoad(`https://127.0.0.1:${port}`);
     baselineRates.push(bare.perSec);
     // The server's CPU over the whole load (its warm-up included), per record sent in it.
-    baselineCpuPerRecord.push(((cpuSeconds(baselineServer.child.pid) - baselineCpu) * 1e6) / Math.max(1, bare.sentTotal));
+    baselineCpuPerRecord.push(cpuUsPerRecordSent(cpuSeconds(baselineServer.child.pid) - baselineCpu, bare));
     generatorCpuPerRecord.push(bare.cpuUsPerRecord);
     let cpu = cpuSeconds(gateway.child.pid);
     const batch = await sdkLoad(`https://127.0.0.1:${port + 1}`);
-    cpuPerRecord.push(((cpuSeconds(gateway.child.pid) - cpu) * 1e6) / batch.accepted);
+    // The gateway's CPU over the whole load too, its warm-up included, as the bare server's.
+    cpuPerRecord.push(cpuUsPerRecordSent(cpuSeconds(gateway.child.pid) - cpu, batch));
     batchRates.push(batch.perSec);
     gatewayRecords += batch.accepted;
     batchP99.push(batch.p99Ms);
