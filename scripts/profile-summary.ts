@@ -1,8 +1,9 @@
-// npm run profile:summary -- <file.cpuprofile> [--title T] [--per N --unit records] [--top 25]
+// npm run profile:summary -- <file.cpuprofile|file.heapprofile> [--title T] [--per N --unit records] [--top 25]
 // Turns a V8 CPU profile (node --cpu-prof) into the Markdown summary kept in
 // bench/profiles/: where the time went by area (garbage collector, idle, each
 // dependency, the project's own files) and the functions with the most self time
-// and the most total time. The raw profile is large and machine-specific; the
+// and the most total time; and a sampling heap profile (scripts/allocation-sampler.mjs)
+// into where the bytes were allocated, by area and by function. The raw profile is large and machine-specific; the
 // summary is what the benchmarks' reading cites.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -99,39 +100,125 @@ export function summarise(profile: CpuProfile, top = 25): ProfileSummary {
   };
 }
 
-export function renderSummary(summary: ProfileSummary, title: string, per?: { count: number; unit: string }): string {
-  const pct = (ms: number) => ((ms / summary.totalMs) * 100).toFixed(1);
-  const perUnit = (ms: number) => (per ? ` ${((ms * 1000) / per.count).toFixed(1)} |` : '');
+/** How a summary's amounts are written: their column, each amount, and each amount per unit (its column named by the unit). */
+interface Amounts {
+  header: string;
+  format(value: number): string;
+  perUnit: { header: string; format(value: number, count: number): string };
+}
+
+/** A summary in Markdown: its title and first line, then tables of labelled amounts, each with its share of `total` and, given a count, per unit. */
+function renderTables(
+  title: string,
+  intro: string,
+  total: number,
+  amounts: Amounts,
+  per: { count: number; unit: string } | undefined,
+  tables: { heading: string; first: string; rows: { label: string; value: number }[] }[],
+): string {
+  const unit = per?.unit.replace(/s$/, '');
   const head = (first: string) =>
-    `| ${first} | ms | % |${per ? ` µs per ${per.unit.replace(/s$/, '')} |` : ''}\n|---|---:|---:|${per ? '---:|' : ''}`;
-  const rows = (list: { label: string; ms: number }[]) =>
-    list.map(({ label, ms }) => `| ${label.replace(/\|/g, '\\|')} | ${ms.toFixed(0)} | ${pct(ms)} |${perUnit(ms)}`).join('\n');
+    `| ${first} | ${amounts.header} | % |${per ? ` ${amounts.perUnit.header} ${unit} |` : ''}\n|---|---:|---:|${per ? '---:|' : ''}`;
+  const line = ({ label, value }: { label: string; value: number }) =>
+    `| ${label.replace(/\|/g, '\\|')} | ${amounts.format(value)} | ${((value / total) * 100).toFixed(1)} |${
+      per ? ` ${amounts.perUnit.format(value, per.count)} |` : ''
+    }`;
   return [
     `# ${title}`,
     '',
-    `Sampled ${summary.totalMs.toFixed(0)} ms${per ? ` while ${per.count} ${per.unit} went through` : ''}.`,
+    intro,
     '',
-    '## By area (self time)',
-    '',
-    head('area'),
-    rows(summary.areas.map(({ area, ms }) => ({ label: area, ms }))),
-    '',
-    '## Functions by self time',
-    '',
-    head('function (area:line)'),
-    rows(summary.self.map(({ name, ms }) => ({ label: name, ms }))),
-    '',
-    '## Functions by total time (self and callees)',
-    '',
-    head('function (area:line)'),
-    rows(summary.total.map(({ name, ms }) => ({ label: name, ms }))),
-    '',
+    ...tables.flatMap(({ heading, first, rows }) => [`## ${heading}`, '', head(first), rows.map(line).join('\n'), '']),
   ].join('\n');
+}
+
+export function renderSummary(summary: ProfileSummary, title: string, per?: { count: number; unit: string }): string {
+  const labelled = (list: { area?: string; name?: string; ms: number }[]) =>
+    list.map(({ area, name, ms }) => ({ label: (area ?? name)!, value: ms }));
+  return renderTables(
+    title,
+    `Sampled ${summary.totalMs.toFixed(0)} ms${per ? ` while ${per.count} ${per.unit} went through` : ''}.`,
+    summary.totalMs,
+    { header: 'ms', format: (ms) => ms.toFixed(0), perUnit: { header: 'µs per', format: (ms, count) => ((ms * 1000) / count).toFixed(1) } },
+    per,
+    [
+      { heading: 'By area (self time)', first: 'area', rows: labelled(summary.areas) },
+      { heading: 'Functions by self time', first: 'function (area:line)', rows: labelled(summary.self) },
+      { heading: 'Functions by total time (self and callees)', first: 'function (area:line)', rows: labelled(summary.total) },
+    ],
+  );
+}
+
+/** A sampling heap profile (V8's HeapProfiler, as scripts/allocation-sampler.mjs writes it): bytes sampled at each call site. */
+interface HeapProfileNode {
+  callFrame: ProfileNode['callFrame'];
+  selfSize: number;
+  children?: HeapProfileNode[];
+}
+
+export interface HeapProfile {
+  head: HeapProfileNode;
+}
+
+export interface AllocationSummary {
+  totalBytes: number;
+  areas: { area: string; bytes: number }[];
+  self: { name: string; bytes: number }[];
+}
+
+/** Where the sampled bytes were allocated: by area (as areaOf) and by function (its own allocations, not its callees'). */
+export function summariseAllocations(profile: HeapProfile, top = 25): AllocationSummary {
+  const areas = new Map<string, number>();
+  const self = new Map<string, number>();
+  let totalBytes = 0;
+  const pending: HeapProfileNode[] = [profile.head];
+  for (let node = pending.pop(); node !== undefined; node = pending.pop()) {
+    pending.push(...(node.children ?? []));
+    if (node.selfSize === 0) continue;
+    totalBytes += node.selfSize;
+    const area = areaOf(node.callFrame);
+    areas.set(area, (areas.get(area) ?? 0) + node.selfSize);
+    const name = nameOf(node.callFrame);
+    self.set(name, (self.get(name) ?? 0) + node.selfSize);
+  }
+  const sorted = (map: Map<string, number>, limit: number) => [...map.entries()].sort((a, b) => b[1] - a[1]).slice(0, limit);
+  return {
+    totalBytes,
+    areas: sorted(areas, 20).map(([area, bytes]) => ({ area, bytes })),
+    self: sorted(self, top).map(([name, bytes]) => ({ name, bytes })),
+  };
+}
+
+export function renderAllocationSummary(summary: AllocationSummary, title: string, per?: { count: number; unit: string }): string {
+  const intro = `Allocated ${(summary.totalBytes / 1e6).toFixed(1)} MB as sampled (V8's sampling heap profiler, objects freed by the collector counted)${
+    per
+      ? ` while ${per.count} ${per.unit} went through: ${(summary.totalBytes / per.count).toFixed(0)} bytes per ${per.unit.replace(/s$/, '')}`
+      : ''
+  }.`;
+  return renderTables(
+    title,
+    intro,
+    summary.totalBytes,
+    {
+      header: 'MB',
+      format: (bytes) => (bytes / 1e6).toFixed(1),
+      perUnit: { header: 'bytes per', format: (bytes, count) => (bytes / count).toFixed(0) },
+    },
+    per,
+    [
+      { heading: 'By area', first: 'area', rows: summary.areas.map(({ area, bytes }) => ({ label: area, value: bytes })) },
+      {
+        heading: 'Functions by what they allocate themselves',
+        first: 'function (area:line)',
+        rows: summary.self.map(({ name, bytes }) => ({ label: name, value: bytes })),
+      },
+    ],
+  );
 }
 
 if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('profile-summary.ts')) {
   const options = new Command('profile-summary')
-    .argument('<profile>', 'a .cpuprofile written by node --cpu-prof')
+    .argument('<profile>', 'a .cpuprofile written by node --cpu-prof, or a .heapprofile written by scripts/allocation-sampler.mjs')
     .option('--title <title>', 'heading of the summary', 'CPU profile')
     .option('--per <count>', 'divide by this many units (records) for a per-unit column')
     .option('--unit <unit>', 'what --per counts', 'records')
@@ -139,12 +226,12 @@ if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith
     .option('--out <file>', 'write here instead of stdout')
     .parse(process.argv);
   const opts = options.opts<{ title: string; per?: string; unit: string; top: string; out?: string }>();
-  const profile = JSON.parse(fs.readFileSync(options.args[0]!, 'utf8')) as CpuProfile;
-  const text = renderSummary(
-    summarise(profile, Number(opts.top)),
-    opts.title,
-    opts.per ? { count: Number(opts.per), unit: opts.unit } : undefined,
-  );
+  const file = options.args[0]!;
+  const per = opts.per ? { count: Number(opts.per), unit: opts.unit } : undefined;
+  const parsed = JSON.parse(fs.readFileSync(file, 'utf8')) as unknown;
+  const text = file.endsWith('.heapprofile')
+    ? renderAllocationSummary(summariseAllocations(parsed as HeapProfile, Number(opts.top)), opts.title, per)
+    : renderSummary(summarise(parsed as CpuProfile, Number(opts.top)), opts.title, per);
   if (opts.out) fs.writeFileSync(opts.out, text);
   else process.stdout.write(text);
 }

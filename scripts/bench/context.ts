@@ -34,11 +34,15 @@ export const options = new Command('bench')
     'CPU-profile the gateway (gateway section: single records; batch section) and the ingester (ingester section, first run) and write summaries to bench/profiles/',
   )
   .option(
+    '--allocations',
+    "sample where the same services allocate (V8's sampling heap profiler, freed objects counted) and write summaries to bench/profiles/ (<name>-allocations.md)",
+  )
+  .option(
     '--only <sections>',
     'comma-separated subset: gateway,batch,produce,ingester,scaleOut,freshness,endToEnd,revocation,redaction,hostile,codecs,analytics,kafkaClients (latest.json keeps the other figures)',
   )
   .parse(process.argv)
-  .opts<{ quick?: boolean; runs: string; only?: string; profile?: boolean }>();
+  .opts<{ quick?: boolean; runs: string; only?: string; profile?: boolean; allocations?: boolean }>();
 export const only = options.only ? new Set(options.only.split(',')) : undefined;
 export const section = (name: string) => !only || only.has(name);
 // `npm run bench --quick` (without --) reaches us as npm_config_quick.
@@ -383,8 +387,7 @@ export async function startQuiet(
   level: 'info' | 'debug' = 'info',
   profileDir?: string,
 ): Promise<ServiceProcess> {
-  const flags = profileDir ? { SERVICE_NODE_FLAGS: `--cpu-prof --cpu-prof-dir=${profileDir}` } : {};
-  return startService(entry, { ...env, LOG_LEVEL: level, ...flags }, ready, 90_000, { built: true });
+  return startService(entry, { ...env, LOG_LEVEL: level, ...profileFlags(profileDir) }, ready, 90_000, { built: true });
 }
 
 /** Fills `topic` with `count` queued records in the gateway's wire format, keyed by `keyOf`, in chunks of 10,000. */
@@ -479,10 +482,24 @@ export async function startPipeline(spec: {
   return { ingester, gateway };
 }
 
-/** With --profile: a fresh folder for one service's profile, summarised into bench/profiles/ at the end. */
+/**
+ * The environment that profiles a service into `dir`: with --profile its CPU (node's
+ * --cpu-prof), with --allocations where it allocates (scripts/allocation-sampler.mjs,
+ * preloaded; it writes its profile at the process's exit).
+ */
+export function profileFlags(dir: string | undefined): NodeJS.ProcessEnv {
+  if (!dir) return {};
+  const flags = [
+    ...(options.profile ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : []),
+    ...(options.allocations ? ['--import', path.join(root, 'scripts/allocation-sampler.mjs')] : []),
+  ];
+  return { SERVICE_NODE_FLAGS: flags.join(' '), ...(options.allocations ? { OTM_ALLOCATION_PROFILE_DIR: dir } : {}) };
+}
+
+/** With --profile or --allocations: a fresh folder for one service's profiles, summarised into bench/profiles/ at the end. */
 export const profiles: { dir: string; name: string; title: string; records: () => number }[] = [];
 export function profileDir(name: string, title: string, records: () => number): string | undefined {
-  if (!options.profile) return undefined;
+  if (!options.profile && !options.allocations) return undefined;
   const dir = path.join(work, 'profiles', `${name}-${runId}`);
   fs.mkdirSync(dir, { recursive: true });
   profiles.push({ dir, name, title, records });

@@ -1,11 +1,11 @@
 // Writes the figures down: bench/results/latest.json, BENCHMARKS.md (rendered from
-// them; it links the history, bench/analysis.md) and, with --profile, one
-// summary per profiled service.
+// them; it links the history, bench/analysis.md) and, with --profile or --allocations,
+// one summary per profiled service.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createClickHouse, serverVersion } from '@otm/shared/clickhouse';
-import { renderSummary, summarise } from '../profile-summary.js';
+import { renderAllocationSummary, renderSummary, summarise, summariseAllocations, type HeapProfile } from '../profile-summary.js';
 import { only, quick, runs, addresses, root, log, profiles, results, previous } from './context.js';
 import { renderMarkdown, sectionDates, sectionMachines, type Machine, type Output } from './render.js';
 
@@ -23,20 +23,18 @@ export async function writeReport(ran: readonly string[]): Promise<void> {
     clickhouse: `${chMajor}.${chMinor}`,
   };
 
-  // --profile: one Markdown summary per profiled service (the raw profiles stay in the stack folder).
+  // --profile and --allocations: one Markdown summary per profiled service and kind (the
+  // raw profiles stay in the stack folder).
   for (const profile of profiles) {
-    const files = fs.readdirSync(profile.dir).filter((file) => file.endsWith('.cpuprofile'));
-    // The main thread's profile is the largest; workers (pino's transport) write small ones.
-    const main = files.map((file) => path.join(profile.dir, file)).sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0];
-    if (!main) continue;
-    const summary = summarise(JSON.parse(fs.readFileSync(main, 'utf8')), 30);
-    const out = path.join(root, 'bench/profiles', `${profile.name}.md`);
-    fs.mkdirSync(path.dirname(out), { recursive: true });
-    fs.writeFileSync(
-      out,
-      renderSummary(summary, `${profile.title}, ${new Date().toISOString().slice(0, 10)}`, { count: profile.records(), unit: 'records' }),
-    );
-    log(`wrote ${path.relative(root, out)}`);
+    const per = { count: profile.records(), unit: 'records' };
+    const title = `${profile.title}, ${new Date().toISOString().slice(0, 10)}`;
+    const cpu = largest(profile.dir, '.cpuprofile');
+    if (cpu) writeProfile(`${profile.name}.md`, renderSummary(summarise(JSON.parse(fs.readFileSync(cpu, 'utf8')), 30), title, per));
+    const heap = largest(profile.dir, '.heapprofile');
+    if (heap) {
+      const summary = summariseAllocations(JSON.parse(fs.readFileSync(heap, 'utf8')) as HeapProfile, 30);
+      writeProfile(`${profile.name}-allocations.md`, renderAllocationSummary(summary, `Allocations: ${title}`, per));
+    }
   }
 
   const date = new Date().toISOString();
@@ -55,4 +53,17 @@ export async function writeReport(ran: readonly string[]): Promise<void> {
   fs.writeFileSync(path.join(root, 'bench/results/latest.json'), `${JSON.stringify(output, null, 2)}\n`);
   fs.writeFileSync(path.join(root, 'BENCHMARKS.md'), renderMarkdown(output));
   log('wrote bench/results/latest.json and BENCHMARKS.md');
+}
+
+/** The largest file of `dir` ending in `extension`: the main thread's profile (workers, as pino's transport, write small ones). */
+function largest(dir: string, extension: string): string | undefined {
+  const files = fs.readdirSync(dir).filter((file) => file.endsWith(extension));
+  return files.map((file) => path.join(dir, file)).sort((a, b) => fs.statSync(b).size - fs.statSync(a).size)[0];
+}
+
+function writeProfile(name: string, text: string): void {
+  const out = path.join(root, 'bench/profiles', name);
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  fs.writeFileSync(out, text);
+  log(`wrote ${path.relative(root, out)}`);
 }

@@ -1,7 +1,8 @@
 // The project patches kafkajs's hot paths for speed (patches/kafkajs+2.2.4.patch,
 // applied by `npm install`; docs/development.md, "Dependency patches"): record
 // encoding (no zero-filled buffers, exact-size records and batches, varints in place,
-// native CRC-32C, one copy to frame a request). The partitioner is not patched: the
+// native CRC-32C, one copy to frame a request) and record decoding (timestamps and
+// offsets in Number arithmetic, headers gathered in one loop). The partitioner is not patched: the
 // project's own (murmur2 in 32-bit arithmetic, kafka.ts) goes in through kafkajs's
 // createPartitioner. These tests hold both to what they replace: the wire format
 // (kafkajs's decoder reads it back, the CRC equals kafkajs's JavaScript one) and Java's
@@ -10,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { murmur2, recordingPartitioner } from './kafka.js';
 
@@ -30,6 +32,9 @@ const Encoder = require('kafkajs/src/protocol/encoder') as new () => {
   writeUVarInt(value: number): unknown;
   buffer: Buffer;
 };
+const decodeRecord = require('kafkajs/src/protocol/recordBatch/record/v0/decoder') as (decoder: object, context: object) => object;
+const KafkaLong = require('kafkajs/src/utils/long') as { fromValue(value: unknown): { add(value: unknown): { toString(): string } } };
+const HeaderDecoder = require('kafkajs/src/protocol/recordBatch/header/v0/decoder') as (decoder: object) => { key: string; value: Buffer };
 const kafkajsMurmur2 = require('kafkajs/src/producer/partitioners/default/murmur2') as (key: string | Buffer) => number;
 const createRequest = require('kafkajs/src/protocol/request') as (request: object) => Promise<{ buffer: Buffer }>;
 
@@ -238,5 +243,100 @@ describe('the patched kafkajs (grouping a send by partition)', () => {
     expect(Object.keys(grouped)).toEqual(['0', '1', '2']);
     for (const partition of [0, 1, 2]) expect(grouped[partition]).toEqual(messages.filter((_, i) => i % 3 === partition));
     expect(group({ topic: 't', partitionMetadata: [], messages, partitioner: () => 0 })).toEqual({});
+  });
+});
+
+/** A kafkajs decoder as these tests read it. */
+interface RecordReader {
+  readInt8(): number;
+  readVarLong(): unknown;
+  readVarInt(): number;
+  readVarIntBytes(): Buffer | null;
+  readVarIntArray<T>(reader: (decoder: RecordReader) => T): T[];
+}
+
+/** kafkajs 2.2.4's record decoder as it was before the patch: the patched one must return what this returns. */
+function decodeRecordAsBefore(decoder: RecordReader, context: Record<string, unknown>): object {
+  const { firstOffset, firstTimestamp, magicByte, isControlBatch = false, timestampType, maxTimestamp } = context;
+  const attributes = decoder.readInt8();
+  const timestampDelta = decoder.readVarLong();
+  const timestamp = timestampType === 1 && maxTimestamp ? maxTimestamp : KafkaLong.fromValue(firstTimestamp).add(timestampDelta).toString();
+  const offsetDelta = decoder.readVarInt();
+  const offset = KafkaLong.fromValue(firstOffset).add(offsetDelta).toString();
+  const key = decoder.readVarIntBytes();
+  const value = decoder.readVarIntBytes();
+  const headers = decoder.readVarIntArray(HeaderDecoder as (decoder: RecordReader) => { key: string; value: Buffer }).reduce(
+    (obj: Record<string, unknown>, { key, value }) => ({
+      ...obj,
+      [key]: obj[key] === undefined ? value : Array.isArray(obj[key]) ? (obj[key] as unknown[]).concat([value]) : [obj[key], value],
+    }),
+    {},
+  );
+  return { magicByte, attributes, timestamp, offset, key, value, headers, isControlRecord: isControlBatch, batchContext: context };
+}
+
+describe('the patched kafkajs (record decoding)', () => {
+  it('is patched (a record takes its timestamp and offset in Number arithmetic where it can)', () => {
+    expect(fs.readFileSync(require.resolve('kafkajs/src/protocol/recordBatch/record/v0/decoder'), 'utf8')).toContain('otm patch');
+  });
+
+  it('reads every record as the unpatched decoder did: deltas of every size and sign, firsts past 2^53, headers repeated or named as Object.prototype names', () => {
+    const deltas = [
+      0,
+      1,
+      -1,
+      63,
+      -64,
+      8191,
+      -8193,
+      2 ** 27 - 1,
+      -(2 ** 27),
+      2 ** 28,
+      -(2 ** 28) - 1,
+      2 ** 31,
+      -(2 ** 35),
+      2 ** 40,
+      -(2 ** 52),
+    ];
+    const firsts = ['0', '-1', '1764000000000', '9007199254740990', '9007199254740993', '-9007199254740993', '9223372036854775000'];
+    const headerSets: Record<string, unknown>[] = [
+      {},
+      { 'content-type': Buffer.from('application/json'), 'x-request-id': Buffer.from('r-1') },
+      { 'x-dup': [Buffer.from('a'), Buffer.from('b'), Buffer.from('c')] },
+      { constructor: Buffer.from('c'), toString: Buffer.from('t') },
+      JSON.parse('{"__proto__": "p", "x": "y"}') as Record<string, unknown>,
+    ];
+    let checked = 0;
+    for (const [d, timestampDelta] of deltas.entries()) {
+      for (const first of firsts) {
+        for (const timestampType of [0, 1]) {
+          const headers = headerSets[d % headerSets.length]!;
+          const record = Record({
+            key: d % 4 === 3 ? null : `key-${d}`,
+            value: d % 5 === 4 ? null : randomBytes(d * 37),
+            headers,
+            offsetDelta: (d * 7919) % 70_000,
+            timestampDelta,
+          });
+          const context = {
+            firstOffset: first,
+            firstTimestamp: first,
+            magicByte: 2,
+            timestampType,
+            maxTimestamp: '1764000000999',
+            isControlBatch: false,
+          };
+          const body = () =>
+            new Decoder((new Decoder(record.buffer) as unknown as RecordReader).readVarIntBytes()!) as unknown as RecordReader;
+          // Node's own deep equality: vitest's compares a `constructor` member as the object's type.
+          expect(
+            isDeepStrictEqual(decodeRecord(body(), context), decodeRecordAsBefore(body(), context)),
+            `delta ${timestampDelta}, first ${first}`,
+          ).toBe(true);
+          checked++;
+        }
+      }
+    }
+    expect(checked).toBe(deltas.length * firsts.length * 2);
   });
 });
