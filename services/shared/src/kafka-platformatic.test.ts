@@ -111,10 +111,12 @@ function varied(count: number, seed: number, largest = 1_048_576): BatchMessage[
     for (let h = next(4); h > 0; h--) headers.set(Buffer.from(`header-${h}`), bytes(next(3) === 0 ? 0 : next(80)));
     // Timestamps before, at and after the first, and one past the int32 range of milliseconds.
     const offsets = [0n, 1n, -1n, 5_000n, -70_000n, 2_147_483_648n, -2_147_483_649n];
+    // Every fourth value of any of the lengths, the others under 5,000 bytes (a batch of megabytes is slow to build).
+    const length = lengths[next(lengths.length)]!;
     return {
       topic: 'usage',
       key: i % 11 === 3 ? undefined : bytes(next(3) === 0 ? 0 : 10 + next(60)),
-      value: i % 13 === 5 ? undefined : bytes(lengths[next(lengths.length)]! % (i % 4 === 0 ? Infinity : 5000)),
+      value: i % 13 === 5 ? undefined : bytes(i % 4 === 0 ? length : length % 5000),
       ...(i % 5 === 4 ? {} : { headers }),
       timestamp: base + offsets[i === 0 ? 0 : next(offsets.length)]!,
     };
@@ -164,6 +166,8 @@ describe("the client's record batch (patches/@platformatic+kafka)", () => {
         expect(first + record.timestampDelta).toBeGreaterThanOrEqual(before);
         expect(first + record.timestampDelta).toBeLessThanOrEqual(after);
       } else if (message.timestamp - first < 2_147_483_648n && message.timestamp - first >= -2_147_483_648n) {
+        // Past the int32 range the client's own zigzag of a delta (int64ZigZagEncode shifts by 31, not 63) does
+        // not read back; those records are the bytes createRecord writes all the same (the first test).
         expect(first + record.timestampDelta).toBe(message.timestamp);
       }
     });

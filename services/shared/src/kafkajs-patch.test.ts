@@ -260,7 +260,9 @@ function decodeRecordAsBefore(decoder: RecordReader, context: Record<string, unk
   const { firstOffset, firstTimestamp, magicByte, isControlBatch = false, timestampType, maxTimestamp } = context;
   const attributes = decoder.readInt8();
   const timestampDelta = decoder.readVarLong();
-  const timestamp = timestampType === 1 && maxTimestamp ? maxTimestamp : KafkaLong.fromValue(firstTimestamp).add(timestampDelta).toString();
+  const logAppendTime = 1; // kafkajs's TimestampTypes.LOG_APPEND_TIME
+  const timestamp =
+    timestampType === logAppendTime && maxTimestamp ? maxTimestamp : KafkaLong.fromValue(firstTimestamp).add(timestampDelta).toString();
   const offsetDelta = decoder.readVarInt();
   const offset = KafkaLong.fromValue(firstOffset).add(offsetDelta).toString();
   const key = decoder.readVarIntBytes();
