@@ -54,6 +54,11 @@ function nameOf(frame: ProfileNode['callFrame']): string {
   return `${frame.functionName || '(anonymous)'}${where ? ` (${where})` : ''}`;
 }
 
+/** The `limit` largest amounts of `map`, largest first. */
+function largestFirst(map: Map<string, number>, limit: number): [string, number][] {
+  return [...map.entries()].sort((a, b) => b[1] - a[1]).slice(0, limit);
+}
+
 export function summarise(profile: CpuProfile, top = 25): ProfileSummary {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const selfUs = new Map<number, number>();
@@ -87,16 +92,11 @@ export function summarise(profile: CpuProfile, top = 25): ProfileSummary {
       total.set(stackName, (total.get(stackName) ?? 0) + us);
     }
   }
-  const sorted = (map: Map<string, number>, key: 'area' | 'name', limit: number) =>
-    [...map.entries()]
-      .sort((a, b) => b[1] - a[1])
-      .slice(0, limit)
-      .map(([label, us]) => ({ [key]: label, ms: us / 1000 }) as { area: string; name: string; ms: number });
   return {
     totalMs: totalUs / 1000,
-    areas: sorted(areas, 'area', 20),
-    self: sorted(self, 'name', top),
-    total: sorted(total, 'name', top),
+    areas: largestFirst(areas, 20).map(([area, us]) => ({ area, ms: us / 1000 })),
+    self: largestFirst(self, top).map(([name, us]) => ({ name, ms: us / 1000 })),
+    total: largestFirst(total, top).map(([name, us]) => ({ name, ms: us / 1000 })),
   };
 }
 
@@ -181,11 +181,10 @@ export function summariseAllocations(profile: HeapProfile, top = 25): Allocation
     const name = nameOf(node.callFrame);
     self.set(name, (self.get(name) ?? 0) + node.selfSize);
   }
-  const sorted = (map: Map<string, number>, limit: number) => [...map.entries()].sort((a, b) => b[1] - a[1]).slice(0, limit);
   return {
     totalBytes,
-    areas: sorted(areas, 20).map(([area, bytes]) => ({ area, bytes })),
-    self: sorted(self, top).map(([name, bytes]) => ({ name, bytes })),
+    areas: largestFirst(areas, 20).map(([area, bytes]) => ({ area, bytes })),
+    self: largestFirst(self, top).map(([name, bytes]) => ({ name, bytes })),
   };
 }
 
