@@ -13,7 +13,7 @@ import { eventually, queryRows, testNames, testStack } from '../../../test/helpe
 import { enrich } from './enrich-step.js';
 import { encodeRow, INSERT_EVENTS, INSERT_IO } from './encode-step.js';
 import { existingEventKeys, storedSince } from './key-lookup.js';
-import { insertEncoded, loadIsolatingBadRows } from './load-step.js';
+import { insertEncoded, loadIsolatingBadRows, loadStep } from './load-step.js';
 import { noneUnanswered } from './ports.js';
 import { PriceTable } from './prices.js';
 
@@ -196,5 +196,27 @@ describe('the look-up before an insert', () => {
     expect(storedSince([received, received + DAY_MS], 86_400)).toBe('2026-11-25');
     expect(storedSince([received], 3_600)).toBe('2026-11-25');
     expect(storedSince([Date.UTC(2026, 10, 27, 23)], 600)).toBe('2026-11-26');
+  });
+});
+
+describe('the two inserts of a unit', () => {
+  const database = `${n.database}_halves`;
+  const halves = createClickHouse({ ...settings, database });
+  beforeAll(async () => {
+    await migrate(server, halves, database);
+    // usage_io gone: its insert fails at once, while usage_events (and its views) take theirs.
+    await server.command({ query: `DROP TABLE ${database}.usage_io` });
+  });
+  afterAll(async () => {
+    await server.command({ query: `DROP DATABASE IF EXISTS ${database}` }).catch(() => undefined);
+    await halves.close();
+  });
+
+  it('both end before the unit fails: a retry never looks up keys while the other insert may still store them', async () => {
+    const rows = encoded(5000, 'halves', 13);
+    await expect(loadStep(halves, rows)).rejects.toThrow(/usage_io/);
+    // The usage_events insert had ended, whole, when the unit's attempt failed.
+    const [stored] = await queryRows<{ n: string }>(halves, "SELECT count() AS n FROM usage_events WHERE event_key LIKE 'halves-%'");
+    expect(Number(stored!.n)).toBe(5000);
   });
 });

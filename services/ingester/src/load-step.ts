@@ -219,7 +219,13 @@ export async function loadStep(
     await insertIo();
     await insertEvents();
   } else {
-    await Promise.all([insertIo(), insertEvents()]);
+    // Both ended before the attempt does, whichever failed: a retry (or the halving of a
+    // refused unit) looks its keys up again, and an insert still running then could store
+    // what the retry does not find, and the retry store it again. A failure of the
+    // connection goes before a refused row: the whole unit is tried again, not halved.
+    const outcomes = await Promise.allSettled([insertIo(), insertEvents()]);
+    const failures = outcomes.flatMap((outcome) => (outcome.status === 'rejected' ? [outcome.reason as unknown] : []));
+    if (failures.length > 0) throw failures.find((error) => !isDataError(error)) ?? failures[0];
   }
   return [...eventsThere];
 }
