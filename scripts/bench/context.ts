@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Command } from 'commander';
 import { buildSync } from 'esbuild';
+import { quote as quoteShellWords } from 'shell-quote';
 import { buildQueuedRecordSchema, type QueuedUsageRecord } from '@otm/schemas';
 import { COMPRESSION_TYPES, createDurableProducer, createKafka, deleteTopicsWhere, ensureTopic } from '@otm/shared/kafka';
 import { createRegistry, encodeWire, registerJsonSchema } from '@otm/shared/registry';
@@ -493,7 +494,7 @@ export function profileFlags(dir: string | undefined): NodeJS.ProcessEnv {
     ...(options.profile ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : []),
     ...(options.allocations ? ['--import', path.join(root, 'scripts/allocation-sampler.mjs')] : []),
   ];
-  return { SERVICE_NODE_FLAGS: flags.join(' '), ...(options.allocations ? { OTM_ALLOCATION_PROFILE_DIR: dir } : {}) };
+  return { SERVICE_NODE_FLAGS: quoteShellWords(flags), ...(options.allocations ? { OTM_ALLOCATION_PROFILE_DIR: dir } : {}) };
 }
 
 /** With --profile or --allocations: a fresh folder for one service's profiles, summarised into bench/profiles/ at the end. */

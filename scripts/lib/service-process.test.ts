@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { serviceAllocatorEnv, serviceNodeOptions, withMemoryFlags } from './service-process.js';
+import { quote } from 'shell-quote';
+import { serviceAllocatorEnv, serviceNodeFlags, serviceNodeOptions, withMemoryFlags } from './service-process.js';
 import { projectRoot } from './project-root.js';
 
 describe('withMemoryFlags', () => {
@@ -58,4 +59,26 @@ describe('the memory settings in docker-compose.yml and the Helm chart', () => {
       expect(helmEnv(service)).toEqual(expected(service));
     });
   }
+});
+
+describe('serviceNodeFlags', () => {
+  it('keeps a quoted path with a space as one flag', () => {
+    expect(serviceNodeFlags(`--cpu-prof '--cpu-prof-dir=/tmp/a b' --import "/tmp/c d/e.mjs"`)).toEqual([
+      '--cpu-prof',
+      '--cpu-prof-dir=/tmp/a b',
+      '--import',
+      '/tmp/c d/e.mjs',
+    ]);
+  });
+
+  it('reads back what the bench writes', () => {
+    const flags = ['--cpu-prof', '--cpu-prof-dir=/tmp/profiles of a run', '--import', '/tmp/x/sampler.mjs'];
+    expect(serviceNodeFlags(quote(flags))).toEqual(flags);
+  });
+
+  it('gives nothing for no flags, and keeps a dollar sign as written', () => {
+    expect(serviceNodeFlags(undefined)).toEqual([]);
+    expect(serviceNodeFlags('  ')).toEqual([]);
+    expect(serviceNodeFlags('--title=$HOME')).toEqual(['--title=$HOME']);
+  });
 });

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parse as parseShellWords } from 'shell-quote';
 import { projectRoot } from './project-root.js';
 
 /** Services started here and still running: killed when this process exits, so a
@@ -202,6 +203,15 @@ export async function startProcess(
 }
 
 /**
+ * The node flags of `SERVICE_NODE_FLAGS`, split as a shell splits words: a value quoted
+ * there (a profile folder whose path holds a space) stays one argument.
+ */
+export function serviceNodeFlags(flags: string | undefined): string[] {
+  // A `$NAME` is kept as written: the flags are node's, not a shell's.
+  return parseShellWords(flags ?? '', (name) => `$${name}`).filter((word): word is string => typeof word === 'string');
+}
+
+/**
  * Starts the child process (killed when this process exits) and reads its output lines:
  * kept in `logs` (unless `keepLogs` is false) and given to `onLine`.
  */
@@ -217,7 +227,7 @@ function spawnProcess(
     [
       // Extra node flags for a run (e.g. --cpu-prof, which NODE_OPTIONS refuses), from the
       // service environment or this process's.
-      ...(env.SERVICE_NODE_FLAGS ?? process.env.SERVICE_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+      ...serviceNodeFlags(env.SERVICE_NODE_FLAGS ?? process.env.SERVICE_NODE_FLAGS),
       ...runtimeFlags,
       ...args,
     ],
