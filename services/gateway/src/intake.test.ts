@@ -2,9 +2,11 @@
 // record per event key inside a request; the replay memory answered from; a refusal a
 // route made while decoding passed through; a queue that does not take a record.
 import { describe, expect, it } from 'vitest';
+import { hash } from 'node:crypto';
 import fs from 'node:fs';
 import { buildQueuedRecordSchema, compileValidators, DEFAULT_RECORD_BOUNDS } from '@otm/schemas';
 import { ServiceError } from '@otm/shared/errors';
+import { decodeWire } from '@otm/shared/registry';
 import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
 import { accept, acceptedUsage, type IntakeItem } from './intake.js';
 import { ProduceUnavailableError, promiseQueue, type QueuedMessage } from './produce-batcher.js';
@@ -106,6 +108,31 @@ describe('accept', () => {
     );
     expect(reused).toMatchObject({ kind: 'refused', error: { errorType: 'IdempotencyKeyReused' } });
     expect(again.messages).toEqual([]);
+  });
+
+  it("writes each record's text whole into its message whatever its characters, and remembers the digest of the record as sent", async () => {
+    // Each record's text is encoded once into a scratch the next record overwrites
+    // (record-intake.ts): every message must still hold its own record, byte for byte.
+    const texts = ['plain ASCII', 'Latin-1: café, naïve', 'wide: héllo — 東京 🚀 “quoted”', '東'.repeat(100_000), '🚀'.repeat(3), ''];
+    const records = texts.map((prompt) => ({ ...fixture(), io: { prompt, response: `re: ${prompt.slice(0, 40)}` } }));
+    const replay = new Map<string, AcceptedReply>();
+    const { batcher, messages } = queue();
+    const items = records.map((record, index) => item(structuredClone(record), index % 2 === 0 ? `wide-${index}` : undefined, `w${index}`));
+    const results = await accept(items, context(replay), { batcher });
+    expect(results.map((result) => result.kind)).toEqual(texts.map(() => 'accepted'));
+    expect(messages).toHaveLength(records.length);
+    messages.forEach((message, index) => {
+      const decoded = decodeWire(message.value);
+      expect(decoded.ok).toBe(true);
+      const json = (decoded as { json: string }).json;
+      // The record's text as JSON.stringify writes it, after the meta, byte for byte.
+      expect(json.endsWith(`,"record":${JSON.stringify(records[index])}}`)).toBe(true);
+      expect(JSON.parse(json).record).toEqual(records[index]);
+    });
+    // The digest is SHA-256 of the record's JSON text in UTF-8, as before the text was encoded once.
+    records.forEach((record, index) => {
+      if (index % 2 === 0) expect(replay.get(`key_intake:wide-${index}`)?.digest).toBe(hash('sha256', JSON.stringify(record), 'base64url'));
+    });
   });
 
   it('lets go of the parsed records before it waits for the queue', async () => {

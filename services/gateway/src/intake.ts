@@ -112,6 +112,7 @@ export async function accept(items: readonly IntakeEntry[], context: IntakeConte
         };
         continue;
       }
+      // Its text is a view of the intake's scratch until written (record-intake.ts): no wait between its check and here.
       const prepared = prepareRecord(record, context);
       const value = writer.write(context.schemaId, queuedJson(prepared, context));
       toQueue.push({

@@ -14,6 +14,7 @@ import {
 } from '@otm/schemas';
 import { refuse } from '@otm/shared/errors';
 import type { IngestKeyRecord } from '@otm/shared/keys/key-store';
+import { Utf8Scratch, type TextPiece } from '@otm/shared/registry';
 import { applyCapture, type CaptureMeta } from './capture.js';
 import type { Redactor } from './redact.js';
 
@@ -45,16 +46,20 @@ export interface CheckedRecord {
   eventKey: string;
   idempotencyKey: string | null;
   record: UsageRecord;
-  /** The record as sent, serialised; computed only when a digest needed it. */
-  sentJson: string | undefined;
+  /**
+   * The record as sent, serialised in UTF-8, computed only when a digest needed it: a
+   * view of the intake's scratch, valid until the next record is checked or prepared.
+   */
+  sentText: Uint8Array | undefined;
   /** Empty when there is no idempotency key (nothing to compare a replay with). */
   digest: string;
   usage: Usage;
 }
 
 /** A checked record with its capture policy applied, serialised once, ready to queue. */
-export interface PreparedRecord extends Omit<CheckedRecord, 'record' | 'sentJson'> {
-  recordJson: string;
+export interface PreparedRecord extends Omit<CheckedRecord, 'record' | 'sentText'> {
+  /** The record's text in UTF-8: a view of the intake's scratch, to be written into its message before the next record is checked. */
+  recordText: Uint8Array;
   /** The capture policy applied to the record, for the queued meta. */
   capture: CaptureMeta;
 }
@@ -75,6 +80,13 @@ export interface IntakeContext {
 }
 
 export const IDEMPOTENCY_KEY = /^[\x20-\x7E]{1,255}$/;
+
+/**
+ * Each record's text is encoded into UTF-8 once, here, and those bytes are hashed for its
+ * digest and copied into its message. Records are checked, prepared and written one at a
+ * time, without a wait between (intake.ts), so one scratch serves every request.
+ */
+const scratch = new Utf8Scratch();
 
 /**
  * Validates `body` as a usage record; throws ServiceError when it is refused. The
@@ -105,26 +117,26 @@ export function checkRecord(body: unknown, idempotencyKey: string | undefined, r
   normaliseStack(record);
   // A replay is compared by the record as sent, not by what the policy leaves of it
   // (two records differing only in a redacted e-mail address are different records).
-  const sentJson = idempotencyKey ? JSON.stringify(record) : undefined;
+  const sentText = idempotencyKey ? scratch.encode(JSON.stringify(record)) : undefined;
   return {
     requestId,
     // Two customers using the same idempotency string never collide.
     eventKey: idempotencyKey ? `${context.apiKey.id}:${idempotencyKey}` : requestId,
     idempotencyKey: idempotencyKey ?? null,
     record,
-    sentJson,
+    sentText,
     // One-shot hash: half the cost of a Hash object for a few kilobytes.
-    digest: sentJson === undefined ? '' : hash('sha256', sentJson, 'base64url'),
+    digest: sentText === undefined ? '' : hash('sha256', sentText, 'base64url'),
     usage: usageOf(record),
   };
 }
 
 /** Applies the capture policy to a checked record and serialises it, once (the record as sent is reused when the policy keeps it whole). */
 export function prepareRecord(checked: CheckedRecord, context: IntakeContext): PreparedRecord {
-  const { record, sentJson, ...rest } = checked;
+  const { record, sentText, ...rest } = checked;
   const capture = applyCapture(record, context.capture, context.redactor);
-  const recordJson = context.capture === 'full' && sentJson !== undefined ? sentJson : JSON.stringify(record);
-  return { ...rest, recordJson, capture };
+  const recordText = context.capture === 'full' && sentText !== undefined ? sentText : scratch.encode(JSON.stringify(record));
+  return { ...rest, recordText, capture };
 }
 
 /**
@@ -148,7 +160,7 @@ export function previousAnswer(
  * into the message buffer after the wire header, WireWriter: the record's text is not
  * copied into a string of the whole envelope first).
  */
-export function queuedJson(prepared: PreparedRecord, context: IntakeContext): string[] {
+export function queuedJson(prepared: PreparedRecord, context: IntakeContext): TextPiece[] {
   const meta: QueuedUsageRecord['meta'] = {
     requestId: prepared.requestId,
     eventKey: prepared.eventKey,
@@ -159,7 +171,7 @@ export function queuedJson(prepared: PreparedRecord, context: IntakeContext): st
     gatewayId: context.instanceId,
     capture: prepared.capture,
   };
-  return ['{"meta":', JSON.stringify(meta), ',"record":', prepared.recordJson, '}'];
+  return ['{"meta":', JSON.stringify(meta), ',"record":', prepared.recordText, '}'];
 }
 
 export function usageOf(record: UsageRecord): Usage {

@@ -1,6 +1,6 @@
 // The registry wire format: magic byte 0, the schema id (4 bytes, big-endian), the JSON text.
 import { describe, expect, it } from 'vitest';
-import { WireWriter, decodeWire, encodeWire } from './registry.js';
+import { Utf8Scratch, WireWriter, decodeWire, encodeWire } from './registry.js';
 
 describe('wire format', () => {
   it('round-trips text of any width and writes the header the Confluent way', () => {
@@ -60,5 +60,43 @@ describe('wire format', () => {
       expect(wire.equals(encodeWire(9, json))).toBe(true);
     });
     expect(wires[2]!.buffer).toBe(wires[0]!.buffer);
+  });
+
+  it('copies a piece given in UTF-8 as it is, beside pieces given as strings', () => {
+    const record = JSON.stringify({ p: 'héllo — 東京 🚀'.repeat(50) });
+    const writer = new WireWriter();
+    const wire = writer.write(9, ['{"meta":{},"record":', Buffer.from(record, 'utf8'), '}']);
+    expect(wire.equals(encodeWire(9, `{"meta":{},"record":${record}}`))).toBe(true);
+    const alone = new WireWriter(64).write(9, [new Uint8Array(Buffer.from(record, 'utf8'))]); // past a quarter of its slab: a buffer of its own
+    expect(alone.equals(encodeWire(9, record))).toBe(true);
+  });
+});
+
+describe('Utf8Scratch', () => {
+  it('encodes any text as Buffer.from does, growing to its bound and giving a longer text a buffer of its own', () => {
+    const scratch = new Utf8Scratch(8, 1024);
+    const texts = [
+      '',
+      'ascii',
+      'Latin-1: café',
+      'wide: 東京 “quoted” 🚀',
+      'lone surrogates: \ud800 \udfff',
+      'x'.repeat(300),
+      '東'.repeat(341),
+      '東'.repeat(342),
+      '🚀'.repeat(2000),
+    ];
+    for (const text of texts) expect(scratch.encode(text).equals(Buffer.from(text, 'utf8'))).toBe(true);
+  });
+
+  it('overwrites its last view with the next text, and keeps one buffer for texts within its bound', () => {
+    const scratch = new Utf8Scratch(64, 1024);
+    const first = scratch.encode('first');
+    const second = scratch.encode('SECOND');
+    expect(second.buffer).toBe(first.buffer);
+    expect(first.toString()).toBe('SECON');
+    const beyond = scratch.encode('y'.repeat(400)); // 1,200 bytes of room needed: past its bound
+    expect(beyond.buffer).not.toBe(first.buffer);
+    expect(scratch.encode('third').buffer).toBe(first.buffer);
   });
 });

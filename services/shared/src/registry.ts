@@ -125,6 +125,12 @@ export function encodeWire(schemaId: number, json: string): Buffer {
 }
 
 /**
+ * A piece of a message's JSON text: a string, or the UTF-8 bytes of one (Utf8Scratch),
+ * copied as they are.
+ */
+export type TextPiece = string | Uint8Array;
+
+/**
  * encodeWire for many messages, one at a time, into shared slabs: each message a view of
  * its slab. Node's allocator takes a fresh 8 KiB slab every two or three records of a
  * few kilobytes (or a buffer of its own past 4 KiB): one allocation per slab instead
@@ -137,7 +143,8 @@ export function encodeWire(schemaId: number, json: string): Buffer {
  * A message may be given as pieces whose concatenation is its JSON text: each is
  * written where it belongs, so text built by concatenation is never flattened into a
  * string of its own first (a copy of every record, one of the largest allocations of the
- * batch path before). No piece may split a surrogate pair (JSON.stringify's never do).
+ * batch path before). No string piece may split a surrogate pair (JSON.stringify's never
+ * do); a piece already in UTF-8 is copied.
  */
 export class WireWriter {
   private slab = Buffer.alloc(0);
@@ -145,7 +152,7 @@ export class WireWriter {
 
   constructor(private readonly slabBytes = 64 * 1024) {}
 
-  write(schemaId: number, json: string | readonly string[]): Buffer {
+  write(schemaId: number, json: string | readonly TextPiece[]): Buffer {
     const bytes = HEADER_BYTES + textBytes(json);
     if (bytes > this.slab.length - this.offset) {
       if (bytes > this.slabBytes / 4) return writeWireAt(Buffer.allocUnsafeSlow(bytes), 0, schemaId, json);
@@ -159,19 +166,58 @@ export class WireWriter {
 }
 
 /** Writes one message at `start` of `buffer` (room checked by the caller) and returns its view. */
-function writeWireAt(buffer: Buffer, start: number, schemaId: number, json: string | readonly string[]): Buffer {
+function writeWireAt(buffer: Buffer, start: number, schemaId: number, json: string | readonly TextPiece[]): Buffer {
   buffer.writeUInt8(MAGIC_BYTE, start);
   let offset = buffer.writeUInt32BE(schemaId, start + 1);
   if (typeof json === 'string') offset += buffer.write(json, offset, 'utf8');
-  else for (const piece of json) offset += buffer.write(piece, offset, 'utf8');
+  else
+    for (const piece of json) {
+      if (typeof piece === 'string') offset += buffer.write(piece, offset, 'utf8');
+      else {
+        buffer.set(piece, offset);
+        offset += piece.length;
+      }
+    }
   return buffer.subarray(start, offset);
 }
 
-function textBytes(json: string | readonly string[]): number {
+function textBytes(json: string | readonly TextPiece[]): number {
   if (typeof json === 'string') return Buffer.byteLength(json, 'utf8');
   let bytes = 0;
-  for (const piece of json) bytes += Buffer.byteLength(piece, 'utf8');
+  for (const piece of json) bytes += typeof piece === 'string' ? Buffer.byteLength(piece, 'utf8') : piece.length;
   return bytes;
+}
+
+/** UTF-8 takes at most 3 bytes for each UTF-16 code unit of a string (a surrogate pair's 4 for its two; a lone one 3). */
+const MAX_UTF8_BYTES_PER_CODE_UNIT = 3;
+
+/**
+ * Encodes texts into UTF-8 one at a time in a buffer kept for it: each encode() returns
+ * a view that the next one overwrites. A text both hashed and written into a message is
+ * encoded once this way, where hashing a string and writing it encode it once each and
+ * measuring it (Buffer.byteLength) walks it once more: for text beyond Latin-1 each of
+ * those passes costs about what the encoding does (bench/analysis.md). The buffer grows
+ * up to `maxBytes`; a longer text gets a buffer of its own.
+ */
+export class Utf8Scratch {
+  private buffer: Buffer;
+
+  constructor(
+    initialBytes = 16 * 1024,
+    private readonly maxBytes = 256 * 1024,
+  ) {
+    this.buffer = Buffer.allocUnsafeSlow(initialBytes);
+  }
+
+  /** The text's UTF-8 bytes, valid until the next call. */
+  encode(text: string): Buffer {
+    const room = text.length * MAX_UTF8_BYTES_PER_CODE_UNIT;
+    if (room > this.buffer.length) {
+      if (room > this.maxBytes) return Buffer.from(text, 'utf8');
+      this.buffer = Buffer.allocUnsafeSlow(Math.min(this.maxBytes, Math.max(room, 2 * this.buffer.length)));
+    }
+    return this.buffer.subarray(0, this.buffer.write(text, 0, 'utf8'));
+  }
 }
 
 export type WireDecoded = { ok: true; schemaId: number; json: string } | { ok: false; reason: string };
