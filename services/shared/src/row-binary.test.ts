@@ -72,6 +72,45 @@ describe('RowBinaryEncoder', () => {
     expect(bytes.subarray(3, 3 + long.length).toString('utf8')).toBe(long);
   });
 
+  it('writes a string of any length and width as its measured length then its UTF-8, whichever way it is written', () => {
+    // A string is written before it is measured up to DIRECT_TEXT_BYTES of room (its
+    // length's varint as wide as three bytes per unit would need, the text moved back
+    // when fewer bytes do), measured first past it: the bytes are the same either way.
+    const reference = (text: string) => {
+      const utf8 = Buffer.from(text, 'utf8');
+      const varint: number[] = [];
+      for (let rest = utf8.length; ; rest = Math.floor(rest / 0x80)) {
+        if (rest < 0x80) {
+          varint.push(rest);
+          break;
+        }
+        varint.push((rest % 0x80) | 0x80);
+      }
+      return Buffer.concat([Buffer.from(varint), utf8]);
+    };
+    const encoder = new RowBinaryEncoder<{ text: string; maybe: string | null }>({ text: 'String', maybe: 'Nullable(String)' });
+    const texts = [
+      'x'.repeat(42),
+      'x'.repeat(43), // 43 bytes: a one-byte length where three bytes a unit would need two
+      'x'.repeat(127),
+      'x'.repeat(128),
+      'é'.repeat(64), // 128 bytes: a two-byte length
+      '東'.repeat(43),
+      '🚀'.repeat(40),
+      'lone: \ud800'.repeat(20),
+      'x'.repeat(5_462), // 16,386 of room: a three-byte varint for a two-byte length
+      '東'.repeat(5_462), // 16,386 bytes: three bytes of length either way
+      'x'.repeat(21_845), // 65,535 of room: written first
+      'x'.repeat(21_846), // past it: measured first
+      '東'.repeat(30_000),
+    ];
+    for (const text of texts) {
+      const bytes = encoder.encode({ text, maybe: text });
+      const one = reference(text);
+      expect(bytes.equals(Buffer.concat([one, Buffer.from([0]), one]))).toBe(true);
+    }
+  });
+
   it('refuses, naming the column, a value its column cannot hold; a later row is whole', () => {
     const encoder = new RowBinaryEncoder<Row>(SCHEMA);
     const refused: [Partial<Row>, string][] = [
