@@ -33,7 +33,10 @@ const place = (partition: number, first: number, last: number): ChunkPlace => ({
   first: String(first),
   last: String(last),
 });
-const flush = () => new Promise((resolve) => setTimeout(resolve, 0));
+// A turn of the event loop, then the check phase after it: a chain's commit waits for a
+// setImmediate queued as its load resolves, so it has run by then, whichever of the timer
+// and that setImmediate the loop reaches first (a timer alone is flaky on a busy machine).
+const flush = () => new Promise((resolve) => setTimeout(() => setImmediate(resolve), 0));
 
 describe('OrderedCommits', () => {
   it("commits a partition's chunks in order, whatever order their loads finish in", async () => {
