@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import https from 'node:https';
 import { COMPATIBILITY, SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
 import { createAjv } from '@otm/schemas';
+import { MAX_UTF8_BYTES_PER_CODE_UNIT } from './row-binary.js';
 
 export const MAGIC_BYTE = 0;
 /** The wire header: the magic byte and the schema id (4 bytes, big-endian). */
@@ -187,9 +188,6 @@ function textBytes(json: string | readonly TextPiece[]): number {
   for (const piece of json) bytes += typeof piece === 'string' ? Buffer.byteLength(piece, 'utf8') : piece.length;
   return bytes;
 }
-
-/** UTF-8 takes at most 3 bytes for each UTF-16 code unit of a string (a surrogate pair's 4 for its two; a lone one 3). */
-const MAX_UTF8_BYTES_PER_CODE_UNIT = 3;
 
 /**
  * Encodes texts into UTF-8 one at a time in a buffer kept for it: each encode() returns

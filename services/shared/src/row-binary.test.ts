@@ -111,6 +111,20 @@ describe('RowBinaryEncoder', () => {
     }
   });
 
+  it("writes a short string that lands within a few bytes of its scratch buffer's end", () => {
+    // The first text takes the scratch buffer to 131,073 bytes (its 131,063 units and a
+    // three-byte length), leaving seven: room for each short text written after it, not
+    // for a varint's own ten. Each short text must come through whole at any width.
+    const encoder = new RowBinaryEncoder<{ first: string; second: string }>({ first: 'String', second: 'String' });
+    const first = 'x'.repeat(131_063);
+    for (const second of ['✓', 'é', 'x', '', '✓✓']) {
+      const bytes = encoder.encode({ first, second });
+      const tail = Buffer.from(second, 'utf8');
+      expect(bytes.length).toBe(3 + first.length + 1 + tail.length);
+      expect(bytes.subarray(3 + first.length).equals(Buffer.concat([Buffer.from([tail.length]), tail]))).toBe(true);
+    }
+  });
+
   it('refuses, naming the column, a value its column cannot hold; a later row is whole', () => {
     const encoder = new RowBinaryEncoder<Row>(SCHEMA);
     const refused: [Partial<Row>, string][] = [

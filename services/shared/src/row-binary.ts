@@ -50,6 +50,9 @@ export const ROW_BLOCK_BYTES = 256 * 1024;
 /** A row larger than this gets a buffer of its own instead of a place in a block. */
 const OWN_BUFFER_BYTES = ROW_BLOCK_BYTES / 8;
 
+/** UTF-8 takes at most 3 bytes for each UTF-16 code unit of a string (a surrogate pair's 4 for its two; a lone one 3). */
+export const MAX_UTF8_BYTES_PER_CODE_UNIT = 3;
+
 /** A string whose UTF-8 may take up to this many bytes is written before it is measured (RowBinaryEncoder's `string`). */
 const DIRECT_TEXT_BYTES = 64 * 1024;
 
@@ -150,10 +153,11 @@ export class RowBinaryEncoder<Row extends object> {
 
   private string(name: string, value: unknown): void {
     if (typeof value !== 'string') throw new RowBinaryError(name, `expected a string, got ${value === null ? 'null' : typeof value}`);
-    // A UTF-16 unit is at most 3 bytes of UTF-8: a string of up to 42 units fits a
-    // one-byte length, written after the text (no separate pass to measure it).
+    // A string of up to 42 units fits a one-byte length, written after the text (no
+    // separate pass to measure it). Its own branch: the general one below costs short
+    // strings (most of a row's) about 7 ns more each (bench/analysis.md).
     if (value.length <= 42) {
-      this.ensure(1 + value.length * 3);
+      this.ensure(1 + value.length * MAX_UTF8_BYTES_PER_CODE_UNIT);
       const written = this.buffer.write(value, this.position + 1, 'utf8');
       this.buffer[this.position] = written;
       this.position += 1 + written;
@@ -164,13 +168,13 @@ export class RowBinaryEncoder<Row extends object> {
     // length fits fewer bytes (a copy of a few kilobytes, where Buffer.byteLength walks
     // the whole text once more: 1 µs for 2 KB of ASCII, 4 beyond Latin-1). Past
     // DIRECT_TEXT_BYTES it is measured first, so a long text reserves what it needs only.
-    const most = value.length * 3;
+    const most = value.length * MAX_UTF8_BYTES_PER_CODE_UNIT;
     if (most <= DIRECT_TEXT_BYTES) {
       const room = varintBytes(most);
       this.ensure(room + most);
       const start = this.position + room;
       const written = this.buffer.write(value, start, 'utf8');
-      this.varint(written); // within the room ensured above (more than its own 10 bytes): the buffer stays
+      this.varintInRoom(written); // within the room ensured above: the buffer, and the text in it, stay
       if (this.position < start) this.buffer.copyWithin(this.position, start, start + written);
       this.position += written;
       return;
@@ -183,6 +187,11 @@ export class RowBinaryEncoder<Row extends object> {
 
   private varint(value: number): void {
     this.ensure(10);
+    this.varintInRoom(value);
+  }
+
+  /** A varint written where room for it is already ensured (growing the buffer would lose what lies past the position). */
+  private varintInRoom(value: number): void {
     let rest = value;
     while (rest >= 0x80) {
       this.buffer[this.position++] = (rest % 0x80) | 0x80;
