@@ -33,10 +33,16 @@ export interface ChaosOptions {
   drainTimeoutSeconds: number;
   /** The suite's own stack (every scenario), or the addresses of a running one (scenarios that kill nothing of it). */
   stack: { kafkaBrokers: 1 | 3; keep: boolean } | { addresses: StackAddresses };
-  /** Tests only: an ingester that commits offsets before the insert (the suite must fail). */
-  brokenCommit?: boolean;
+  /**
+   * Tests only: a deliberately broken ingester (INGEST_FAULT_INJECTION) the suite must
+   * fail: one that commits offsets before the insert (records lost), or one that loads
+   * every record as new (a redelivered record counted twice).
+   */
+  brokenBuild?: BrokenBuild;
   log?: (line: string) => void;
 }
+
+export type BrokenBuild = 'commit-before-load' | 'skip-dedupe';
 
 export interface StackAddresses {
   KAFKA_BROKERS: string;
@@ -98,7 +104,8 @@ export interface ChaosReport {
   warmSeconds: number;
   holdSeconds: number;
   afterSeconds: number;
-  brokenCommit: boolean;
+  /** The deliberately broken ingester run, if any. */
+  brokenBuild: BrokenBuild | null;
   scenarios: ScenarioResult[];
   passed: boolean;
 }
@@ -228,7 +235,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         INGEST_RETRY_MAX_MS: '2000',
         DEDUPE_TTL_SECONDS: '3600',
         LOG_LEVEL: 'info',
-        ...(options.brokenCommit ? { INGEST_FAULT_INJECTION: 'commit-before-load' } : {}),
+        ...(options.brokenBuild ? { INGEST_FAULT_INJECTION: options.brokenBuild } : {}),
       },
       /ingester consuming/,
       180_000,
@@ -335,7 +342,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     warmSeconds: options.warmSeconds,
     holdSeconds: options.holdSeconds,
     afterSeconds: options.afterSeconds,
-    brokenCommit: options.brokenCommit ?? false,
+    brokenBuild: options.brokenBuild ?? null,
     scenarios: results,
     passed: results.length > 0 && results.every((result) => result.passed),
   };

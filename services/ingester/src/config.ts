@@ -87,8 +87,8 @@ export const ingesterSpec = {
   }),
   INGEST_FAULT_INJECTION: str({
     default: '',
-    choices: ['', 'consumer-crash', 'commit-before-load', 'undecodable-snappy'],
-    desc: 'Tests only: consumer-crash throws a fatal error out of the first batch; commit-before-load commits offsets before the ClickHouse insert (a deliberately broken build, for the chaos suite to catch); undecodable-snappy makes every snappy batch fail to decode.',
+    choices: ['', 'consumer-crash', 'commit-before-load', 'skip-dedupe', 'undecodable-snappy'],
+    desc: "Tests only: consumer-crash throws a fatal error out of the first batch; commit-before-load commits offsets before the ClickHouse insert; skip-dedupe loads every record as new, asking neither Redis's marks nor ClickHouse's stored keys (two deliberately broken builds, for the chaos suite to catch: one loses records, the other counts a redelivered record twice); undecodable-snappy makes every snappy batch fail to decode.",
   }),
 };
 

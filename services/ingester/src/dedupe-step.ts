@@ -6,7 +6,7 @@
 // collision (docs/topic-contract.md, "Direct producers"), which is dead-lettered.
 import { createHash } from 'node:crypto';
 import { isCluster, type Redis } from '@otm/shared/redis';
-import type { SeenCheck, SeenMark } from './ports.js';
+import type { Deduplicator, SeenCheck, SeenMark } from './ports.js';
 
 const MGET_KEYS = 1000;
 const MARK_KEYS = 1000;
@@ -109,6 +109,18 @@ export class DedupeStep {
     }
     await Promise.all(calls);
   }
+}
+
+/**
+ * Tests only (INGEST_FAULT_INJECTION=skip-dedupe): `step` with every key unmarked, so a
+ * redelivered record is loaded again (a deliberately broken build the chaos suite must
+ * catch counting it twice). Repeats within one batch still collapse; marks are written.
+ */
+export function forgetfulDedupe(step: Deduplicator): Deduplicator {
+  return {
+    filterSeen: (items, keyOf, digestOf) => checkSeen(items, keyOf, digestOf, async (eventKeys) => eventKeys.map(() => null)),
+    markSeen: (marks) => step.markSeen(marks),
+  };
 }
 
 /** The bucket of an event key on a cluster: a stable hash of the key, 0 to CLUSTER_BUCKETS - 1. */

@@ -27,6 +27,8 @@ export interface KeyLookup {
   windowS: number;
   /** False where migration 0012 is not applied (an ingester held to earlier migrations): every look-up reads the table itself. */
   keyTable: boolean;
+  /** Tests only (INGEST_FAULT_INJECTION=skip-dedupe): nothing is looked up, every row is inserted as new. */
+  unsafeSkip?: boolean;
 }
 
 export const DEFAULT_KEY_LOOKUP: KeyLookup = { windowS: 86_400, keyTable: true };

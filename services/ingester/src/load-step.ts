@@ -185,7 +185,9 @@ export async function loadStep(
         lookup.windowS,
       )
     : null;
-  const { usage_events: eventsThere, usage_io: ioThere } = await storedKeys(clickhouse, rows, withIo, unanswered, since);
+  const { usage_events: eventsThere, usage_io: ioThere } = lookup.unsafeSkip
+    ? { usage_events: new Set<string>(), usage_io: new Set<string>() }
+    : await storedKeys(clickhouse, rows, withIo, unanswered, since);
   const missing = rows.filter((row) => !eventsThere.has(row.eventKey));
   const events = missing.map((row) => row.event);
   const ioMissing = withIo.filter((row) => !ioThere.has(row.eventKey));

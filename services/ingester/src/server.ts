@@ -28,7 +28,7 @@ import {
 } from './config.js';
 import { UsageConsumer } from './consumer.js';
 import { SchemaCache } from './decode-step.js';
-import { DedupeStep } from './dedupe-step.js';
+import { DedupeStep, forgetfulDedupe } from './dedupe-step.js';
 import { ClickHouseEventStore, KafkaDeadLetters, RegistryDecoder } from './adapters.js';
 import { createIngesterMetrics } from './metrics.js';
 import { RollupFence } from '@otm/shared/rollups/fence';
@@ -171,7 +171,9 @@ const canaryKey = new CanaryKey(async () => (await keyStore.findByHash(hashKey(c
 // The erasure fence, also in ClickHouse (migration 0013, where applied): read there while Redis is down.
 const guardLedger = new GuardLedger(clickhouse);
 const erasureStore = new RollupFence(redis, redisPrefix, migrationApplies(config, '0013') ? guardLedger : null);
-const dedupe = new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS);
+const skipDedupe = config.INGEST_FAULT_INJECTION === 'skip-dedupe';
+const marks = new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS);
+const dedupe = skipDedupe ? forgetfulDedupe(marks) : marks;
 const redisSteps = redisStages({ dedupe, erasures: erasureStore }, guardLedger, withoutRedisFrom(config), metrics, logger);
 const usageConsumer = new UsageConsumer(
   {
@@ -181,6 +183,7 @@ const usageConsumer = new UsageConsumer(
     store: new ClickHouseEventStore(clickhouse, erasureStore, clickhouseSettings.cluster, {
       windowS: config.DEDUPE_TTL_SECONDS,
       keyTable: migrationApplies(config, '0012'),
+      unsafeSkip: skipDedupe,
     }),
     deadLetters: new KafkaDeadLetters(dlqSender, config.DLQ_TOPIC),
     prices: PriceTable.load(config.PRICE_TABLE_FILE || undefined),
