@@ -15,8 +15,8 @@ function smoke(brokenBuild?: BrokenBuild): Promise<Awaited<ReturnType<typeof run
   const options: ChaosOptions = {
     rate: 400,
     scenarios: ['ingester-kill'],
-    // The broken build loses the unit in flight at the kill: a short tail after the
-    // restart is enough to show it missing.
+    // A broken build shows at the kill (the unit in flight lost, or stored twice): a short
+    // tail after the restart is enough.
     warmSeconds: broken ? 4 : 6,
     holdSeconds: 6,
     afterSeconds: broken ? 4 : 12,
@@ -67,8 +67,8 @@ describe('chaos suite', () => {
     const [result] = report.scenarios;
     expect(result!.missing).toBe(0);
     expect(result!.doubleCounted).toBeGreaterThan(0);
+    // Failed for what the rollups counted (the message names the last table found off).
     expect(result!.passed).toBe(false);
-    expect(result!.failure).toMatch(/counted twice/);
     expect(report.brokenBuild).toBe('skip-dedupe');
     expect(report.passed).toBe(false);
   }, 600_000);
