@@ -8,6 +8,7 @@ import { infrastructureSpec, parseConfig } from '@otm/shared/config';
 import { BACKFILL_TIMEOUT_MS, clickhouseSettingsFrom, createClickHouse } from '@otm/shared/clickhouse';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
+import { dayLevelsLedger } from '@otm/shared/rollups/day-levels';
 import { createRedis, redisPrefixFrom, redisOptionsFrom } from '@otm/shared/redis';
 import { backfillRollups } from '@otm/shared/rollups/backfill';
 import { randomUUID } from 'node:crypto';
@@ -32,10 +33,14 @@ try {
     console.error('another backfill is running (an ingester, or this command elsewhere); try again later');
     process.exitCode = 1;
   } else {
-    const outcome = await backfillRollups(clickhouse, new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse)), {
-      cluster: config.CLICKHOUSE_CLUSTER,
-      log: (line) => console.log(line),
-    });
+    const outcome = await backfillRollups(
+      clickhouse,
+      new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse), dayLevelsLedger(clickhouse)),
+      {
+        cluster: config.CLICKHOUSE_CLUSTER,
+        log: (line) => console.log(line),
+      },
+    );
     console.log(`${outcome.days} days, ${outcome.rows} records copied; ${outcome.done ? 'done' : 'not done'}`);
   }
 } finally {

@@ -9,6 +9,7 @@ import { reachClickHouse, reachRedis, runCommand } from '@otm/shared/dependency-
 import { redisOptionsFrom, redisPrefixFrom } from '@otm/shared/redis';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
+import { dayLevelsLedger } from '@otm/shared/rollups/day-levels';
 
 type JobConfig = Parameters<typeof clickhouseSettingsFrom>[0] &
   Parameters<typeof redisOptionsFrom>[0] &
@@ -32,7 +33,10 @@ export async function runRollupJob(
     const redis = await reachRedis(config.REDIS_URL, redisOptionsFrom(config, `${name}-cli`));
     try {
       // On a Redis Cluster the prefix is a hash tag (services/shared/src/redis.ts).
-      await job({ clickhouse, fence: new RollupFence(redis, redisPrefixFrom(config), new GuardLedger(clickhouse)) });
+      await job({
+        clickhouse,
+        fence: new RollupFence(redis, redisPrefixFrom(config), new GuardLedger(clickhouse), dayLevelsLedger(clickhouse)),
+      });
     } catch (error) {
       if (!(error instanceof AuditUnavailableError)) throw error;
       console.error(`the audit log is unavailable (${error.message}); nothing was changed`);

@@ -7,11 +7,15 @@ import type { ClickHouseClient } from '@otm/shared/clickhouse';
 import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { BACKFILL_GENERATIONS, backfilledMigrations } from '@otm/shared/rollups/backfill';
+import { readDayState } from '@otm/shared/rollups/day-levels';
 import type { RollupMigration } from '@otm/shared/rollups/views';
 import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
 import { histogramTables, planQuery, type Piece } from './rollup-plan.js';
 import { bucketValue } from '@otm/shared/rollups/histogram';
 import type { FromSchema } from 'json-schema-to-ts';
+
+/** Seconds in a UTC day. */
+const DAY_S = 86_400;
 
 const BUCKET_NAMES = ['minute', 'hour', 'day', 'none'] as const;
 export type Bucket = (typeof BUCKET_NAMES)[number];
@@ -455,6 +459,13 @@ interface RouteSql {
 async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: RouteSql): Promise<Row[]> {
   const { fromS, toS } = minuteRange(query);
   const names = [...new Set([...query.groupBy, ...Object.keys(query.filters).filter((name) => query.filters[name] !== undefined)])];
+  const backfilled = await store.backfilled();
+  // Which days the day rollups hold (a job builds them: day-levels.ts), asked with the
+  // query for a range of a day or more, a day wider each side (latency widens to days).
+  const days =
+    toS - fromS >= DAY_S && backfilled.has('0008')
+      ? await readDayState(store.clickhouse, Math.floor(fromS / DAY_S) * DAY_S - DAY_S, Math.ceil(toS / DAY_S) * DAY_S + DAY_S)
+      : undefined;
   const planned = planQuery({
     route: sql.route,
     bucketSeconds: BUCKETS[query.bucket],
@@ -462,7 +473,8 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
     oneUser: query.filters.userId !== undefined,
     fromS,
     toS,
-    backfilled: await store.backfilled(),
+    backfilled,
+    ...(days?.jobBuilt ? { dayBuilt: days.built } : {}),
   });
   if (planned.fromS !== fromS || planned.toS !== toS) {
     query.from = new Date(planned.fromS * 1000);

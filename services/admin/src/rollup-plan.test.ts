@@ -49,6 +49,45 @@ describe('cover', () => {
     }
   });
 
+  it('days the day level does not hold are read from their hours, and every range is still covered exactly', () => {
+    const fromS = Date.UTC(2026, 9, 26, 14, 37) / 1000;
+    const toS = Date.UTC(2026, 10, 25, 9, 13) / 1000;
+    // Built: every day but the 1st and 2nd of November and the last two days of the range.
+    const missing = new Set(
+      [Date.UTC(2026, 10, 1), Date.UTC(2026, 10, 2), Date.UTC(2026, 10, 23), Date.UTC(2026, 10, 24)].map((ms) => ms / 1000),
+    );
+    const levels = LEVELS.map((level) => (level.table === 'day' ? { ...level, holds: (dayS: number) => !missing.has(dayS) } : level));
+    const pieces = cover(fromS, toS, levels);
+    expectExactCover(pieces, fromS, toS);
+    const of = (table: string) => pieces.filter((piece) => piece.table === table).map((piece) => [piece.fromS, piece.toS]);
+    expect(of('day')).toEqual([
+      [Date.UTC(2026, 9, 27) / 1000, Date.UTC(2026, 10, 1) / 1000],
+      [Date.UTC(2026, 10, 3) / 1000, Date.UTC(2026, 10, 23) / 1000],
+    ]);
+    // The two missing days in November, and the last two joined with the hours after them.
+    expect(of('hour')).toEqual([
+      [Date.UTC(2026, 9, 26, 15) / 1000, Date.UTC(2026, 9, 27) / 1000],
+      [Date.UTC(2026, 10, 1) / 1000, Date.UTC(2026, 10, 3) / 1000],
+      [Date.UTC(2026, 10, 23) / 1000, Date.UTC(2026, 10, 25, 9) / 1000],
+    ]);
+    let seed = 11;
+    const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    for (let i = 0; i < 300; i++) {
+      const from = 1_760_000_040 + Math.floor(random() * 86_400 * 60) * 60;
+      const to = from + 60 * Math.floor(random() * 60 * 24 * 40 + 1);
+      const holds = (dayS: number) => Math.floor(dayS / 86_400) % 3 !== 0;
+      expectExactCover(
+        cover(
+          from,
+          to,
+          LEVELS.map((level) => (level.table === 'day' ? { ...level, holds } : level)),
+        ),
+        from,
+        to,
+      );
+    }
+  });
+
   it('an empty range has no pieces; a range inside one hour is minutes only', () => {
     expect(cover(600, 600, LEVELS)).toEqual([]);
     expect(cover(3600 + 60, 3600 + 600, LEVELS)).toEqual([{ table: 'minute', time: 'minute', fromS: 3660, toS: 4200 }]);

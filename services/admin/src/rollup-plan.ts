@@ -50,6 +50,8 @@ export interface Level {
   table: string;
   /** The table's time column. */
   time: string;
+  /** Whether the table holds the whole row starting at `startS` (the job-built days); every row when absent. */
+  holds?: (startS: number) => boolean;
 }
 
 /** A range of one table to read: [fromS, toS) in epoch seconds. */
@@ -71,7 +73,33 @@ export function cover(fromS: number, toS: number, levels: readonly Level[]): Pie
   const start = Math.ceil(fromS / level.seconds) * level.seconds;
   const end = Math.floor(toS / level.seconds) * level.seconds;
   if (start >= end) return cover(fromS, toS, finer);
-  return [{ table: level.table, time: level.time, fromS: start, toS: end }, ...cover(fromS, start, finer), ...cover(end, toS, finer)];
+  const piece = (from: number, to: number) => ({ table: level.table, time: level.time, fromS: from, toS: to });
+  if (!level.holds) return [piece(start, end), ...cover(fromS, start, finer), ...cover(end, toS, finer)];
+  // Runs of rows the table holds, and of rows it does not (read from the finer levels).
+  const held: Piece[] = [];
+  const gaps: Piece[] = [];
+  let runFrom = start;
+  for (let at = start; at < end; at += level.seconds) {
+    const next = at + level.seconds;
+    const holds = level.holds(at);
+    if (next < end && level.holds(next) === holds) continue;
+    if (holds) held.push(piece(runFrom, next));
+    else gaps.push(...cover(runFrom, next, finer));
+    runFrom = next;
+  }
+  return joinAdjacent([...held, ...cover(fromS, start, finer), ...gaps, ...cover(end, toS, finer)]);
+}
+
+/** Pieces of one table that meet, joined: by table, then in time order. */
+function joinAdjacent(pieces: readonly Piece[]): Piece[] {
+  const sorted = [...pieces].sort((a, b) => (a.table === b.table ? a.fromS - b.fromS : a.table < b.table ? -1 : 1));
+  const joined: Piece[] = [];
+  for (const piece of sorted) {
+    const last = joined.at(-1);
+    if (last && last.table === piece.table && last.toS === piece.fromS) joined[joined.length - 1] = { ...last, toS: piece.toS };
+    else joined.push(piece);
+  }
+  return joined;
 }
 
 export type Plan =
@@ -96,6 +124,12 @@ export interface PlanInput {
   toS: number;
   /** The migrations whose rollups' backfill has finished (0008 to 0011). */
   backfilled: ReadonlySet<RollupMigration>;
+  /**
+   * Whether the day rollups hold the whole UTC day starting at `dayS` (epoch seconds): a
+   * job builds them (migration 0014), and a day not built, or changed since, is read
+   * from its hours. Every day when absent (before 0014).
+   */
+  dayBuilt?: (dayS: number) => boolean;
 }
 
 /** The levels usable for a bucket: a level's rows must fall inside one bucket each. */
@@ -150,7 +184,7 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
   if (!input.backfilled.has('0008')) return same({ kind: 'legacy' });
   if (route === 'errors') {
     const levels = [
-      ...(input.backfilled.has('0009') ? [{ seconds: DAY, table: 'usage_errors_by_day', time: 'day' }] : []),
+      ...(input.backfilled.has('0009') ? [{ seconds: DAY, table: 'usage_errors_by_day', time: 'day', holds: input.dayBuilt }] : []),
       { seconds: HOUR, table: 'usage_errors_by_hour', time: 'hour' },
       { seconds: MINUTE, table: 'usage_errors_minute', time: 'minute' },
     ].filter(fits(bucketSeconds));
@@ -181,7 +215,7 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
       : undefined;
   if (histogram) {
     const levels = [
-      { seconds: DAY, table: histogram.day, time: 'day' },
+      { seconds: DAY, table: histogram.day, time: 'day', holds: input.dayBuilt },
       { seconds: HOUR, table: histogram.hour, time: 'hour' },
     ].filter(fits(bucketSeconds));
     return same({ kind: 'histograms', pieces: cover(fromS, toS, levels) });
@@ -195,7 +229,7 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
       ? 'usage_rollup_key_totals'
       : 'usage_rollup_key';
   const levels = [
-    { seconds: DAY, table: `${family}_by_day`, time: 'day' },
+    { seconds: DAY, table: `${family}_by_day`, time: 'day', holds: input.dayBuilt },
     { seconds: HOUR, table: `${family}_by_hour`, time: 'hour' },
     { seconds: MINUTE, table: `${family}_by_minute`, time: 'minute' },
   ].filter(fits(bucketSeconds));

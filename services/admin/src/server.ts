@@ -7,6 +7,7 @@ import { KeyStore } from '@otm/shared/keys/key-store';
 import { AuditLog } from '@otm/shared/audit';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import { GuardLedger } from '@otm/shared/rollups/guard-ledger';
+import { dayLevelsLedger } from '@otm/shared/rollups/day-levels';
 import { ErasureJobs } from '@otm/shared/rollups/erasure';
 import { registerErasureRoutes } from './erasure-routes.js';
 import { registerRemovalRoutes } from './removal-routes.js';
@@ -97,7 +98,7 @@ const erasureAnnouncer = new ErasureAnnouncer(
   config.SCHEMA_REGISTRY_REGISTER,
 );
 // One fence for every job of this service: in Redis and its copy in ClickHouse.
-const fence = new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse));
+const fence = new RollupFence(redis, redisPrefix, new GuardLedger(clickhouse), dayLevelsLedger(clickhouse));
 const erasureJobs = new ErasureJobs(
   redis,
   redisPrefix,

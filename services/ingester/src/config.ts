@@ -68,6 +68,10 @@ export const ingesterSpec = {
     desc: 'Derived output tokens per second at most; beyond it the value is stored as null and named in anomalies (the record is kept)',
   }),
   ...retentionSpec,
+  ROLLUP_DAY_BUILD_DELAY_MS: positiveInt({
+    default: 900_000,
+    desc: "How long after a UTC day ends the ingesters' job builds its day rollups from the hours (one ingester at a time, checked every 5 minutes); a record of a built day that arrives later marks the day, which analytics read from its hours until the job builds it again",
+  }),
   ...metricsPortSpec(9465, 'Prometheus metrics, /healthz and /readyz'),
   INGEST_HEAP_GROWING_PERCENT: nonNegativeInt({
     default: 100,

@@ -115,6 +115,9 @@ class MemoryErasures implements Erasures {
   readonly tombstones = new Map<string, number>();
   readonly fence: FenceInterval[] = [];
   readonly leases = new Set<string>();
+  /** The day rollups' watermark the next units read, and the instants of the days they marked. */
+  dayWatermarkMs = 0;
+  readonly marked: number[] = [];
   private next = 0;
   async beginInsert(subjects: readonly Subject[]) {
     const lease = `lease-${this.next++}`;
@@ -124,7 +127,10 @@ class MemoryErasures implements Erasures {
       const at = this.tombstones.get(subjectKey(subject));
       if (at !== undefined) erasedAt.set(subjectKey(subject), at);
     }
-    return { lease, erasedAt, fenced: [...this.fence] };
+    return { lease, dayWatermarkMs: this.dayWatermarkMs, erasedAt, fenced: [...this.fence] };
+  }
+  async markDays(instantsMs: Iterable<number>) {
+    this.marked.push(...instantsMs);
   }
   async endInsert(lease: string) {
     this.leases.delete(lease);
@@ -415,6 +421,25 @@ describe('UsageConsumer on in-memory stages', () => {
     expect(store.inserts.size).toBe(3);
   });
 
+  it("records of a day handed to the day rollups' job mark their day before the insert; later ones mark nothing", async () => {
+    const { consumer, store, usage, erasures } = pipeline();
+    await usage.start();
+    const records = sample(4, 'd');
+    const day = 86_400_000;
+    const eventMs = (index: number) => Date.parse(records[index]!.record.timing?.startTime ?? records[index]!.meta.receivedAt);
+    // Two records a day before the rest: the watermark falls between them.
+    for (const index of [0, 1]) {
+      const shifted = new Date(eventMs(index) - day).toISOString();
+      if (records[index]!.record.timing) records[index]!.record.timing.startTime = shifted;
+      records[index]!.meta.receivedAt = shifted;
+    }
+    erasures.dayWatermarkMs = Math.floor(eventMs(2) / day) * day;
+    await consumer.deliver(0, messages(records));
+    await until(() => consumer.committed.get(0) === 4n);
+    expect(store.inserts.size).toBe(4);
+    expect(erasures.marked.map((at) => Math.floor(at / day) * day)).toEqual([erasures.dayWatermarkMs - day, erasures.dayWatermarkMs - day]);
+  });
+
   it('every record leaves by exactly one outcome, and each outcome is reached: loaded, probe, duplicate, erased, dead letter', async () => {
     const refused = (row: EncodedRow) => row.eventKey === 'o-7';
     const { consumer, store, deadLetters, usage, erasures, metrics } = pipeline({
@@ -474,6 +499,7 @@ describe('UsageConsumer on in-memory stages', () => {
           {
             beginInsert: (subjects) => (redisDown ? refused() : redis.erasures.beginInsert(subjects)),
             endInsert: (lease) => redis.erasures.endInsert(lease),
+            markDays: (instants) => redis.erasures.markDays(instants),
           },
           ledger,
           outage,

@@ -150,6 +150,13 @@ async function insertOnce(context: LoadContext, candidates: Item[], unanswered: 
           : check.erasedAt.get(subjectKey({ environment: item.row.environment, userId: item.row.userId }));
       (erasedAt !== undefined && item.row.receivedAtMs <= erasedAt ? erased : kept).push(item);
     }
+    // Records of days the day rollups' job was handed: their days are marked before the insert.
+    const watermark = check.dayWatermarkMs;
+    if (watermark > 0) {
+      let late: number[] | undefined;
+      for (const item of kept) if (item.row.eventMs < watermark) (late ??= []).push(item.row.eventMs);
+      if (late) await context.deps.erasures.markDays(late);
+    }
     const result = await context.deps.store.load(kept, (item) => item.row, unanswered);
     // Stored by an insert that ended without an answer: recounted before the unit goes on.
     const recount = result.alreadyLoaded.filter((eventKey) => unanswered.eventKeys.has(eventKey));

@@ -33,8 +33,12 @@ export interface EventStore {
   insertProbes(lines: readonly string[]): Promise<void>;
 }
 
-/** Erasures (services/shared/src/rollups/fence.ts): a lease per insert attempt, the tombstones and the fence. */
-export type Erasures = Pick<RollupFence, 'beginInsert' | 'endInsert'>;
+/**
+ * Erasures (services/shared/src/rollups/fence.ts): a lease per insert attempt, the
+ * tombstones and the fence; and the marks of days handed to the day rollups' job that a
+ * unit's late records change (services/shared/src/rollups/day-levels.ts).
+ */
+export type Erasures = Pick<RollupFence, 'beginInsert' | 'endInsert' | 'markDays'>;
 
 /** Where records that can never load go, with their reason. */
 export interface DeadLetterSink {

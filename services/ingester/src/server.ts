@@ -49,6 +49,7 @@ import {
 import { PriceTable } from './prices.js';
 import { CanaryKey, FreshnessCanary } from './canary.js';
 import { startBackgroundJobs } from './background-jobs.js';
+import { dayLevelsLedger } from '@otm/shared/rollups/day-levels';
 import fs from 'node:fs';
 import v8 from 'node:v8';
 import { hashKey } from '@otm/shared/keys/key-format';
@@ -170,7 +171,13 @@ const keyStore = new KeyStore(redis, redisPrefix);
 const canaryKey = new CanaryKey(async () => (await keyStore.findByHash(hashKey(config.CANARY_API_KEY)))?.id);
 // The erasure fence, also in ClickHouse (migration 0013, where applied): read there while Redis is down.
 const guardLedger = new GuardLedger(clickhouse);
-const erasureStore = new RollupFence(redis, redisPrefix, migrationApplies(config, '0013') ? guardLedger : null);
+// With the day rollups built by a job (migration 0014): the watermark read with the lease, late days marked.
+const erasureStore = new RollupFence(
+  redis,
+  redisPrefix,
+  migrationApplies(config, '0013') ? guardLedger : null,
+  migrationApplies(config, '0014') ? dayLevelsLedger(clickhouse) : null,
+);
 const skipDedupe = config.INGEST_FAULT_INJECTION === 'skip-dedupe';
 const marks = new DedupeStep(redis, config.REDIS_KEY_PREFIX, config.DEDUPE_TTL_SECONDS);
 const dedupe = skipDedupe ? forgetfulDedupe(marks) : marks;
@@ -254,7 +261,14 @@ if (withoutRedisFrom(config).enabled) {
 }
 
 // Retention and the rollup backfill run beside consuming (background-jobs.ts).
-const jobs = startBackgroundJobs({ clickhouse, redis, fence: erasureStore, settings: clickhouseSettings, config, logger });
+const jobs = startBackgroundJobs({
+  clickhouse,
+  redis,
+  fence: erasureStore,
+  settings: clickhouseSettings,
+  config: { ...config, buildDays: migrationApplies(config, '0014') },
+  logger,
+});
 
 async function shutdown(signal: string): Promise<void> {
   if (stopping) return;

@@ -114,10 +114,15 @@ describe('ErasuresWithoutRedis', () => {
     const { metrics, outage: state } = outage();
     const ended: string[] = [];
     const ledger: Erasures = {
-      beginInsert: async () => ({ lease: 'l1', erasedAt: new Map(), fenced: [] }),
+      beginInsert: async () => ({ lease: 'l1', dayWatermarkMs: 0, erasedAt: new Map(), fenced: [] }),
+      markDays: async () => undefined,
       endInsert: async (lease) => void ended.push(lease),
     };
-    const redis: Erasures = { beginInsert: () => Promise.reject(refused()), endInsert: () => Promise.reject(refused()) };
+    const redis: Erasures = {
+      beginInsert: () => Promise.reject(refused()),
+      endInsert: () => Promise.reject(refused()),
+      markDays: () => Promise.reject(refused()),
+    };
     const erasures = new ErasuresWithoutRedis(redis, ledger, state, metrics);
     const check = await erasures.beginInsert([{ environment: 'prod', userId: 'u' }]);
     await erasures.endInsert(check.lease);

@@ -170,6 +170,11 @@ export class ErasuresWithoutRedis implements Erasures {
     return { ...check, lease: `${LEDGER_LEASE}${check.lease}` };
   }
 
+  /** Marks go to ClickHouse either way. */
+  async markDays(instantsMs: Iterable<number>): Promise<void> {
+    await this.ledger.markDays(instantsMs);
+  }
+
   async endInsert(lease: string): Promise<void> {
     if (lease.startsWith(LEDGER_LEASE)) await this.ledger.endInsert(lease.slice(LEDGER_LEASE.length));
     else await this.redis.endInsert(lease);

@@ -8,12 +8,18 @@
 //                                             of rollup rows being rebuilt: `errors` (the
 //                                             errors rollup, by an erasure) or `all` (every
 //                                             rollup, by a re-costing)
+//   <prefix>rollup-day-watermark              string: every UTC day before it (epoch ms) is
+//                                             handed to the job that builds the day rollups
+//                                             (day-levels.ts); its copy in ClickHouse rules
 //   <prefix>ingest-leases                     sorted set: one member per insert attempt of an
 //                                             ingester while it runs, scored by when it
 //                                             expires (LEASE_MS: a crashed one's ends too)
 //
-// An ingester takes a lease, then reads the tombstones and the fence, in one pipeline
-// (Redis runs them in that order), and releases the lease after its insert. Records of
+// An ingester takes a lease, then reads the tombstones, the day watermark and the fence,
+// in one pipeline (Redis runs them in that order), and releases the lease after its
+// insert. A unit holding a record of a day before the watermark marks that day before
+// its insert (day-levels.ts), and so does a job for the days of an interval it fenced,
+// before it lifts the fence. Records of
 // an erased user received before the erasure are dropped, never loaded; a unit holding
 // a row of a fenced interval (an error row, for an `errors` interval) waits. The erasure job writes the tombstone and the
 // fence, then waits until every lease that existed at that moment is gone: after that,
@@ -73,8 +79,29 @@ export function isFenced(fence: readonly FenceInterval[], eventMs: number, isErr
   return fence.some((interval) => (interval.kind === 'all' || isError) && eventMs >= interval.fromMs && eventMs < interval.toMs);
 }
 
+/** The day rollups built by a job (day-levels.ts), as the fence needs them. */
+export interface DayLevelsLedger {
+  /** Marks the UTC days of these instants (epoch ms) as changed after they were handed to the job. */
+  markDays(instantsMs: Iterable<number>): Promise<void>;
+  /** The watermark (epoch ms) as ClickHouse holds it; 0 before migration 0014. */
+  watermarkMs(): Promise<number>;
+}
+
+/** The UTC days an interval touches, one instant of each (epoch ms). */
+export function intervalDays(interval: Pick<FenceInterval, 'fromMs' | 'toMs'>): number[] {
+  const day = 86_400_000;
+  const days: number[] = [];
+  for (let at = Math.floor(interval.fromMs / day) * day; at < interval.toMs; at += day) days.push(at);
+  return days;
+}
+
 export interface InsertCheck {
   lease: string;
+  /**
+   * Every UTC day before it (epoch ms) is handed to the job that builds the day rollups: a
+   * record of such a day marks it before the insert. 0 when no day is.
+   */
+  dayWatermarkMs: number;
   /** When each erased subject of the unit was erased (`environment\0userId` to epoch ms). */
   erasedAt: Map<string, number>;
   /** Intervals whose rollup rows are being rebuilt. */
@@ -89,7 +116,13 @@ export class RollupFence {
     private readonly prefix: string,
     /** The fence's copy in ClickHouse; null only where no ingester loads without Redis (a test's own prefix, the bench). */
     private readonly ledger: FenceLedger | null,
+    /** The day rollups built by a job (migration 0014); null before it, and where no job builds them. */
+    private readonly days: DayLevelsLedger | null = null,
   ) {}
+
+  private get dayWatermarkKey(): string {
+    return `${this.prefix}rollup-day-watermark`;
+  }
 
   private tombstoneKey(subject: Subject): string {
     return `${this.prefix}erasure:${subject.environment}:${subject.userId}`;
@@ -109,9 +142,14 @@ export class RollupFence {
     const distinct = [...new Map(subjects.map((subject) => [subjectKey(subject), subject])).values()];
     const pipeline = this.redis.multi().zadd(this.leasesKey, Date.now() + LEASE_MS, lease);
     if (distinct.length > 0) pipeline.mget(distinct.map((subject) => this.tombstoneKey(subject)));
+    pipeline.get(this.dayWatermarkKey);
     pipeline.smembers(this.fenceKey);
     const results = (await pipeline.exec()) ?? [];
     for (const [error] of results) if (error) throw error;
+    const held = results.at(-2)![1] as string | null;
+    // Not in Redis (before the job's first run, or lost): ClickHouse's copy, which the job writes first.
+    // Without a ledger of days this fence's ingester marks none, so it reads no watermark.
+    const dayWatermarkMs = !this.days ? 0 : held !== null ? Number(held) : await this.days.watermarkMs();
     const erasedAt = new Map<string, number>();
     if (distinct.length > 0) {
       const values = results[1]![1] as (string | null)[];
@@ -120,7 +158,17 @@ export class RollupFence {
       });
     }
     const fenced = (results.at(-1)![1] as string[]).map(parseFence).filter((interval) => interval !== undefined);
-    return { lease, erasedAt, fenced };
+    return { lease, dayWatermarkMs, erasedAt, fenced };
+  }
+
+  /** Marks the UTC days of these instants as changed after they were handed to the day rollups' job. */
+  async markDays(instantsMs: Iterable<number>): Promise<void> {
+    await this.days?.markDays(instantsMs);
+  }
+
+  /** The day rollups' watermark (epoch ms), for the ingesters' pipeline: written by the job after ClickHouse's copy. */
+  async setDayWatermark(watermarkMs: number): Promise<void> {
+    await this.redis.set(this.dayWatermarkKey, String(watermarkMs));
   }
 
   async endInsert(lease: string): Promise<void> {
@@ -188,9 +236,14 @@ export class RollupFence {
     return held;
   }
 
-  /** Lifts intervals as fence() returned them (those of that call only). */
+  /**
+   * Lifts intervals as fence() returned them (those of that call only). Their days are
+   * marked first: the job rebuilt rollup rows of them, which the day rollups' job then
+   * builds again (day-levels.ts).
+   */
   async liftFence(intervals: readonly FenceInterval[]): Promise<void> {
     if (intervals.length === 0) return;
+    await this.days?.markDays(intervals.flatMap(intervalDays));
     await this.redis.srem(this.fenceKey, ...intervals.map(fenceEntry));
     await this.ledger?.liftFence(intervals);
   }

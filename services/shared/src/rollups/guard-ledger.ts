@@ -15,6 +15,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '../clickhouse.js';
 import { sqlString } from '../clickhouse-values.js';
+import { markDays, readDayWatermarkMs } from './day-levels.js';
 import { FENCE_MS, LEASE_MS, subjectKey, type FenceInterval, type FenceLedger, type InsertCheck, type Subject } from './fence.js';
 
 export const GUARDS_TABLE = 'rollup_guards';
@@ -76,13 +77,22 @@ export class GuardLedger implements FenceLedger {
     const lease = randomUUID();
     await this.write([row('lease', lease, { expires_ms: Date.now() + this.leaseMs })]);
     const bySubject = new Map(subjects.map((subject) => [subjectDigest(subject), subject]));
-    const [tombstones, fenced] = await Promise.all([this.tombstones([...bySubject.keys()]), this.fenced()]);
+    const [tombstones, fenced, dayWatermarkMs] = await Promise.all([
+      this.tombstones([...bySubject.keys()]),
+      this.fenced(),
+      readDayWatermarkMs(this.clickhouse),
+    ]);
     const erasedAt = new Map<string, number>();
     for (const { id, erasedAtMs } of tombstones) {
       const subject = bySubject.get(id);
       if (subject) erasedAt.set(subjectKey(subject), erasedAtMs);
     }
-    return { lease, erasedAt, fenced };
+    return { lease, dayWatermarkMs, erasedAt, fenced };
+  }
+
+  /** Marks days handed to the day rollups' job (day-levels.ts): they live in ClickHouse only. */
+  async markDays(instantsMs: Iterable<number>): Promise<void> {
+    await markDays(this.clickhouse, instantsMs);
   }
 
   async endInsert(lease: string): Promise<void> {

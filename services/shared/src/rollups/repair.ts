@@ -27,7 +27,8 @@ import type { ClickHouseClient } from '../clickhouse.js';
 import { sqlString } from '../clickhouse-values.js';
 import type { RollupFence, FenceInterval } from './fence.js';
 import { mutate } from '../mutations.js';
-import { BY_USER_COLUMNS, aggregateViews, rebuildRollupSql, type AggregateView } from './views.js';
+import { BY_USER_COLUMNS, JOB_BUILT_DAY_ROLLUPS, aggregateViews, rebuildRollupSql, type AggregateView } from './views.js';
+import { readDayState } from './day-levels.js';
 
 /** Event keys per look-up (about 60 KiB of literals), groups per comparison and per rebuild. */
 const KEYS_PER_QUERY = 1000;
@@ -341,11 +342,24 @@ export async function rollupTotals(clickhouse: ClickHouseClient): Promise<{ tabl
     return Number(row?.n ?? 0);
   };
   const totals: { table: string; stored: number; counted: number }[] = [];
+  // The day rollups a job builds (day-levels.ts) hold the days it has built: compared over those.
+  const days = await readDayState(clickhouse, 0, 2 ** 32 - 1);
+  const dayOf = 'toUInt32(intDiv(toUInt32(event_time), 86400) * 86400)';
+  let built: number[] = [];
+  if (days.jobBuilt) {
+    const result = await clickhouse.query({ query: `SELECT DISTINCT ${dayOf} AS day FROM usage_events`, format: 'JSONEachRow' });
+    built = (await result.json<{ day: string | number }>()).map((row) => Number(row.day)).filter((day) => days.built(day));
+  }
+  const jobBuilt = new Set<string>(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
   for (const view of aggregateViews()) {
+    const inBuilt = days.jobBuilt && jobBuilt.has(view.view);
+    const storedWhere = [view.where, inBuilt ? `${dayOf} IN (${built.join(',') || 'NULL'})` : undefined].filter(Boolean).join(' AND ');
     totals.push({
       table: view.table,
-      stored: await one(`SELECT uniqExact(event_key) AS n FROM usage_events${view.where ? ` WHERE ${view.where}` : ''}`),
-      counted: await one(`SELECT ${view.count.merge}(${view.count.column}) AS n FROM ${view.table}`),
+      stored: await one(`SELECT uniqExact(event_key) AS n FROM usage_events${storedWhere ? ` WHERE ${storedWhere}` : ''}`),
+      counted: await one(
+        `SELECT ${view.count.merge}(${view.count.column}) AS n FROM ${view.table}${inBuilt ? ` WHERE toUInt32(day) IN (${built.join(',') || 'NULL'})` : ''}`,
+      ),
     });
   }
   totals.push({

@@ -129,6 +129,18 @@ export const LATENCY_ROLLUP_TABLES = SCALED_ROLLUPS.filter(({ kind }) => kind ==
 export const BY_USER_COLUMNS =
   'environment, user_id, event_time, event_key, user_type, api_key_id, provider, model_id, status, input_tokens, output_tokens, total_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, cache_reported_input_tokens, cost_usd, price_known, latency_ms, ttft_ms, output_tokens_per_sec, error_code, error_message, ingested_at';
 
+/**
+ * The day rollups whose views migration 0014 dropped: a job builds each UTC day of them
+ * from the hour rollups once the day is over (day-levels.ts), so an insert writes no
+ * part into them. Their tables, rows and the SELECTs the jobs rebuild them with are
+ * unchanged.
+ */
+export const JOB_BUILT_DAY_ROLLUPS = SCALED_ROLLUPS.filter(
+  (rollup) => rollup.time === 'day' && rollup.view !== 'usage_rollup_user_by_day_mv',
+);
+
+const JOB_BUILT_VIEWS: ReadonlySet<string> = new Set(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
+
 interface ViewQuery {
   view: string;
   table: string;
@@ -154,8 +166,12 @@ function load(): Map<string, ViewQuery> {
   const from = 'FROM usage_events';
   for (const file of files) {
     const text = fs.readFileSync(path.join(migrationsDir, file), 'utf8');
-    // A view a later migration drops (`DROP TABLE IF EXISTS <view>;`) is gone.
-    for (const dropped of text.matchAll(/^DROP TABLE IF EXISTS (\w+);/gm)) found.delete(dropped[1]!);
+    // A view a later migration drops (`DROP TABLE IF EXISTS <view>;`) is gone, but for
+    // those whose tables a job builds since (day-levels.ts): their SELECT is still how
+    // the jobs that rebuild rollup rows count them.
+    for (const dropped of text.matchAll(/^DROP TABLE IF EXISTS (\w+);/gm)) {
+      if (!JOB_BUILT_VIEWS.has(dropped[1]!)) found.delete(dropped[1]!);
+    }
     for (const chunk of text.split(marker).slice(1)) {
       const statement = chunk.slice(0, chunk.indexOf(';'));
       const head = /^(\w+) TO (\w+) AS\s/.exec(statement);
@@ -343,6 +359,20 @@ function derivation(view: RollupView): Derivation | undefined {
  * `keys` are tuples of the rollup's own time column and groups, as its rows hold them.
  */
 export function derivedRollupSql(view: RollupView, keys: string): string | undefined {
+  return mergedSql(view, (time, dimensions) => `(${[time, ...dimensions].join(', ')}) IN (${keys})`);
+}
+
+/**
+ * `INSERT INTO <rollup> SELECT … FROM <a finer rollup> WHERE <its time> in [fromS, toS)`:
+ * every row of the rollup in that range merged from the finer rollup (day-levels.ts
+ * builds the days from the hours so), or undefined when no finer rollup holds what it
+ * does. The range is in epoch seconds, whole rows of the rollup.
+ */
+export function derivedRangeSql(view: RollupView, fromS: number, toS: number): string | undefined {
+  return mergedSql(view, (_time, _dimensions, source) => `${source} >= toDateTime(${fromS}) AND ${source} < toDateTime(${toS})`);
+}
+
+function mergedSql(view: RollupView, condition: (time: string, dimensions: string[], sourceTime: string) => string): string | undefined {
   const found = derivation(view);
   if (!found) return undefined;
   const { source, target, dimensions, states } = found;
@@ -357,7 +387,7 @@ export function derivedRollupSql(view: RollupView, keys: string): string | undef
       return `${merged}(${name}) AS ${name}`;
     }),
   ].join(', ');
-  return `INSERT INTO ${target.table} SELECT ${select} FROM ${source.table} WHERE (${[time, ...dimensions].join(', ')}) IN (${keys}) GROUP BY ${[target.time, ...dimensions].join(', ')}`;
+  return `INSERT INTO ${target.table} SELECT ${select} FROM ${source.table} WHERE ${condition(time, dimensions, source.time)} GROUP BY ${[target.time, ...dimensions].join(', ')}`;
 }
 
 /** The rollup a rollup's rows are merged from by derivedRollupSql, if any. */

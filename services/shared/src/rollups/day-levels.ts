@@ -1,0 +1,233 @@
+// The day rollups built by a job (migration 0014, docs/analytics-api.md, "Days built
+// from the hours"). The inserts fill the minute and hour rollups through their views;
+// once a UTC day is over, the job merges its hours into the ten day rollups. Every
+// answer stays exact at every instant: the analytics API reads a day from the day
+// rollups only while the day is built and unchanged since, and its hours otherwise.
+//
+// What keeps that true, in rollup_day_levels:
+//
+//   the watermark  every day before it has been handed to the job (none at first: the
+//                  job builds every day the hours hold, the oldest first). The job raises it
+//                  (in ClickHouse, then Redis) before it builds a day; an ingester reads
+//                  it with its erasure lease (fence.ts), in the same Redis pipeline.
+//   marks          a unit holding a record of a day before the watermark marks the day
+//                  before its insert; a job that rebuilt rollup rows marks their days
+//                  when it lifts its fence.
+//   builds         the job counts a day's marks, then waits for every insert lease that
+//                  exists (fence.ts), deletes what the day rollups hold of the day, merges
+//                  its hours into them, and records the build with the marks it counted.
+//
+// A day is built while it has no more marks than its newest build counted. A unit that
+// read the watermark before the job raised it held a lease the job waited for, so its
+// rows are in the hours the job merged; one that read it after marked the day, and its
+// mark either came before the job counted (and its lease was waited for) or after (and
+// the day reads as changed until the job builds it again). A job that failed halfway
+// recorded no build: the next run deletes and builds the day again.
+import type { ClickHouseClient } from '../clickhouse.js';
+import { clickhouseErrorCode } from '../clickhouse-errors.js';
+import { mutate } from '../mutations.js';
+import type { DayLevelsLedger } from './fence.js';
+import { JOB_BUILT_DAY_ROLLUPS, derivedRangeSql, rollupsFinestFirst } from './views.js';
+
+export const DAY_LEVELS_TABLE = 'rollup_day_levels';
+const MIGRATION = '0014_day_levels.sql';
+const DAY_S = 86_400;
+const DAY_MS = DAY_S * 1000;
+/** The hours the days are merged from; its first hour is the first day owed. */
+const HOURS = 'usage_rollup_by_hour';
+/** The last second a UInt32 day holds. */
+const LAST_DAY_S = 2 ** 32 - 1;
+
+/** The start of the UTC day of an instant, in epoch milliseconds. */
+export const dayStartMs = (ms: number) => Math.floor(ms / DAY_MS) * DAY_MS;
+
+/** ClickHouse's UNKNOWN_TABLE: an installation from before migration 0014. */
+const UNKNOWN_TABLE = 60;
+
+export interface DayState {
+  /** Whether migration 0014 has run: before it, views fill the day rollups and every day is whole. */
+  jobBuilt: boolean;
+  /** Every day before it (epoch seconds) has been handed to the job; 0 before its first. */
+  watermarkS: number;
+  /** Whether the day rollups hold the whole of the UTC day starting at `dayS` (epoch seconds). */
+  built(dayS: number): boolean;
+  /** The days of the range read that have marks. */
+  marked: number[];
+}
+
+const BEFORE_0014: DayState = { jobBuilt: false, watermarkS: Infinity, built: () => true, marked: [] };
+
+interface StateRow {
+  kind: string;
+  day_s: string | number;
+  n: string | number;
+  m: string | number;
+}
+
+async function rows<T>(clickhouse: ClickHouseClient, query: string): Promise<T[]> {
+  return (await clickhouse.query({ query, format: 'JSONEachRow' })).json<T>();
+}
+
+/** The state of the days in [fromS, toS) (epoch seconds), in one query: the watermark, and the marks and builds of those days. */
+export async function readDayState(clickhouse: ClickHouseClient, fromS: number, toS: number): Promise<DayState> {
+  let found: StateRow[];
+  try {
+    found = await rows<StateRow>(
+      clickhouse,
+      `SELECT 'watermark' AS kind, max(day_s) AS day_s, toUInt64(count()) AS n, toUInt64(0) AS m FROM ${DAY_LEVELS_TABLE} WHERE kind = 'watermark'
+       UNION ALL
+       SELECT kind, day_s, toUInt64(count()) AS n, max(marks) AS m FROM ${DAY_LEVELS_TABLE}
+       WHERE kind IN ('mark', 'build') AND day_s >= ${Math.max(0, Math.floor(fromS))} AND day_s < ${Math.min(LAST_DAY_S, Math.ceil(toS))}
+       GROUP BY kind, day_s`,
+    );
+  } catch (error) {
+    if (clickhouseErrorCode(error) !== UNKNOWN_TABLE) throw error;
+    return BEFORE_0014;
+  }
+  const watermarkS = Number(found.find((row) => row.kind === 'watermark')?.day_s ?? 0);
+  const marks = new Map<number, number>();
+  const builds = new Map<number, number>();
+  for (const row of found) {
+    if (row.kind === 'mark') marks.set(Number(row.day_s), Number(row.n));
+    else if (row.kind === 'build') builds.set(Number(row.day_s), Number(row.m));
+  }
+  return {
+    jobBuilt: true,
+    watermarkS,
+    marked: [...marks.keys()].sort((a, b) => a - b),
+    built(dayS) {
+      const seen = builds.get(dayS);
+      return dayS < watermarkS && seen !== undefined && (marks.get(dayS) ?? 0) <= seen;
+    },
+  };
+}
+
+/** The days handed to the job, as the ingester reads them when Redis does not hold them. */
+export async function readDayWatermarkMs(clickhouse: ClickHouseClient): Promise<number> {
+  const state = await readDayState(clickhouse, 0, 0);
+  return state.jobBuilt ? state.watermarkS * 1000 : 0;
+}
+
+/** Marks days (epoch ms, any instant of each) whose rollup rows changed after they were handed to the job. */
+export async function markDays(clickhouse: ClickHouseClient, instantsMs: Iterable<number>): Promise<void> {
+  const days = [...new Set([...instantsMs].map((ms) => dayStartMs(ms) / 1000))];
+  if (days.length === 0) return;
+  const at = Date.now();
+  await clickhouse
+    .insert({
+      table: DAY_LEVELS_TABLE,
+      values: days.map((day) => ({ kind: 'mark', day_s: day, marks: 0, at_ms: at })),
+      format: 'JSONEachRow',
+    })
+    .catch((error: unknown) => {
+      // Before migration 0014 views fill the day rollups: nothing to mark.
+      if (clickhouseErrorCode(error) !== UNKNOWN_TABLE) throw error;
+    });
+}
+
+/** The fence's view of the day rollups (fence.ts): marks, and the watermark as ClickHouse holds it. */
+export function dayLevelsLedger(clickhouse: ClickHouseClient): DayLevelsLedger {
+  return {
+    markDays: (instantsMs) => markDays(clickhouse, instantsMs),
+    watermarkMs: () => readDayWatermarkMs(clickhouse),
+  };
+}
+
+/** What the job needs of the erasure fence (fence.ts): the watermark's copy in Redis, and the leases. */
+export interface DayBuildFence {
+  setDayWatermark(watermarkMs: number): Promise<void>;
+  waitForInsertsInFlight(pollMs?: number): Promise<void>;
+}
+
+export interface DayBuildOptions {
+  /** Now, in epoch ms (tests). */
+  nowMs?: number;
+  /** How long after its end a day is built: records of it that arrive later mark it (ROLLUP_DAY_BUILD_DELAY_MS). */
+  delayMs: number;
+  /** Days built in one run at most, the oldest first. */
+  maxDays?: number;
+  mutationTimeoutMs?: number;
+  cluster?: string;
+  log?: (line: string) => void;
+}
+
+export interface DayBuildOutcome {
+  /** The days built by this run (epoch seconds). */
+  built: number[];
+  /** The watermark after it (epoch seconds); 0 before migration 0014. */
+  watermarkS: number;
+}
+
+/**
+ * Builds the days the job owes: each day over for `delayMs` past the watermark, and each
+ * day before it changed since it was built. Run by one process at a time (the caller
+ * holds a lock). The watermark's copy in Redis is written at every run.
+ */
+export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFence, options: DayBuildOptions): Promise<DayBuildOutcome> {
+  const nowMs = options.nowMs ?? Date.now();
+  const lastDueS = (dayStartMs(nowMs - options.delayMs) - DAY_MS) / 1000;
+  const state = await readDayState(clickhouse, 0, LAST_DAY_S);
+  if (!state.jobBuilt) return { built: [], watermarkS: 0 };
+  // The first day the hours hold: the days before the migration, which views filled, are built once too.
+  // (An empty table's least hour is 0.)
+  const [found] = await rows<{ first: string | number }>(clickhouse, `SELECT toUInt32(min(hour)) AS first FROM ${HOURS}`);
+  const firstS = Number(found?.first ?? 0) > 0 ? Math.floor(Number(found!.first) / DAY_S) * DAY_S : undefined;
+  if (firstS === undefined && state.watermarkS === 0) {
+    await fence.setDayWatermark(0);
+    return { built: [], watermarkS: 0 };
+  }
+  // Owed, the oldest first: the days before the watermark not built (never, changed
+  // since, or a run that failed halfway), then the days over since it.
+  const from = Math.min(firstS ?? state.watermarkS, ...state.marked);
+  const due: number[] = [];
+  for (let day = from; day < state.watermarkS; day += DAY_S) if (!state.built(day)) due.push(day);
+  for (let day = Math.max(state.watermarkS, from); day <= lastDueS; day += DAY_S) due.push(day);
+  const days = due.slice(0, options.maxDays ?? 7);
+  let watermarkS = state.watermarkS;
+  const built: number[] = [];
+  for (const day of days) {
+    if (day >= watermarkS) {
+      watermarkS = day + DAY_S;
+      await clickhouse.insert({
+        table: DAY_LEVELS_TABLE,
+        values: [{ kind: 'watermark', day_s: watermarkS, marks: 0, at_ms: Date.now() }],
+        format: 'JSONEachRow',
+      });
+      await fence.setDayWatermark(watermarkS * 1000);
+    }
+    await buildDay(clickhouse, fence, day, options);
+    built.push(day);
+    options.log?.(`day rollups built for ${new Date(day * 1000).toISOString().slice(0, 10)}`);
+  }
+  await fence.setDayWatermark(watermarkS * 1000);
+  return { built, watermarkS };
+}
+
+async function buildDay(clickhouse: ClickHouseClient, fence: DayBuildFence, dayS: number, options: DayBuildOptions): Promise<void> {
+  const [counted] = await rows<{ n: string | number }>(
+    clickhouse,
+    `SELECT count() AS n FROM ${DAY_LEVELS_TABLE} WHERE kind = 'mark' AND day_s = ${dayS}`,
+  );
+  const marks = Number(counted?.n ?? 0);
+  // Every insert that may not have seen the watermark, or marked the day before the count, ends first.
+  await fence.waitForInsertsInFlight();
+  const inDay = (column: string) => `${column} >= toDateTime(${dayS}) AND ${column} < toDateTime(${dayS + DAY_S})`;
+  for (const { table } of JOB_BUILT_DAY_ROLLUPS) {
+    const [held] = await rows<{ n: string | number }>(clickhouse, `SELECT count() AS n FROM ${table} WHERE ${inDay('day')}`);
+    if (Number(held?.n ?? 0) > 0) {
+      await mutate(clickhouse, table, `DELETE WHERE ${inDay('day')}`, options.mutationTimeoutMs, options.cluster);
+    }
+  }
+  // Each from the finer rollup it merges (an hour rollup, or a day rollup with more groups built just before).
+  const jobBuilt = new Set<string>(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
+  for (const rollup of rollupsFinestFirst().filter(({ view }) => jobBuilt.has(view))) {
+    const query = derivedRangeSql(rollup.view, dayS, dayS + DAY_S);
+    if (!query) throw new Error(`no finer rollup holds what ${rollup.table} does`);
+    await clickhouse.command({ query });
+  }
+  await clickhouse.insert({
+    table: DAY_LEVELS_TABLE,
+    values: [{ kind: 'build', day_s: dayS, marks, at_ms: Date.now() }],
+    format: 'JSONEachRow',
+  });
+}
