@@ -460,10 +460,10 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
   const { fromS, toS } = minuteRange(query);
   const names = [...new Set([...query.groupBy, ...Object.keys(query.filters).filter((name) => query.filters[name] !== undefined)])];
   const backfilled = await store.backfilled();
-  // Which days the day rollups hold (a job builds them: day-levels.ts), asked with the
-  // query for a range of a day or more, a day wider each side (latency widens to days).
+  // Which days the day rollups hold (a job builds them: day-levels.ts), asked for a range
+  // of a day or more, or of daily buckets (latency widens to whole days), a day wider each side.
   const days =
-    toS - fromS >= DAY_S && backfilled.has('0008')
+    (toS - fromS >= DAY_S || BUCKETS[query.bucket] === DAY_S) && backfilled.has('0008')
       ? await readDayState(store.clickhouse, Math.floor(fromS / DAY_S) * DAY_S - DAY_S, Math.ceil(toS / DAY_S) * DAY_S + DAY_S)
       : undefined;
   const planned = planQuery({

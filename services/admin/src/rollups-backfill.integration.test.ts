@@ -31,6 +31,7 @@ import {
 } from '../../../test/helpers/stack.js';
 import type { QueuedUsageRecord } from '@otm/schemas';
 import { bucketSql } from '@otm/shared/rollups/histogram';
+import { buildEveryDay } from '../../../test/helpers/day-levels.js';
 
 const n = {
   topic: uniqueName('backfill'),
@@ -257,6 +258,8 @@ const ROLLUPS: Rollup[] = [
 
 /** The errors rollups per hour and per day (migrations 0008, 0009) equal the raw rows' errors. */
 async function expectErrorRollupsEqualRaw(client = clickhouse): Promise<void> {
+  // The day rollups as their job builds them (after migration 0014).
+  await buildEveryDay(client, n.keyPrefix);
   for (const [table, bucket] of [
     ['usage_errors_by_hour', HOUR],
     ['usage_errors_by_day', DAY],
@@ -278,6 +281,7 @@ async function expectErrorRollupsEqualRaw(client = clickhouse): Promise<void> {
 
 /** Each rollup's figures per row key equal those of the raw rows, each event key once. */
 async function expectRollupsEqualRaw(rollups: readonly Rollup[], total: number, client = clickhouse): Promise<void> {
+  await buildEveryDay(client, n.keyPrefix);
   for (const { table, time, bucket, dims, latencyOnly, histogram } of rollups) {
     const key = `concat(toString(toUInt32(t)), '|', ${dims.map((dim) => (dim === 'bucket' ? 'toString(bucket)' : dim)).join(", '|', ")})`;
     // The raw rows' bucket of a histogram, as its view computes it.

@@ -41,7 +41,7 @@ const encoded = (count: number, prefix: string, seed: number) =>
 
 /** Records the rollups count (every row inserted into usage_events is counted, a repeat too). */
 async function counted(): Promise<number> {
-  const [row] = await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_key_totals_by_day');
+  const [row] = await queryRows<{ n: string }>(clickhouse, 'SELECT countMerge(requests) AS n FROM usage_rollup_key_totals_by_hour');
   return Number(row!.n);
 }
 

@@ -3,6 +3,7 @@
 // the hand-computed amount, nothing outside the range moves, rows carry the table's
 // version, and a second run changes nothing.
 import { SCALED_ROLLUPS, USAGE_ROLLUP_TABLES } from '@otm/shared/rollups/views';
+import { buildEveryDay } from '../../../test/helpers/day-levels.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import type { UsageRecord } from '@otm/schemas';
@@ -130,6 +131,8 @@ describe('recost', () => {
       clickhouse,
       'SELECT sum(ifNull(cost_usd, 0)) AS cost, count() AS n FROM usage_events',
     );
+    // The day rollups as their job builds them.
+    await buildEveryDay(clickhouse, names.keyPrefix);
     for (const table of USAGE_ROLLUP_TABLES) {
       const [row] = await queryRows<{ cost: number; n: string }>(
         clickhouse,
@@ -274,6 +277,7 @@ describe('recost', () => {
       `SELECT sum(ifNull(cost_usd, 0)) AS cost, count() AS n FROM usage_events FINAL WHERE ${inDay('event_time')}`,
     );
     expect(Number(raw!.n)).toBe(records.length);
+    await buildEveryDay(clickhouse, names.keyPrefix);
     for (const { table, time } of SCALED_ROLLUPS.filter(({ kind }) => kind === 'usage')) {
       const [row] = await queryRows<{ cost: number; n: string }>(
         clickhouse,

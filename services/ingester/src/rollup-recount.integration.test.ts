@@ -11,7 +11,7 @@ import { RollupFence } from '@otm/shared/rollups/fence';
 import { migrate } from '@otm/shared/migrate';
 import { createRedis } from '@otm/shared/redis';
 import { recountRollups } from '@otm/shared/rollups/repair';
-import { aggregateViews, rebuildRollupSql, type AggregateView } from '@otm/shared/rollups/views';
+import { JOB_BUILT_DAY_ROLLUPS, aggregateViews, rebuildRollupSql, type AggregateView } from '@otm/shared/rollups/views';
 import { queuedRecords, sampleUsageRecords } from '../../../test/fixtures/sample-records.js';
 import { queryRows, testNames, testStack } from '../../../test/helpers/stack.js';
 import { enrich } from './enrich-step.js';
@@ -48,9 +48,15 @@ async function differingGroups(view: AggregateView): Promise<string[]> {
   return rows.map((row) => `${row.id}: ${row.stored} stored, ${row.counted} counted`);
 }
 
+/** The views that fill their rollups (the day rollups a job builds are left to it: day-levels.integration.test.ts). */
+const filledViews = () => {
+  const jobBuilt = new Set<string>(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
+  return aggregateViews().filter(({ view }) => !jobBuilt.has(view));
+};
+
 async function allDifferences(): Promise<Record<string, string[]>> {
   const found: Record<string, string[]> = {};
-  for (const view of aggregateViews()) {
+  for (const view of filledViews()) {
     const groups = await differingGroups(view);
     if (groups.length > 0) found[view.table] = groups;
   }
@@ -77,7 +83,7 @@ describe('recounting the rollups of an insert that ended without an answer', () 
 
     // The insert that "ended without an answer": usage_events written, and the views
     // from this one on never ran (as ClickHouse killed between them would leave it).
-    const views = aggregateViews();
+    const views = filledViews();
     const missed = [...views.filter((_, index) => index % 2 === 1).map((view) => view.view), 'usage_events_by_user_mv'];
     for (const view of missed) await clickhouse.command({ query: `DETACH TABLE ${view}` });
     try {

@@ -30,7 +30,6 @@ import type { DayLevelsLedger } from './fence.js';
 import { JOB_BUILT_DAY_ROLLUPS, derivedRangeSql, rollupsFinestFirst } from './views.js';
 
 export const DAY_LEVELS_TABLE = 'rollup_day_levels';
-const MIGRATION = '0014_day_levels.sql';
 const DAY_S = 86_400;
 const DAY_MS = DAY_S * 1000;
 /** The hours the days are merged from; its first hour is the first day owed. */
@@ -212,18 +211,27 @@ async function buildDay(clickhouse: ClickHouseClient, fence: DayBuildFence, dayS
   // Every insert that may not have seen the watermark, or marked the day before the count, ends first.
   await fence.waitForInsertsInFlight();
   const inDay = (column: string) => `${column} >= toDateTime(${dayS}) AND ${column} < toDateTime(${dayS + DAY_S})`;
-  for (const { table } of JOB_BUILT_DAY_ROLLUPS) {
-    const [held] = await rows<{ n: string | number }>(clickhouse, `SELECT count() AS n FROM ${table} WHERE ${inDay('day')}`);
-    if (Number(held?.n ?? 0) > 0) {
-      await mutate(clickhouse, table, `DELETE WHERE ${inDay('day')}`, options.mutationTimeoutMs, options.cluster);
-    }
+  // What the day rollups hold of the day already (the views' rows before 0014, a run that
+  // failed halfway, a job's rebuild of a day not built): deleted first.
+  const held = await rows<{ t: string; n: string | number }>(
+    clickhouse,
+    JOB_BUILT_DAY_ROLLUPS.map(({ table }) => `SELECT '${table}' AS t, count() AS n FROM ${table} WHERE ${inDay('day')}`).join(
+      ' UNION ALL ',
+    ),
+  );
+  for (const { t, n } of held) {
+    if (Number(n) > 0) await mutate(clickhouse, t, `DELETE WHERE ${inDay('day')}`, options.mutationTimeoutMs, options.cluster);
   }
-  // Each from the finer rollup it merges (an hour rollup, or a day rollup with more groups built just before).
-  const jobBuilt = new Set<string>(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
-  for (const rollup of rollupsFinestFirst().filter(({ view }) => jobBuilt.has(view))) {
-    const query = derivedRangeSql(rollup.view, dayS, dayS + DAY_S);
-    if (!query) throw new Error(`no finer rollup holds what ${rollup.table} does`);
-    await clickhouse.command({ query });
+  // Each from the finer rollup it merges (an hour rollup, or a day rollup with more groups
+  // built just before); a day without hours has nothing to merge.
+  const [hours] = await rows<{ n: string | number }>(clickhouse, `SELECT count() AS n FROM ${HOURS} WHERE ${inDay('hour')}`);
+  if (Number(hours?.n ?? 0) > 0) {
+    const jobBuilt = new Set<string>(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
+    for (const rollup of rollupsFinestFirst().filter(({ view }) => jobBuilt.has(view))) {
+      const query = derivedRangeSql(rollup.view, dayS, dayS + DAY_S);
+      if (!query) throw new Error(`no finer rollup holds what ${rollup.table} does`);
+      await clickhouse.command({ query });
+    }
   }
   await clickhouse.insert({
     table: DAY_LEVELS_TABLE,

@@ -36,6 +36,7 @@ const GROUPS_PER_QUERY = 500;
 /** The look-ups carry long IN lists: above the 256 KiB ClickHouse parses by default. */
 export const LONG_QUERY = { max_query_size: String(8 * 1024 * 1024) } as const;
 const DAY_S = 86_400;
+const JOB_BUILT_VIEWS: ReadonlySet<string> = new Set(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
 
 export type RepairFence = Pick<RollupFence, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>;
 
@@ -136,7 +137,10 @@ export async function recountRollups(
       outcome.copied += Number(counted!.n);
     }
 
-    for (const view of aggregateViews()) {
+    // The day rollups a job builds (day-levels.ts) are left to it: it builds their days
+    // from the hours recounted here (a built day was marked by the unit before its insert).
+    const jobBuilt = (await readDayState(clickhouse, 0, 0)).jobBuilt ? JOB_BUILT_VIEWS : new Set<string>();
+    for (const view of aggregateViews().filter(({ view }) => !jobBuilt.has(view))) {
       outcome.tables.push(await recountView(clickhouse, view, keyChunks, range, options));
     }
   } finally {
@@ -350,9 +354,8 @@ export async function rollupTotals(clickhouse: ClickHouseClient): Promise<{ tabl
     const result = await clickhouse.query({ query: `SELECT DISTINCT ${dayOf} AS day FROM usage_events`, format: 'JSONEachRow' });
     built = (await result.json<{ day: string | number }>()).map((row) => Number(row.day)).filter((day) => days.built(day));
   }
-  const jobBuilt = new Set<string>(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
   for (const view of aggregateViews()) {
-    const inBuilt = days.jobBuilt && jobBuilt.has(view.view);
+    const inBuilt = days.jobBuilt && JOB_BUILT_VIEWS.has(view.view);
     const storedWhere = [view.where, inBuilt ? `${dayOf} IN (${built.join(',') || 'NULL'})` : undefined].filter(Boolean).join(' AND ');
     totals.push({
       table: view.table,

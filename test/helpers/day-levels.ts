@@ -1,0 +1,23 @@
+// The day rollups a job builds (services/shared/src/rollups/day-levels.ts), built by a
+// test that reads them: every day the hours hold, today's too, as if it were over.
+import type { ClickHouseClient } from '@otm/shared/clickhouse';
+import { buildDays, dayLevelsLedger, type DayBuildFence } from '@otm/shared/rollups/day-levels';
+import { RollupFence } from '@otm/shared/rollups/fence';
+import { withRedis } from './stack.js';
+
+const DAY_MS = 86_400_000;
+
+/** Where nothing loads: no lease to wait for, no ingester reading the watermark from Redis. */
+const QUIET: DayBuildFence = { setDayWatermark: async () => {}, waitForInsertsInFlight: async () => {} };
+
+/**
+ * Builds every day the hours hold, today included. With the Redis key prefix of the
+ * ingesters that load into the database, their leases are waited for and the watermark
+ * is written where they read it (their records of the days built mark them after).
+ */
+export async function buildEveryDay(clickhouse: ClickHouseClient, redisKeyPrefix?: string): Promise<number[]> {
+  const build = async (fence: DayBuildFence) =>
+    (await buildDays(clickhouse as never, fence, { nowMs: Date.now() + 2 * DAY_MS, delayMs: 0, maxDays: 100_000 })).built;
+  if (redisKeyPrefix === undefined) return build(QUIET);
+  return withRedis((redis) => build(new RollupFence(redis, redisKeyPrefix, null, dayLevelsLedger(clickhouse as never))));
+}
