@@ -31,8 +31,9 @@ import { createClient } from '@clickhouse/client';
 import { chromium } from 'playwright-core';
 import { migrate } from '@otm/shared/migrate';
 import { RollupFence } from '@otm/shared/rollups/fence';
-import { SCALED_ROLLUPS } from '@otm/shared/rollups/views';
+import { JOB_BUILT_DAY_ROLLUPS, SCALED_ROLLUPS } from '@otm/shared/rollups/views';
 import { markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
+import { buildDays, markDays } from '@otm/shared/rollups/day-levels';
 import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { ensureChromium } from '../../stack/services.js';
 import { startService } from '../../lib/service-process.js';
@@ -58,6 +59,7 @@ import {
 
 /** ClickHouse's refusal of an OPTIMIZE with optimize_throw_if_noop (a background merge holds a part). */
 const CANNOT_ASSIGN_OPTIMIZE = 388;
+const DAY_MS = 86_400_000;
 
 interface Shape {
   name: string;
@@ -267,6 +269,25 @@ export async function benchAnalytics(): Promise<void> {
       throw new Error(`the tenth's database holds other rows than the tenth: ${linked.length} of ${partitions.length} partitions alike`);
     return (Date.now() - started) / 1000;
   };
+  /**
+   * The job's work (day-levels.ts): the day rollups of the generated days built from their
+   * hours, today's left to its hours as a live installation's is; the seconds it took.
+   * After the second generation the days are built anew (their rows emptied and the days
+   * marked, as records arriving for built days would mark them), not rebuilt one by one.
+   */
+  const buildGeneratedDays = async (again: boolean) => {
+    const started = Date.now();
+    if (again) {
+      for (const { table } of JOB_BUILT_DAY_ROLLUPS) await clickhouse.command({ query: `TRUNCATE TABLE ${table}` });
+      const days: number[] = [];
+      for (let at = spec.endMs - (spec.days + 1) * DAY_MS; at < spec.endMs + DAY_MS; at += DAY_MS) days.push(at);
+      await markDays(clickhouse as never, days);
+    }
+    // Nothing loads meanwhile: no lease to wait for.
+    const quiet = { setDayWatermark: async () => {}, waitForInsertsInFlight: async () => {} };
+    await buildDays(clickhouse as never, quiet, { delayMs: 0, maxDays: 100_000 });
+    return (Date.now() - started) / 1000;
+  };
   const all = () => [...RANGES.flatMap(shapes), ...RANGES.flatMap(pageRequests)];
   /**
    * Merges every rollup the queries read and the copy ordered by user into one part per
@@ -341,6 +362,7 @@ export async function benchAnalytics(): Promise<void> {
     let started = Date.now();
     await generateEvents(clickhouse as never, { ...spec, count: first }, (done) => log(`  generated ${done.toLocaleString('en-US')}`));
     out.firstGenerateSeconds = (Date.now() - started) / 1000;
+    out.firstDayBuildSeconds = await buildGeneratedDays(false);
     out.firstSettle = await settle();
     log(
       `  ${first.toLocaleString('en-US')} events in ${out.firstGenerateSeconds} s, merged in ${(out.firstSettle as { seconds: number }).seconds} s, merges left waited for ${(out.firstSettle as { mergesWaitSeconds: number }).mergesWaitSeconds} s; kept in ${tenth}`,
@@ -353,6 +375,7 @@ export async function benchAnalytics(): Promise<void> {
       log(`  generated ${(first + done).toLocaleString('en-US')}`),
     );
     out.restGenerateSeconds = (Date.now() - started) / 1000;
+    out.fullDayBuildSeconds = await buildGeneratedDays(true);
     out.fullSettle = await settle();
     log(
       `  ${events.toLocaleString('en-US')} events (${out.restGenerateSeconds} s more), merged in ${(out.fullSettle as { seconds: number }).seconds} s, merges left waited for ${(out.fullSettle as { mergesWaitSeconds: number }).mergesWaitSeconds} s; timing the queries at both sizes`,
