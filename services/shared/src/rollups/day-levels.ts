@@ -167,14 +167,15 @@ export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFen
   const lastDueS = (dayStartMs(nowMs - options.delayMs) - DAY_MS) / 1000;
   const state = await readDayState(clickhouse, 0, LAST_DAY_S);
   if (!state.jobBuilt) return { built: [], watermarkS: 0 };
+  // Redis's copy first: a run that failed after raising ClickHouse's may have left it
+  // behind, and an ingester reading it would not mark a day built below. A unit that read
+  // it before holds a lease the builds below wait for.
+  await fence.setDayWatermark(state.watermarkS * 1000);
   // The first day the hours hold: the days before the migration, which views filled, are built once too.
   // (An empty table's least hour is 0.)
   const [found] = await rows<{ first: string | number }>(clickhouse, `SELECT toUInt32(min(hour)) AS first FROM ${HOURS}`);
   const firstS = Number(found?.first ?? 0) > 0 ? Math.floor(Number(found!.first) / DAY_S) * DAY_S : undefined;
-  if (firstS === undefined && state.watermarkS === 0) {
-    await fence.setDayWatermark(0);
-    return { built: [], watermarkS: 0 };
-  }
+  if (firstS === undefined && state.watermarkS === 0) return { built: [], watermarkS: 0 };
   // Owed, the oldest first: the days before the watermark not built (never, changed
   // since, or a run that failed halfway), then the days over since it.
   const from = Math.min(firstS ?? state.watermarkS, ...state.marked);
