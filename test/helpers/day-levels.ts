@@ -1,7 +1,8 @@
 // The day rollups a job builds (services/shared/src/rollups/day-levels.ts), built by a
 // test that reads them: every day the hours hold, today's too, as if it were over.
+import { randomUUID } from 'node:crypto';
 import type { ClickHouseClient } from '@otm/shared/clickhouse';
-import { buildDays, dayLevelsLedger, type DayBuildFence } from '@otm/shared/rollups/day-levels';
+import { DAY_BUILD_LOCK, buildDays, dayLevelsLedger, type DayBuildFence } from '@otm/shared/rollups/day-levels';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import { withRedis } from './stack.js';
 
@@ -12,12 +13,26 @@ const QUIET: DayBuildFence = { setDayWatermark: async () => {}, waitForInsertsIn
 
 /**
  * Builds every day the hours hold, today included. With the Redis key prefix of the
- * ingesters that load into the database, their leases are waited for and the watermark
- * is written where they read it (their records of the days built mark them after).
+ * ingesters that load into the database, it holds their builders' lock (an ingester
+ * builds days too), waits for their leases and writes the watermark where they read it
+ * (their records of the days built mark them after).
  */
 export async function buildEveryDay(clickhouse: ClickHouseClient, redisKeyPrefix?: string): Promise<number[]> {
   const build = async (fence: DayBuildFence) =>
     (await buildDays(clickhouse as never, fence, { nowMs: Date.now() + 2 * DAY_MS, delayMs: 0, maxDays: 100_000 })).built;
   if (redisKeyPrefix === undefined) return build(QUIET);
-  return withRedis((redis) => build(new RollupFence(redis, redisKeyPrefix, null, dayLevelsLedger(clickhouse as never))));
+  return withRedis(async (redis) => {
+    const lock = `${redisKeyPrefix}${DAY_BUILD_LOCK}`;
+    const token = randomUUID();
+    const deadline = Date.now() + 120_000;
+    while ((await redis.set(lock, token, 'PX', 600_000, 'NX')) !== 'OK') {
+      if (Date.now() > deadline) throw new Error(`${lock}: held for two minutes`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    try {
+      return await build(new RollupFence(redis, redisKeyPrefix, null, dayLevelsLedger(clickhouse as never)));
+    } finally {
+      if ((await redis.get(lock)) === token) await redis.del(lock);
+    }
+  });
 }

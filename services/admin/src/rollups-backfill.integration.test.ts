@@ -257,9 +257,9 @@ const ROLLUPS: Rollup[] = [
 ];
 
 /** The errors rollups per hour and per day (migrations 0008, 0009) equal the raw rows' errors. */
-async function expectErrorRollupsEqualRaw(client = clickhouse): Promise<void> {
-  // The day rollups as their job builds them (after migration 0014).
-  await buildEveryDay(client, n.keyPrefix);
+async function expectErrorRollupsEqualRaw(client = clickhouse, keyPrefix = n.keyPrefix): Promise<void> {
+  // The day rollups as their job builds them (after migration 0014), under the lock of the ingesters' builders.
+  await buildEveryDay(client, keyPrefix);
   for (const [table, bucket] of [
     ['usage_errors_by_hour', HOUR],
     ['usage_errors_by_day', DAY],
@@ -280,8 +280,13 @@ async function expectErrorRollupsEqualRaw(client = clickhouse): Promise<void> {
 }
 
 /** Each rollup's figures per row key equal those of the raw rows, each event key once. */
-async function expectRollupsEqualRaw(rollups: readonly Rollup[], total: number, client = clickhouse): Promise<void> {
-  await buildEveryDay(client, n.keyPrefix);
+async function expectRollupsEqualRaw(
+  rollups: readonly Rollup[],
+  total: number,
+  client = clickhouse,
+  keyPrefix = n.keyPrefix,
+): Promise<void> {
+  await buildEveryDay(client, keyPrefix);
   for (const { table, time, bucket, dims, latencyOnly, histogram } of rollups) {
     const key = `concat(toString(toUInt32(t)), '|', ${dims.map((dim) => (dim === 'bucket' ? 'toString(bucket)' : dim)).join(", '|', ")})`;
     // The raw rows' bucket of a histogram, as its view computes it.
@@ -459,7 +464,7 @@ describe('an installation that finished the backfill of migration 0008 before mi
     expect(Number(days9[0]!.days)).toBeGreaterThanOrEqual(40);
     expect(await queryRows(client, 'SELECT day FROM rollup_backfill_days')).toEqual([]);
     expect(await backfilled8()).toBe(1);
-    await expectRollupsEqualRaw(ROLLUPS, 600, client);
-    await expectErrorRollupsEqualRaw(client);
+    await expectRollupsEqualRaw(ROLLUPS, 600, client, m.keyPrefix);
+    await expectErrorRollupsEqualRaw(client, m.keyPrefix);
   });
 });

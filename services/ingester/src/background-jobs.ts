@@ -10,7 +10,7 @@ import { BACKFILL_TIMEOUT_MS, createClickHouse, type ClickHouseClient, type Clic
 import type { Logger } from '@otm/shared/logger';
 import type { Redis } from '@otm/shared/redis';
 import { backfillRollups, isFullyBackfilled } from '@otm/shared/rollups/backfill';
-import { buildDays } from '@otm/shared/rollups/day-levels';
+import { DAY_BUILD_LOCK, buildDays } from '@otm/shared/rollups/day-levels';
 import type { RollupFence } from '@otm/shared/rollups/fence';
 import { applyRetention, retentionPolicyFrom } from '@otm/shared/rollups/retention';
 
@@ -80,7 +80,7 @@ export function startBackgroundJobs(parts: {
   void backfillRun();
 
   const dayBuildRun = async () => {
-    const lock = `${config.REDIS_KEY_PREFIX}rollup-day-build-lock`;
+    const lock = `${config.REDIS_KEY_PREFIX}${DAY_BUILD_LOCK}`;
     const token = randomUUID();
     if ((await redis.set(lock, token, 'PX', 3_600_000, 'NX').catch(() => null)) !== 'OK') return;
     try {

@@ -30,6 +30,9 @@ import type { DayLevelsLedger } from './fence.js';
 import { JOB_BUILT_DAY_ROLLUPS, derivedRangeSql, rollupsFinestFirst } from './views.js';
 
 export const DAY_LEVELS_TABLE = 'rollup_day_levels';
+
+/** The Redis key (after the prefix) of the lock one builder holds at a time: two would each merge a day's hours into it. */
+export const DAY_BUILD_LOCK = 'rollup-day-build-lock';
 const DAY_S = 86_400;
 const DAY_MS = DAY_S * 1000;
 /** The hours the days are merged from; its first hour is the first day owed. */
@@ -159,8 +162,8 @@ export interface DayBuildOutcome {
 
 /**
  * Builds the days the job owes: each day over for `delayMs` past the watermark, and each
- * day before it changed since it was built. Run by one process at a time (the caller
- * holds a lock). The watermark's copy in Redis is written at every run.
+ * day before it changed since it was built. Run by one process at a time: the caller
+ * holds the lock (DAY_BUILD_LOCK). The watermark's copy in Redis is written at every run.
  */
 export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFence, options: DayBuildOptions): Promise<DayBuildOutcome> {
   const nowMs = options.nowMs ?? Date.now();
@@ -182,61 +185,63 @@ export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFen
   const due: number[] = [];
   for (let day = from; day < state.watermarkS; day += DAY_S) if (!state.built(day)) due.push(day);
   for (let day = Math.max(state.watermarkS, from); day <= lastDueS; day += DAY_S) due.push(day);
-  const days = due.slice(0, options.maxDays ?? 7);
-  let watermarkS = state.watermarkS;
-  const built: number[] = [];
-  for (const day of days) {
-    if (day >= watermarkS) {
-      watermarkS = day + DAY_S;
-      await clickhouse.insert({
-        table: DAY_LEVELS_TABLE,
-        values: [{ kind: 'watermark', day_s: watermarkS, marks: 0, at_ms: Date.now() }],
-        format: 'JSONEachRow',
-      });
-      await fence.setDayWatermark(watermarkS * 1000);
-    }
-    await buildDay(clickhouse, fence, day, options);
-    built.push(day);
-    options.log?.(`day rollups built for ${new Date(day * 1000).toISOString().slice(0, 10)}`);
+  const days = due.slice(0, options.maxDays ?? 31);
+  if (days.length === 0) return { built: [], watermarkS: state.watermarkS };
+  // Hand the new days over first (ClickHouse's watermark, then Redis's), count their
+  // marks, then wait for every insert in flight: one that read the old watermark, or
+  // marked a day before the count, ends before its day is built.
+  const watermarkS = Math.max(state.watermarkS, days.at(-1)! + DAY_S);
+  if (watermarkS > state.watermarkS) {
+    await clickhouse.insert({
+      table: DAY_LEVELS_TABLE,
+      values: [{ kind: 'watermark', day_s: watermarkS, marks: 0, at_ms: Date.now() }],
+      format: 'JSONEachRow',
+    });
+    await fence.setDayWatermark(watermarkS * 1000);
   }
-  await fence.setDayWatermark(watermarkS * 1000);
-  return { built, watermarkS };
-}
-
-async function buildDay(clickhouse: ClickHouseClient, fence: DayBuildFence, dayS: number, options: DayBuildOptions): Promise<void> {
-  const [counted] = await rows<{ n: string | number }>(
+  const list = days.join(', ');
+  const counted = await rows<{ day_s: string | number; n: string | number }>(
     clickhouse,
-    `SELECT count() AS n FROM ${DAY_LEVELS_TABLE} WHERE kind = 'mark' AND day_s = ${dayS}`,
+    `SELECT day_s, count() AS n FROM ${DAY_LEVELS_TABLE} WHERE kind = 'mark' AND day_s IN (${list}) GROUP BY day_s`,
   );
-  const marks = Number(counted?.n ?? 0);
-  // Every insert that may not have seen the watermark, or marked the day before the count, ends first.
+  const marks = new Map(counted.map((row) => [Number(row.day_s), Number(row.n)]));
   await fence.waitForInsertsInFlight();
-  const inDay = (column: string) => `${column} >= toDateTime(${dayS}) AND ${column} < toDateTime(${dayS + DAY_S})`;
-  // What the day rollups hold of the day already (the views' rows before 0014, a run that
-  // failed halfway, a job's rebuild of a day not built): deleted first.
-  const held = await rows<{ t: string; n: string | number }>(
+  // What the day rollups hold of those days already (the views' rows before 0014, a run
+  // that failed halfway, a job's rebuild of a day not built): deleted first.
+  const dayOf = (column: string) => `toUInt32(intDiv(toUInt32(${column}), ${DAY_S}) * ${DAY_S})`;
+  const held = await rows<{ t: string; d: string | number }>(
     clickhouse,
-    JOB_BUILT_DAY_ROLLUPS.map(({ table }) => `SELECT '${table}' AS t, count() AS n FROM ${table} WHERE ${inDay('day')}`).join(
-      ' UNION ALL ',
-    ),
+    JOB_BUILT_DAY_ROLLUPS.map(
+      ({ table }) => `SELECT DISTINCT '${table}' AS t, toUInt32(day) AS d FROM ${table} WHERE toUInt32(day) IN (${list})`,
+    ).join(' UNION ALL '),
   );
-  for (const { t, n } of held) {
-    if (Number(n) > 0) await mutate(clickhouse, t, `DELETE WHERE ${inDay('day')}`, options.mutationTimeoutMs, options.cluster);
+  for (const { table } of JOB_BUILT_DAY_ROLLUPS) {
+    const heldDays = held.filter((row) => row.t === table).map((row) => Number(row.d));
+    if (heldDays.length > 0) {
+      await mutate(clickhouse, table, `DELETE WHERE toUInt32(day) IN (${heldDays.join(', ')})`, options.mutationTimeoutMs, options.cluster);
+    }
   }
-  // Each from the finer rollup it merges (an hour rollup, or a day rollup with more groups
-  // built just before); a day without hours has nothing to merge.
-  const [hours] = await rows<{ n: string | number }>(clickhouse, `SELECT count() AS n FROM ${HOURS} WHERE ${inDay('hour')}`);
-  if (Number(hours?.n ?? 0) > 0) {
-    const jobBuilt = new Set<string>(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
-    for (const rollup of rollupsFinestFirst().filter(({ view }) => jobBuilt.has(view))) {
-      const query = derivedRangeSql(rollup.view, dayS, dayS + DAY_S);
+  // Each day the hours hold, merged into each day rollup from the finer rollup it merges
+  // (an hour rollup, or a day rollup with more groups built just before).
+  const withHours = await rows<{ d: string | number }>(
+    clickhouse,
+    `SELECT DISTINCT ${dayOf('hour')} AS d FROM ${HOURS} WHERE ${dayOf('hour')} IN (${list})`,
+  );
+  const jobBuilt = new Set<string>(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
+  const rollups = rollupsFinestFirst().filter(({ view }) => jobBuilt.has(view));
+  for (const day of withHours.map((row) => Number(row.d)).sort((a, b) => a - b)) {
+    for (const rollup of rollups) {
+      const query = derivedRangeSql(rollup.view, day, day + DAY_S);
       if (!query) throw new Error(`no finer rollup holds what ${rollup.table} does`);
       await clickhouse.command({ query });
     }
   }
+  const at = Date.now();
   await clickhouse.insert({
     table: DAY_LEVELS_TABLE,
-    values: [{ kind: 'build', day_s: dayS, marks, at_ms: Date.now() }],
+    values: days.map((day) => ({ kind: 'build', day_s: day, marks: marks.get(day) ?? 0, at_ms: at })),
     format: 'JSONEachRow',
   });
+  for (const day of days) options.log?.(`day rollups built for ${new Date(day * 1000).toISOString().slice(0, 10)}`);
+  return { built: days, watermarkS };
 }
