@@ -125,6 +125,18 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     await post(success(erased, 1000, `late-${tag}`));
     await post(success(kept, 1001, `late-${tag}`));
 
+    // Weeks the job summed (migration 0015), far before these records: the user's go, the other's stay.
+    await clickhouse.insert({
+      table: 'usage_rollup_user_by_week',
+      values: [erased, kept].map((user) => ({
+        week: '2024-01-01 00:00:00',
+        environment: 'qa',
+        user_id: user,
+        user_type: 'external',
+        requests: 1,
+      })),
+      format: 'JSONEachRow',
+    });
     const started = await httpRequest(`${admin.url}/v1/admin/users/${erased}/data?environment=qa`, {
       method: 'DELETE',
       headers: adminHeaders,
@@ -159,6 +171,8 @@ describe('DELETE /v1/admin/users/{userId}/data', () => {
     expect(await count(`SELECT count() AS n FROM usage_events_by_user WHERE user_id = '${erased}'`)).toBe(0);
     expect(await count(`SELECT count() AS n FROM usage_rollup_user_by_day WHERE user_id = '${erased}'`)).toBe(0);
     expect(await count(`SELECT sum(requests) AS n FROM usage_rollup_user_by_day WHERE user_id = '${kept}'`)).toBe(6);
+    expect(await count(`SELECT count() AS n FROM usage_rollup_user_by_week WHERE user_id = '${erased}'`)).toBe(0);
+    expect(await count(`SELECT count() AS n FROM usage_rollup_user_by_week WHERE user_id = '${kept}'`)).toBe(1);
     const [raw] = await queryRows<{ requests: string; tokens: string; errors: string }>(
       clickhouse,
       "SELECT count() AS requests, sum(total_tokens) AS tokens, countIf(status = 'error') AS errors FROM usage_events",

@@ -33,7 +33,7 @@ import { migrate } from '@otm/shared/migrate';
 import { RollupFence } from '@otm/shared/rollups/fence';
 import { JOB_BUILT_DAY_ROLLUPS, SCALED_ROLLUPS } from '@otm/shared/rollups/views';
 import { markBackfilledIfEmpty } from '@otm/shared/rollups/backfill';
-import { buildDays, markDays } from '@otm/shared/rollups/day-levels';
+import { USER_WEEKS, buildDays, markDays } from '@otm/shared/rollups/day-levels';
 import { generateEvents } from '../../../test/fixtures/generate-events.js';
 import { ensureChromium } from '../../stack/services.js';
 import { startService } from '../../lib/service-process.js';
@@ -271,14 +271,17 @@ export async function benchAnalytics(): Promise<void> {
   };
   /**
    * The job's work (day-levels.ts): the day rollups of the generated days built from their
-   * hours, today's left to its hours as a live installation's is; the seconds it took.
+   * hours, and the per-user weeks over by yesterday from their days, today's left to its
+   * hours as a live installation's is; the seconds it took.
    * After the second generation the days are built anew (their rows emptied and the days
    * marked, as records arriving for built days would mark them), not rebuilt one by one.
    */
   const buildGeneratedDays = async (again: boolean) => {
     const started = Date.now();
     if (again) {
-      for (const { table } of JOB_BUILT_DAY_ROLLUPS) await clickhouse.command({ query: `TRUNCATE TABLE ${table}` });
+      for (const table of [...JOB_BUILT_DAY_ROLLUPS.map((rollup) => rollup.table), USER_WEEKS]) {
+        await clickhouse.command({ query: `TRUNCATE TABLE ${table}` });
+      }
       const days: number[] = [];
       for (let at = spec.endMs - (spec.days + 1) * DAY_MS; at < spec.endMs + DAY_MS; at += DAY_MS) days.push(at);
       await markDays(clickhouse as never, days);
@@ -298,7 +301,7 @@ export async function benchAnalytics(): Promise<void> {
     // user, so what a user's query reads follows how many parts a month holds; a month of
     // background merges leaves a few, a generation in 2-million-row steps dozens. The
     // minute rollups (the edges of a range) and the errors per minute likewise.
-    const merged = [...SCALED_ROLLUPS.map(({ table }) => table), 'usage_events_by_user', 'usage_errors_minute'];
+    const merged = [...SCALED_ROLLUPS.map(({ table }) => table), USER_WEEKS, 'usage_events_by_user', 'usage_errors_minute'];
     const parts = async () =>
       (
         await (

@@ -8,7 +8,7 @@ import { clickhouseErrorCode } from '@otm/shared/clickhouse-errors';
 import { sqlString } from '@otm/shared/clickhouse-values';
 import { BACKFILL_GENERATIONS, backfilledMigrations } from '@otm/shared/rollups/backfill';
 import { readDayState } from '@otm/shared/rollups/day-levels';
-import type { RollupMigration } from '@otm/shared/rollups/views';
+import { USAGE_MEASURES, type RollupMigration } from '@otm/shared/rollups/views';
 import { ENVIRONMENTS, parseTimestamp } from '@otm/schemas';
 import { histogramTables, planQuery, type Piece } from './rollup-plan.js';
 import { bucketValue } from '@otm/shared/rollups/histogram';
@@ -474,7 +474,7 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
     fromS,
     toS,
     backfilled,
-    ...(days?.jobBuilt ? { dayBuilt: days.built } : {}),
+    ...(days?.jobBuilt ? { dayBuilt: days.built, weekBuilt: days.weekBuilt } : {}),
   });
   if (planned.fromS !== fromS || planned.toS !== toS) {
     query.from = new Date(planned.fromS * 1000);
@@ -499,7 +499,7 @@ async function runPlanned(store: AnalyticsStore, query: AnalyticsQuery, sql: Rou
       await run(store, histogramSql({ pieces: plan.pieces, measures: sql.histograms!, query, order: sql.order }), query.queryId),
     );
   }
-  const userDays = plan.pieces.every((piece) => piece.table === 'usage_rollup_user_by_day');
+  const userDays = plan.pieces.every((piece) => USER_ROLLUPS.has(piece.table));
   if (userDays && query.bucket === 'none') return shape(await topUsers(store, query, plan.pieces, sql));
   // The per-user days hold plain sums (SummingMergeTree), not states.
   const measures = userDays ? USER_DAY_SQL : sql.rollups.measures;
@@ -649,22 +649,12 @@ export function tieSpillsOver(metrics: readonly number[], limit: number, candida
   return metrics[metrics.length - 1] === metrics[limit - 1];
 }
 
-export const USAGE_STATES = [
-  'requests',
-  'successes',
-  'errors',
-  'input_tokens',
-  'output_tokens',
-  'total_tokens',
-  'cached_input_tokens',
-  'cache_write_tokens',
-  'reasoning_tokens',
-  'cache_reported_input_tokens',
-  'cost_usd',
-  'unpriced',
-] as const;
+export const USAGE_STATES = USAGE_MEASURES;
 
-/** The usage measures over usage_rollup_user_by_day: plain sums. */
+/** The per-user days and the weeks summed from them (migration 0015): plain sums, the same columns. */
+const USER_ROLLUPS: ReadonlySet<string> = new Set(['usage_rollup_user_by_day', 'usage_rollup_user_by_week']);
+
+/** The usage measures over usage_rollup_user_by_day (and its weeks): plain sums. */
 export const USER_DAY_SQL = `
     sum(requests) AS requests,
     sum(successes) AS successes,

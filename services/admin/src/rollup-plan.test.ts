@@ -254,6 +254,33 @@ describe('planQuery', () => {
     expect(tables({ ...base, route: 'latency', dimensions: ['userId'] })).toBe('byUser');
   });
 
+  it('top users without buckets read the weeks the job built and the per-user days around them', () => {
+    const s = (iso: string) => Date.parse(iso) / 1000;
+    const range = { fromS: s('2026-11-06T10:00:00Z'), toS: s('2026-12-06T10:00:00Z') };
+    const built = new Set([s('2026-11-08T00:00:00Z'), s('2026-11-22T00:00:00Z'), s('2026-12-01T00:00:00Z')]);
+    const top = planQuery({ ...base, dimensions: ['userId', 'environment'], ...range, weekBuilt: (week) => built.has(week) });
+    // 11-15 to 11-22 is not built (changed since): its days are read; 12-01 to 12-08 runs past the range.
+    expect(top.plan).toEqual({
+      kind: 'rollups',
+      pieces: [
+        { table: 'usage_rollup_user_by_day', time: 'day', fromS: s('2026-11-06T00:00:00Z'), toS: s('2026-11-08T00:00:00Z') },
+        { table: 'usage_rollup_user_by_day', time: 'day', fromS: s('2026-11-15T00:00:00Z'), toS: s('2026-11-22T00:00:00Z') },
+        { table: 'usage_rollup_user_by_day', time: 'day', fromS: s('2026-12-01T00:00:00Z'), toS: s('2026-12-07T00:00:00Z') },
+        { table: 'usage_rollup_user_by_week', time: 'week', fromS: s('2026-11-08T00:00:00Z'), toS: s('2026-11-15T00:00:00Z') },
+        { table: 'usage_rollup_user_by_week', time: 'week', fromS: s('2026-11-22T00:00:00Z'), toS: s('2026-12-01T00:00:00Z') },
+      ],
+    });
+    expect([top.fromS, top.toS]).toEqual([s('2026-11-06T00:00:00Z'), s('2026-12-07T00:00:00Z')]);
+    // Daily buckets, or no week built: the days alone.
+    const daily = planQuery({ ...base, dimensions: ['userId'], bucketSeconds: 86_400, ...range, weekBuilt: () => true });
+    expect(daily.plan).toEqual({
+      kind: 'rollups',
+      pieces: [{ table: 'usage_rollup_user_by_day', time: 'day', fromS: top.fromS, toS: top.toS }],
+    });
+    const none = planQuery({ ...base, dimensions: ['userId'], ...range, weekBuilt: () => false });
+    expect(none.plan).toEqual(daily.plan);
+  });
+
   it('errors read the days, the hours around them and the minutes at the edges', () => {
     expect(tables({ ...base, route: 'errors', fromS: 1800, toS: 86_400 })).toEqual(['usage_errors_by_hour', 'usage_errors_minute']);
     // Whole days from usage_errors_by_day once the backfill of migration 0009 is done.

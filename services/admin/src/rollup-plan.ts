@@ -9,7 +9,9 @@
 //   a userId filter                         usage_events_by_user (that user's records, found
 //                                           by its sorting key)
 //   grouped by userId (usage, day or none,  usage_rollup_user_by_day: the range widened to
-//   with environment or userType at most)   whole UTC days (the answer's from/to say so)
+//   with environment or userType at most)   whole UTC days (the answer's from/to say so);
+//                                           without buckets, usage_rollup_user_by_week for
+//                                           the weeks the job built (migration 0015)
 //   grouped by userId otherwise             usage_events_by_user, every record of the range
 //                                           (exact; slow over long ranges: not a dashboard view)
 //   latency in whole hours or days,         the latency histograms (migration 0010) and
@@ -39,6 +41,7 @@
 // has, usage by key reads the keyed rollups of 0008.
 
 import { histogramTable, type RollupMigration } from '@otm/shared/rollups/views';
+import { weekEndS, weeksWithin } from '@otm/shared/rollups/weeks';
 
 const MINUTE = 60;
 const HOUR = 3600;
@@ -130,6 +133,28 @@ export interface PlanInput {
    * from its hours. Every day when absent (before 0014).
    */
   dayBuilt?: (dayS: number) => boolean;
+  /**
+   * Whether usage_rollup_user_by_week holds the whole week starting at `weekS` (epoch
+   * seconds; migration 0015, weeks.ts): the job built it and its days are unchanged
+   * since. No week when absent.
+   */
+  weekBuilt?: (weekS: number) => boolean;
+}
+
+const userDays = (fromS: number, toS: number): Piece => ({ table: 'usage_rollup_user_by_day', time: 'day', fromS, toS });
+
+/** Whole UTC days [fromS, toS) of the per-user rollups: each week built read from the weeks, the other days from the days. */
+function userWeeks(fromS: number, toS: number, weekBuilt: (weekS: number) => boolean): Piece[] {
+  const weeks: Piece[] = [];
+  const days: Piece[] = [];
+  let at = fromS;
+  for (const week of weeksWithin(fromS, toS).filter(weekBuilt)) {
+    if (week > at) days.push(userDays(at, week));
+    weeks.push({ table: 'usage_rollup_user_by_week', time: 'week', fromS: week, toS: weekEndS(week) });
+    at = weekEndS(week);
+  }
+  if (at < toS) days.push(userDays(at, toS));
+  return joinAdjacent([...weeks, ...days]);
 }
 
 /** The levels usable for a bucket: a level's rows must fall inside one bucket each. */
@@ -196,11 +221,8 @@ export function planQuery(input: PlanInput): { plan: Plan; fromS: number; toS: n
     if (route === 'usage' && (bucketSeconds === 0 || bucketSeconds === DAY) && dimensions.every((d) => USER_DAY_DIMENSIONS.has(d))) {
       const wideFrom = Math.floor(fromS / DAY) * DAY;
       const wideTo = Math.ceil(toS / DAY) * DAY;
-      return {
-        plan: { kind: 'rollups', pieces: [{ table: 'usage_rollup_user_by_day', time: 'day', fromS: wideFrom, toS: wideTo }] },
-        fromS: wideFrom,
-        toS: wideTo,
-      };
+      const pieces = bucketSeconds === 0 && input.weekBuilt ? userWeeks(wideFrom, wideTo, input.weekBuilt) : [userDays(wideFrom, wideTo)];
+      return { plan: { kind: 'rollups', pieces }, fromS: wideFrom, toS: wideTo };
     }
     return same({ kind: 'byUser' });
   }

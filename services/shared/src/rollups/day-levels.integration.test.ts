@@ -1,7 +1,8 @@
 // The day rollups built by the job (day-levels.ts) on the real ClickHouse and Redis: an
 // installation whose views filled its days is migrated, and the job builds the same
 // rows from the hours; a record that arrives for a built day, or a job's fence lifted
-// over one, marks the day until the job builds it again; the ingesters read the
+// over one, marks the day until the job builds it again; a day changed without a mark is
+// found by the next run; the ingesters read the
 // watermark with their lease, from Redis or ClickHouse's copy.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testStack, uniqueName } from '../../../../test/helpers/stack.js';
@@ -121,6 +122,22 @@ describe('the day rollups built from the hours', () => {
     for (const total of totals) expect(total.counted, total.table).toBe(total.stored);
     const days = totals.find((total) => total.table === 'usage_rollup_by_day')!;
     expect(days.stored).toBe(spec.count + 1);
+  }, 120_000);
+
+  it('a built day changed without a mark (an ingester from before 0014) is found by the next run and built again', async () => {
+    const dayMs = todayMs - DAY_MS;
+    const unmarked = { ...spec, count: 1, offset: 2_000_000, days: 1, endMs: dayMs + DAY_MS };
+    await clickhouse.command({ query: generateEventsSql(unmarked, 0, 1) });
+    expect((await readDayState(clickhouse, dayMs / 1000, todayMs / 1000)).built(dayMs / 1000)).toBe(true);
+    const logged: string[] = [];
+    const outcome = await buildDays(clickhouse, fence(), { nowMs: Date.now(), delayMs: 0, log: (line) => logged.push(line) });
+    expect(outcome.built).toEqual([dayMs / 1000]);
+    expect(logged[0]).toContain('differed from their hours');
+    const totals = await rollupTotals(clickhouse);
+    for (const total of totals) expect(total.counted, total.table).toBe(total.stored);
+    expect(totals.find((total) => total.table === 'usage_rollup_by_day')!.stored).toBe(spec.count + 2);
+    // Built again, it adds up: the next run finds nothing.
+    expect((await buildDays(clickhouse, fence(), { nowMs: Date.now(), delayMs: 0 })).built).toEqual([]);
   }, 120_000);
 
   it("a job's fence lifted over a built day marks it; a day not over is not built", async () => {

@@ -22,12 +22,15 @@
 // rows are in the hours the job merged; one that read it after marked the day, and its
 // mark either came before the job counted (and its lease was waited for) or after (and
 // the day reads as changed until the job builds it again). A job that failed halfway
-// recorded no build: the next run deletes and builds the day again.
+// recorded no build: the next run deletes and builds the day again. A day changed
+// without a mark (an ingester of the version before 0014, during an upgrade) is found at
+// the next run: its requests and tokens no longer equal its hours' (driftedDays).
 import type { ClickHouseClient } from '../clickhouse.js';
 import { clickhouseErrorCode } from '../clickhouse-errors.js';
 import { mutate } from '../mutations.js';
 import type { DayLevelsLedger } from './fence.js';
-import { JOB_BUILT_DAY_ROLLUPS, derivedRangeSql, rollupsFinestFirst } from './views.js';
+import { JOB_BUILT_DAY_ROLLUPS, USAGE_MEASURES, derivedRangeSql, rollupsFinestFirst } from './views.js';
+import { weekEndS, weekStartS } from './weeks.js';
 
 export const DAY_LEVELS_TABLE = 'rollup_day_levels';
 
@@ -37,6 +40,17 @@ const DAY_S = 86_400;
 const DAY_MS = DAY_S * 1000;
 /** The hours the days are merged from; its first hour is the first day owed. */
 const HOURS = 'usage_rollup_by_hour';
+/** The day rollup checked against those hours at every run (driftedDays). */
+const DAYS = 'usage_rollup_by_day';
+/** The per-user days, a view's (migration 0008), and the weeks the job sums them into (migration 0015, weeks.ts). */
+const USER_DAYS = 'usage_rollup_user_by_day';
+export const USER_WEEKS = 'usage_rollup_user_by_week';
+/** The marks of the days of the week starting at `weekS`. */
+function weekMarks(marks: ReadonlyMap<number, number>, weekS: number): number {
+  let n = 0;
+  for (let day = weekS; day < weekEndS(weekS); day += DAY_S) n += marks.get(day) ?? 0;
+  return n;
+}
 /** The last second a UInt32 day holds. */
 const LAST_DAY_S = 2 ** 32 - 1;
 
@@ -53,11 +67,16 @@ export interface DayState {
   watermarkS: number;
   /** Whether the day rollups hold the whole of the UTC day starting at `dayS` (epoch seconds). */
   built(dayS: number): boolean;
+  /**
+   * Whether usage_rollup_user_by_week holds the whole of the week starting at `weekS`
+   * (weeks.ts): built, and its days unchanged since. The range read must cover the week.
+   */
+  weekBuilt(weekS: number): boolean;
   /** The days of the range read that have marks. */
   marked: number[];
 }
 
-const BEFORE_0014: DayState = { jobBuilt: false, watermarkS: Infinity, built: () => true, marked: [] };
+const BEFORE_0014: DayState = { jobBuilt: false, watermarkS: Infinity, built: () => true, weekBuilt: () => false, marked: [] };
 
 interface StateRow {
   kind: string;
@@ -79,7 +98,7 @@ export async function readDayState(clickhouse: ClickHouseClient, fromS: number, 
       `SELECT 'watermark' AS kind, max(day_s) AS day_s, toUInt64(count()) AS n, toUInt64(0) AS m FROM ${DAY_LEVELS_TABLE} WHERE kind = 'watermark'
        UNION ALL
        SELECT kind, day_s, toUInt64(count()) AS n, max(marks) AS m FROM ${DAY_LEVELS_TABLE}
-       WHERE kind IN ('mark', 'build') AND day_s >= ${Math.max(0, Math.floor(fromS))} AND day_s < ${Math.min(LAST_DAY_S, Math.ceil(toS))}
+       WHERE kind IN ('mark', 'build', 'week') AND day_s >= ${Math.max(0, Math.floor(fromS))} AND day_s < ${Math.min(LAST_DAY_S, Math.ceil(toS))}
        GROUP BY kind, day_s`,
     );
   } catch (error) {
@@ -89,9 +108,11 @@ export async function readDayState(clickhouse: ClickHouseClient, fromS: number, 
   const watermarkS = Number(found.find((row) => row.kind === 'watermark')?.day_s ?? 0);
   const marks = new Map<number, number>();
   const builds = new Map<number, number>();
+  const weeks = new Map<number, number>();
   for (const row of found) {
     if (row.kind === 'mark') marks.set(Number(row.day_s), Number(row.n));
     else if (row.kind === 'build') builds.set(Number(row.day_s), Number(row.m));
+    else if (row.kind === 'week') weeks.set(Number(row.day_s), Number(row.m));
   }
   return {
     jobBuilt: true,
@@ -100,6 +121,10 @@ export async function readDayState(clickhouse: ClickHouseClient, fromS: number, 
     built(dayS) {
       const seen = builds.get(dayS);
       return dayS < watermarkS && seen !== undefined && (marks.get(dayS) ?? 0) <= seen;
+    },
+    weekBuilt(weekS) {
+      const seen = weeks.get(weekS);
+      return seen !== undefined && weekEndS(weekS) <= watermarkS && weekMarks(marks, weekS) <= seen;
     },
   };
 }
@@ -148,6 +173,8 @@ export interface DayBuildOptions {
   delayMs: number;
   /** Days built in one run at most, the oldest first. */
   maxDays?: number;
+  /** Per-user weeks built in one run at most, the oldest first. */
+  maxWeeks?: number;
   mutationTimeoutMs?: number;
   cluster?: string;
   log?: (line: string) => void;
@@ -156,8 +183,33 @@ export interface DayBuildOptions {
 export interface DayBuildOutcome {
   /** The days built by this run (epoch seconds). */
   built: number[];
+  /** The per-user weeks built by this run (their first days, epoch seconds). */
+  weeks: number[];
   /** The watermark after it (epoch seconds); 0 before migration 0014. */
   watermarkS: number;
+}
+
+const isoDay = (dayS: number) => new Date(dayS * 1000).toISOString().slice(0, 10);
+
+/**
+ * The days before the watermark (epoch seconds) whose requests or tokens in
+ * usage_rollup_by_day differ from the sum of their hours in usage_rollup_by_hour, in one
+ * query over both tables (the smallest of their levels: a few hundred rows an hour).
+ */
+export async function driftedDays(clickhouse: ClickHouseClient, watermarkS: number): Promise<number[]> {
+  if (watermarkS === 0) return [];
+  const below = (column: string) => `${column} < toDateTime(${Math.min(LAST_DAY_S, watermarkS)})`;
+  const found = await rows<{ d: string | number }>(
+    clickhouse,
+    `SELECT d FROM (
+       SELECT toUInt32(day) AS d, toInt64(countMerge(requests)) AS n, toInt64(sumMerge(total_tokens)) AS t
+       FROM ${DAYS} WHERE ${below('day')} GROUP BY d
+       UNION ALL
+       SELECT toUInt32(intDiv(toUInt32(hour), ${DAY_S}) * ${DAY_S}) AS d, -toInt64(countMerge(requests)) AS n, -toInt64(sumMerge(total_tokens)) AS t
+       FROM ${HOURS} WHERE ${below('hour')} GROUP BY d
+     ) GROUP BY d HAVING sum(n) != 0 OR sum(t) != 0 ORDER BY d`,
+  );
+  return found.map((row) => Number(row.d));
 }
 
 /**
@@ -168,17 +220,29 @@ export interface DayBuildOutcome {
 export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFence, options: DayBuildOptions): Promise<DayBuildOutcome> {
   const nowMs = options.nowMs ?? Date.now();
   const lastDueS = (dayStartMs(nowMs - options.delayMs) - DAY_MS) / 1000;
-  const state = await readDayState(clickhouse, 0, LAST_DAY_S);
-  if (!state.jobBuilt) return { built: [], watermarkS: 0 };
+  let state = await readDayState(clickhouse, 0, LAST_DAY_S);
+  if (!state.jobBuilt) return { built: [], weeks: [], watermarkS: 0 };
   // Redis's copy first: a run that failed after raising ClickHouse's may have left it
   // behind, and an ingester reading it would not mark a day built below. A unit that read
   // it before holds a lease the builds below wait for.
   await fence.setDayWatermark(state.watermarkS * 1000);
+  // A built day whose hours no longer add up to it changed without a mark (an ingester
+  // from before migration 0014 during an upgrade, which marks nothing): marked, so it is
+  // read from its hours and built again below.
+  const drifted = (await driftedDays(clickhouse, state.watermarkS)).filter((day) => state.built(day));
+  if (drifted.length > 0) {
+    await markDays(
+      clickhouse,
+      drifted.map((day) => day * 1000),
+    );
+    for (const day of drifted) options.log?.(`day rollups differed from their hours for ${isoDay(day)}: marked`);
+    state = await readDayState(clickhouse, 0, LAST_DAY_S);
+  }
   // The first day the hours hold: the days before the migration, which views filled, are built once too.
   // (An empty table's least hour is 0.)
   const [found] = await rows<{ first: string | number }>(clickhouse, `SELECT toUInt32(min(hour)) AS first FROM ${HOURS}`);
   const firstS = Number(found?.first ?? 0) > 0 ? Math.floor(Number(found!.first) / DAY_S) * DAY_S : undefined;
-  if (firstS === undefined && state.watermarkS === 0) return { built: [], watermarkS: 0 };
+  if (firstS === undefined && state.watermarkS === 0) return { built: [], weeks: [], watermarkS: 0 };
   // Owed, the oldest first: the days before the watermark not built (never, changed
   // since, or a run that failed halfway), then the days over since it.
   const from = Math.min(firstS ?? state.watermarkS, ...state.marked);
@@ -186,11 +250,12 @@ export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFen
   for (let day = from; day < state.watermarkS; day += DAY_S) if (!state.built(day)) due.push(day);
   for (let day = Math.max(state.watermarkS, from); day <= lastDueS; day += DAY_S) due.push(day);
   const days = due.slice(0, options.maxDays ?? 31);
-  if (days.length === 0) return { built: [], watermarkS: state.watermarkS };
-  // Hand the new days over first (ClickHouse's watermark, then Redis's), count their
-  // marks, then wait for every insert in flight: one that read the old watermark, or
-  // marked a day before the count, ends before its day is built.
-  const watermarkS = Math.max(state.watermarkS, days.at(-1)! + DAY_S);
+  const watermarkS = days.length > 0 ? Math.max(state.watermarkS, days.at(-1)! + DAY_S) : state.watermarkS;
+  const weeks = await dueWeeks(clickhouse, state, watermarkS, options.maxWeeks ?? 8);
+  if (days.length === 0 && weeks.length === 0) return { built: [], weeks: [], watermarkS };
+  // Hand the new days over first (ClickHouse's watermark, then Redis's), count the marks
+  // of the days and weeks owed, then wait for every insert in flight: one that read the
+  // old watermark, or marked a day before the count, ends before its day is built.
   if (watermarkS > state.watermarkS) {
     await clickhouse.insert({
       table: DAY_LEVELS_TABLE,
@@ -199,13 +264,29 @@ export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFen
     });
     await fence.setDayWatermark(watermarkS * 1000);
   }
-  const list = days.join(', ');
+  const owed = [
+    ...(days.length > 0 ? [`day_s IN (${days.join(', ')})`] : []),
+    ...weeks.map((week) => `(day_s >= ${week} AND day_s < ${weekEndS(week)})`),
+  ];
   const counted = await rows<{ day_s: string | number; n: string | number }>(
     clickhouse,
-    `SELECT day_s, count() AS n FROM ${DAY_LEVELS_TABLE} WHERE kind = 'mark' AND day_s IN (${list}) GROUP BY day_s`,
+    `SELECT day_s, count() AS n FROM ${DAY_LEVELS_TABLE} WHERE kind = 'mark' AND (${owed.join(' OR ')}) GROUP BY day_s`,
   );
   const marks = new Map(counted.map((row) => [Number(row.day_s), Number(row.n)]));
   await fence.waitForInsertsInFlight();
+  if (days.length > 0) await buildTheDays(clickhouse, days, marks, options);
+  if (weeks.length > 0) await buildWeeks(clickhouse, weeks, marks, options);
+  return { built: days, weeks, watermarkS };
+}
+
+/** Deletes what the day rollups hold of `days`, merges their hours into them, and records the builds. */
+async function buildTheDays(
+  clickhouse: ClickHouseClient,
+  days: readonly number[],
+  marks: ReadonlyMap<number, number>,
+  options: DayBuildOptions,
+) {
+  const list = days.join(', ');
   // What the day rollups hold of those days already (the views' rows before 0014, a run
   // that failed halfway, a job's rebuild of a day not built): deleted first.
   const dayOf = (column: string) => `toUInt32(intDiv(toUInt32(${column}), ${DAY_S}) * ${DAY_S})`;
@@ -242,6 +323,61 @@ export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFen
     values: days.map((day) => ({ kind: 'build', day_s: day, marks: marks.get(day) ?? 0, at_ms: at })),
     format: 'JSONEachRow',
   });
-  for (const day of days) options.log?.(`day rollups built for ${new Date(day * 1000).toISOString().slice(0, 10)}`);
-  return { built: days, watermarkS };
+  for (const day of days) options.log?.(`day rollups built for ${isoDay(day)}`);
+}
+
+/**
+ * The weeks owed (weeks.ts), the oldest first, `max` at most: each week over before the
+ * watermark, from the first the per-user days hold, not built (never, or changed since).
+ * None before migration 0015.
+ */
+async function dueWeeks(clickhouse: ClickHouseClient, state: DayState, watermarkS: number, max: number): Promise<number[]> {
+  if (max === 0) return [];
+  const [found] = await rows<{ present: string | number; first: string | number }>(
+    clickhouse,
+    `SELECT (SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = '${USER_WEEKS}') AS present,
+            (SELECT toUInt32(min(day)) FROM ${USER_DAYS}) AS first`,
+  );
+  const first = Number(found?.first ?? 0);
+  if (Number(found?.present ?? 0) === 0 || first === 0) return [];
+  const weeks: number[] = [];
+  for (let week = weekStartS(first); weekEndS(week) <= watermarkS && weeks.length < max; week = weekEndS(week)) {
+    if (!state.weekBuilt(week)) weeks.push(week);
+  }
+  return weeks;
+}
+
+/** Deletes what usage_rollup_user_by_week holds of `weeks`, sums their per-user days into it, and records the builds. */
+async function buildWeeks(
+  clickhouse: ClickHouseClient,
+  weeks: readonly number[],
+  marks: ReadonlyMap<number, number>,
+  options: DayBuildOptions,
+) {
+  const list = weeks.join(', ');
+  const held = await rows<{ w: string | number }>(
+    clickhouse,
+    `SELECT DISTINCT toUInt32(week) AS w FROM ${USER_WEEKS} WHERE toUInt32(week) IN (${list})`,
+  );
+  if (held.length > 0) {
+    const heldWeeks = held.map((row) => Number(row.w)).join(', ');
+    await mutate(clickhouse, USER_WEEKS, `DELETE WHERE toUInt32(week) IN (${heldWeeks})`, options.mutationTimeoutMs, options.cluster);
+  }
+  // Aliases apart from the columns: a sum named as its own column reads as nested.
+  const sums = USAGE_MEASURES.map((column) => `sum(${column}) AS summed_${column}`).join(', ');
+  for (const week of weeks) {
+    await clickhouse.command({
+      query: `INSERT INTO ${USER_WEEKS} (week, environment, user_id, user_type, ${USAGE_MEASURES.join(', ')})
+              SELECT toDateTime(${week}) AS summed_week, environment, user_id, user_type, ${sums}
+              FROM ${USER_DAYS} WHERE day >= toDateTime(${week}) AND day < toDateTime(${weekEndS(week)})
+              GROUP BY environment, user_id, user_type`,
+    });
+  }
+  const at = Date.now();
+  await clickhouse.insert({
+    table: DAY_LEVELS_TABLE,
+    values: weeks.map((week) => ({ kind: 'week', day_s: week, marks: weekMarks(marks, week), at_ms: at })),
+    format: 'JSONEachRow',
+  });
+  for (const week of weeks) options.log?.(`per-user week built for ${isoDay(week)}`);
 }

@@ -84,6 +84,8 @@ const MONTHLY_TABLES: Readonly<Record<string, keyof RetentionPolicy>> = {
   usage_events_by_user: 'eventsDays',
   // The rollups of migrations 0008 to 0011.
   ...Object.fromEntries(SCALED_ROLLUPS.map(({ table }) => [table, 'rollupsDays' as const])),
+  // Migration 0015: the per-user weeks, each within one month (weeks.ts), dropped with its days.
+  usage_rollup_user_by_week: 'rollupsDays',
 };
 
 export interface Partition {

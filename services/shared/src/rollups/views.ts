@@ -119,6 +119,22 @@ interface ScaledRollup {
 /** The migrations whose rollups the backfill copies stored records into. */
 export type RollupMigration = '0008' | '0009' | '0010' | '0011';
 
+/** The usage measures every usage rollup holds (as states, or as plain sums per user), in their tables' order. */
+export const USAGE_MEASURES = [
+  'requests',
+  'successes',
+  'errors',
+  'input_tokens',
+  'output_tokens',
+  'total_tokens',
+  'cached_input_tokens',
+  'cache_write_tokens',
+  'reasoning_tokens',
+  'cache_reported_input_tokens',
+  'cost_usd',
+  'unpriced',
+] as const;
+
 /** The usage rollups (those that count requests, tokens and cost), by table name. */
 export const USAGE_ROLLUP_TABLES = SCALED_ROLLUPS.filter(({ kind }) => kind === 'usage').map(({ table }) => table);
 
