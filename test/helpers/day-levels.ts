@@ -19,7 +19,8 @@ const QUIET: DayBuildFence = { setDayWatermark: async () => {}, waitForInsertsIn
  */
 export async function buildEveryDay(clickhouse: ClickHouseClient, redisKeyPrefix?: string): Promise<number[]> {
   const build = async (fence: DayBuildFence) =>
-    (await buildDays(clickhouse as never, fence, { nowMs: Date.now() + 2 * DAY_MS, delayMs: 0, maxDays: 100_000, maxWeeks: 100_000 })).built;
+    (await buildDays(clickhouse as never, fence, { nowMs: Date.now() + 2 * DAY_MS, delayMs: 0, maxDays: 100_000, maxWeeks: 100_000 }))
+      .built;
   if (redisKeyPrefix === undefined) return build(QUIET);
   return withRedis(async (redis) => {
     const lock = `${redisKeyPrefix}${DAY_BUILD_LOCK}`;
