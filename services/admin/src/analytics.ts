@@ -649,8 +649,6 @@ export function tieSpillsOver(metrics: readonly number[], limit: number, candida
   return metrics[metrics.length - 1] === metrics[limit - 1];
 }
 
-export const USAGE_STATES = USAGE_MEASURES;
-
 /** The per-user days and the weeks summed from them (migration 0015): plain sums, the same columns. */
 const USER_ROLLUPS: ReadonlySet<string> = new Set(['usage_rollup_user_by_day', 'usage_rollup_user_by_week']);
 
@@ -689,7 +687,7 @@ export async function usageAnalytics(store: AnalyticsStore, query: AnalyticsQuer
     route: 'usage',
     columns: DIMENSIONS,
     legacy: { table: 'usage_rollup_minute', measures: USAGE_SQL },
-    rollups: { measures: USAGE_SQL, states: USAGE_STATES },
+    rollups: { measures: USAGE_SQL, states: USAGE_MEASURES },
     byUser: USAGE_RAW_SQL,
     // Ordered by a metric: ties in the groups' order, so the same query gives the same rows.
     order: (group) => (query.orderBy ? [`${query.orderBy} DESC`, ...group].join(', ') : byGroupsElse('requests')(group)),

@@ -38,6 +38,9 @@ export const DATA_ERROR_CODES: ReadonlyMap<number, string> = new Map([
 const CODE_IN_TEXT = /^\s*Code:\s*(\d+)[.,]/;
 
 /** The ClickHouse error code of a failure, or undefined when it did not come from ClickHouse. */
+/** ClickHouse's UNKNOWN_TABLE: a table whose migration has not run yet. */
+export const UNKNOWN_TABLE = 60;
+
 export function clickhouseErrorCode(error: unknown): number | undefined {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   if (typeof code === 'string' && /^\d+$/.test(code)) return Number(code);

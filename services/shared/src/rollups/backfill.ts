@@ -19,7 +19,7 @@ import type { RollupFence, FenceInterval } from './fence.js';
 import { mutate } from '../mutations.js';
 import { BY_USER_COLUMNS, LEGACY_ROLLUP_VIEW, SCALED_ROLLUPS, rebuildRollupSql, type RollupMigration } from './views.js';
 import { formatDateTime } from '../clickhouse-values.js';
-import { clickhouseErrorCode } from '../clickhouse-errors.js';
+import { UNKNOWN_TABLE, clickhouseErrorCode } from '../clickhouse-errors.js';
 import { onCluster } from '../cluster-ddl.js';
 
 const DAY_S = 86_400;
@@ -58,9 +58,6 @@ function tablesOf(migration: RollupMigration): { table: string; time: string }[]
   const rollups = SCALED_ROLLUPS.filter((rollup) => rollup.migration === migration).map(({ table, time }) => ({ table, time }));
   return migration === '0008' ? [...rollups, { table: 'usage_events_by_user', time: 'event_time' }] : rollups;
 }
-
-/** ClickHouse's UNKNOWN_TABLE: a generation whose migration has not run yet. */
-const UNKNOWN_TABLE = 60;
 
 /** Where each generation stands: done, pending, or absent (its migration has not run yet). */
 async function generationStates(clickhouse: ClickHouseClient): Promise<Map<RollupMigration, 'done' | 'pending' | 'absent'>> {

@@ -26,7 +26,7 @@
 // without a mark (an ingester of the version before 0014, during an upgrade) is found at
 // the next run: its requests and tokens no longer equal its hours' (driftedDays).
 import type { ClickHouseClient } from '../clickhouse.js';
-import { clickhouseErrorCode } from '../clickhouse-errors.js';
+import { UNKNOWN_TABLE, clickhouseErrorCode } from '../clickhouse-errors.js';
 import { mutate } from '../mutations.js';
 import type { DayLevelsLedger } from './fence.js';
 import { JOB_BUILT_DAY_ROLLUPS, USAGE_MEASURES, derivedRangeSql, rollupsFinestFirst } from './views.js';
@@ -56,9 +56,6 @@ const LAST_DAY_S = 2 ** 32 - 1;
 
 /** The start of the UTC day of an instant, in epoch milliseconds. */
 export const dayStartMs = (ms: number) => Math.floor(ms / DAY_MS) * DAY_MS;
-
-/** ClickHouse's UNKNOWN_TABLE: an installation from before migration 0014. */
-const UNKNOWN_TABLE = 60;
 
 export interface DayState {
   /** Whether migration 0014 has run: before it, views fill the day rollups and every day is whole. */
@@ -326,6 +323,15 @@ async function buildTheDays(
   for (const day of days) options.log?.(`day rollups built for ${isoDay(day)}`);
 }
 
+/** Whether usage_rollup_user_by_week exists (migration 0015 has run). */
+export async function hasUserWeeks(clickhouse: ClickHouseClient): Promise<boolean> {
+  const [found] = await rows<{ n: string | number }>(
+    clickhouse,
+    `SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = '${USER_WEEKS}'`,
+  );
+  return Number(found?.n ?? 0) > 0;
+}
+
 /**
  * The weeks owed (weeks.ts), the oldest first, `max` at most: each week over before the
  * watermark, from the first the per-user days hold, not built (never, or changed since).
@@ -333,13 +339,10 @@ async function buildTheDays(
  */
 async function dueWeeks(clickhouse: ClickHouseClient, state: DayState, watermarkS: number, max: number): Promise<number[]> {
   if (max === 0) return [];
-  const [found] = await rows<{ present: string | number; first: string | number }>(
-    clickhouse,
-    `SELECT (SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = '${USER_WEEKS}') AS present,
-            (SELECT toUInt32(min(day)) FROM ${USER_DAYS}) AS first`,
-  );
+  if (!(await hasUserWeeks(clickhouse))) return [];
+  const [found] = await rows<{ first: string | number }>(clickhouse, `SELECT toUInt32(min(day)) AS first FROM ${USER_DAYS}`);
   const first = Number(found?.first ?? 0);
-  if (Number(found?.present ?? 0) === 0 || first === 0) return [];
+  if (first === 0) return [];
   const weeks: number[] = [];
   for (let week = weekStartS(first); weekEndS(week) <= watermarkS && weeks.length < max; week = weekEndS(week)) {
     if (!state.weekBuilt(week)) weeks.push(week);

@@ -28,7 +28,7 @@ import type { Logger } from '../logger.js';
 import type { Redis } from '../redis.js';
 import { JobStore } from '../job-store.js';
 import { mutate } from '../mutations.js';
-import { USER_WEEKS } from './day-levels.js';
+import { USER_WEEKS, hasUserWeeks } from './day-levels.js';
 import { SCALED_ROLLUPS, aggregateViews, derivedRollupSql, rebuildRollupSql, rollupsFinestFirst } from './views.js';
 import { isBackfilled } from './backfill.js';
 
@@ -188,11 +188,9 @@ export class ErasureJobs {
       await step('deleting usage_events and the rollups keyed by user');
       // The per-user weeks (migration 0015) too: the fence lifted below marks the user's
       // days, so their weeks are read from the days until the job sums them again.
-      const [weeks] = await this.rows<{ n: string | number }>(
-        `SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = '${USER_WEEKS}'`,
-      );
       const userTables = ['usage_events', 'usage_rollup_minute', 'usage_events_by_user', 'usage_rollup_user_by_day'];
-      await Promise.all([...userTables, ...(Number(weeks?.n ?? 0) > 0 ? [USER_WEEKS] : [])].map((table) => this.mutate(table, user)));
+      if (await hasUserWeeks(this.clickhouse)) userTables.push(USER_WEEKS);
+      await Promise.all(userTables.map((table) => this.mutate(table, user)));
 
       await step('rebuilding the errors rollups');
       for (let start = 0; start < errorKeys.length; start += 500) {

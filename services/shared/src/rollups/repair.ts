@@ -27,7 +27,7 @@ import type { ClickHouseClient } from '../clickhouse.js';
 import { sqlString } from '../clickhouse-values.js';
 import type { RollupFence, FenceInterval } from './fence.js';
 import { mutate } from '../mutations.js';
-import { BY_USER_COLUMNS, JOB_BUILT_DAY_ROLLUPS, aggregateViews, rebuildRollupSql, type AggregateView } from './views.js';
+import { BY_USER_COLUMNS, JOB_BUILT_VIEWS, aggregateViews, rebuildRollupSql, type AggregateView } from './views.js';
 import { readDayState } from './day-levels.js';
 
 /** Event keys per look-up (about 60 KiB of literals), groups per comparison and per rebuild. */
@@ -36,7 +36,6 @@ const GROUPS_PER_QUERY = 500;
 /** The look-ups carry long IN lists: above the 256 KiB ClickHouse parses by default. */
 export const LONG_QUERY = { max_query_size: String(8 * 1024 * 1024) } as const;
 const DAY_S = 86_400;
-const JOB_BUILT_VIEWS: ReadonlySet<string> = new Set(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
 
 export type RepairFence = Pick<RollupFence, 'fence' | 'liftFence' | 'waitForInsertsInFlight'>;
 

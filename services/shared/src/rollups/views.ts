@@ -155,7 +155,8 @@ export const JOB_BUILT_DAY_ROLLUPS = SCALED_ROLLUPS.filter(
   (rollup) => rollup.time === 'day' && rollup.view !== 'usage_rollup_user_by_day_mv',
 );
 
-const JOB_BUILT_VIEWS: ReadonlySet<string> = new Set(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
+/** The views of JOB_BUILT_DAY_ROLLUPS. */
+export const JOB_BUILT_VIEWS: ReadonlySet<string> = new Set(JOB_BUILT_DAY_ROLLUPS.map(({ view }) => view));
 
 interface ViewQuery {
   view: string;
