@@ -2,7 +2,7 @@
 // the per-user days into weeks cut from each month; top users over a month read the
 // weeks built and the days around them, and answer what the days alone answer; a day
 // marked after its week was built sends the week back to its days until the job sums it
-// again.
+// again; a week that no longer equals its days (summed twice at once) is summed again.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '@clickhouse/client';
 import { migrate } from '@otm/shared/migrate';
@@ -136,5 +136,29 @@ describe('the per-user weeks', () => {
       orderBy: 'totalTokens',
     });
     expect(first!.userId).toBe('only-in-the-week');
+  }, 180_000);
+
+  it('a built week that no longer equals its days is summed again at the next run', async () => {
+    const [, week] = weeksWithin(todayS - 30 * DAY_S, todayS);
+    // A second builder summing the same week at the same time (ingesters of another Redis
+    // prefix on this database): the week's rows twice, with no mark.
+    await clickhouse.command({
+      query: `INSERT INTO usage_rollup_user_by_week SELECT * FROM usage_rollup_user_by_week WHERE week = toDateTime(${week!})`,
+    });
+    expect(await groups('usage_rollup_user_by_week', 'week', week!, weekEndS(week!))).not.toEqual(
+      await groups('usage_rollup_user_by_day', 'day', week!, weekEndS(week!)),
+    );
+    const built = await buildEveryDay(clickhouse as never);
+    expect(built).toContain(week!);
+    const state = await readDayState(clickhouse as never, week! - DAY_S, weekEndS(week!) + DAY_S);
+    expect(state.weekBuilt(week!)).toBe(true);
+    expect(await groups('usage_rollup_user_by_week', 'week', week!, weekEndS(week!))).toEqual(
+      await groups('usage_rollup_user_by_day', 'day', week!, weekEndS(week!)),
+    );
+    // The week the test before gave a row its days lack is found so too.
+    const [earlier] = weeksWithin(todayS - 30 * DAY_S, todayS);
+    expect(await groups('usage_rollup_user_by_week', 'week', earlier!, weekEndS(earlier!))).toEqual(
+      await groups('usage_rollup_user_by_day', 'day', earlier!, weekEndS(earlier!)),
+    );
   }, 180_000);
 });

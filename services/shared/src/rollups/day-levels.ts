@@ -24,7 +24,9 @@
 // the day reads as changed until the job builds it again). A job that failed halfway
 // recorded no build: the next run deletes and builds the day again. A day changed
 // without a mark (an ingester of the version before 0014, during an upgrade) is found at
-// the next run: its requests and tokens no longer equal its hours' (driftedDays).
+// the next run: its requests and tokens no longer equal its hours' (driftedDays); so is a
+// per-user week that no longer equals its days (driftedWeeks: two builders at once, each
+// summing it, under Redis prefixes of their own).
 import type { ClickHouseClient } from '../clickhouse.js';
 import { UNKNOWN_TABLE, clickhouseErrorCode } from '../clickhouse-errors.js';
 import { mutate } from '../mutations.js';
@@ -210,6 +212,35 @@ export async function driftedDays(clickhouse: ClickHouseClient, watermarkS: numb
 }
 
 /**
+ * The built weeks (weekBuilt) whose requests or tokens in usage_rollup_user_by_week differ
+ * from the sum of their per-user days: their sums per day and per week (a few hundred
+ * rows), compared here, where the weeks are cut (weeks.ts). None before migration 0015.
+ */
+export async function driftedWeeks(clickhouse: ClickHouseClient, state: DayState): Promise<number[]> {
+  if (state.watermarkS === 0 || !(await hasUserWeeks(clickhouse))) return [];
+  const below = (column: string) => `${column} < toDateTime(${Math.min(LAST_DAY_S, state.watermarkS)})`;
+  const sums = (table: string, time: string) =>
+    rows<{ s: string | number; n: string | number; t: string | number }>(
+      clickhouse,
+      `SELECT toUInt32(${time}) AS s, toString(sum(requests)) AS n, toString(sum(total_tokens)) AS t
+       FROM ${table} WHERE ${below(time)} GROUP BY s`,
+    );
+  const [weeks, days] = await Promise.all([sums(USER_WEEKS, 'week'), sums(USER_DAYS, 'day')]);
+  // Per week: its own sums less its days' (BigInt: token sums pass 2^53).
+  const differences = new Map<number, [bigint, bigint]>();
+  const add = (weekS: number, n: string | number, t: string | number, sign: bigint) => {
+    const [requests, tokens] = differences.get(weekS) ?? [0n, 0n];
+    differences.set(weekS, [requests + sign * BigInt(n), tokens + sign * BigInt(t)]);
+  };
+  for (const row of weeks) add(Number(row.s), row.n, row.t, 1n);
+  for (const row of days) add(weekStartS(Number(row.s)), row.n, row.t, -1n);
+  return [...differences]
+    .filter(([weekS, [requests, tokens]]) => (requests !== 0n || tokens !== 0n) && state.weekBuilt(weekS))
+    .map(([weekS]) => weekS)
+    .sort((a, b) => a - b);
+}
+
+/**
  * Builds the days the job owes: each day over for `delayMs` past the watermark, and each
  * day before it changed since it was built. Run by one process at a time: the caller
  * holds the lock (DAY_BUILD_LOCK). The watermark's copy in Redis is written at every run.
@@ -233,6 +264,17 @@ export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFen
       drifted.map((day) => day * 1000),
     );
     for (const day of drifted) options.log?.(`day rollups differed from their hours for ${isoDay(day)}: marked`);
+    state = await readDayState(clickhouse, 0, LAST_DAY_S);
+  }
+  // So with a built week whose days no longer add up to it (two builders summing it at
+  // once): its first day marked, so the week is read from its days and summed again below.
+  const driftedFrom = await driftedWeeks(clickhouse, state);
+  if (driftedFrom.length > 0) {
+    await markDays(
+      clickhouse,
+      driftedFrom.map((week) => week * 1000),
+    );
+    for (const week of driftedFrom) options.log?.(`per-user week differed from its days for ${isoDay(week)}: marked`);
     state = await readDayState(clickhouse, 0, LAST_DAY_S);
   }
   // The first day the hours hold: the days before the migration, which views filled, are built once too.
