@@ -27,8 +27,10 @@ export async function benchFreshness(): Promise<void> {
   log('4. freshness: 202 -> row visible to an analytics query, at fixed rates');
   const port = 18444;
   const agent = new Agent({ connect: { ca: fs.readFileSync(tls.certFile) } });
-  // --quick measures the target rate only.
-  for (const rate of quick ? [5000] : (process.env.BENCH_FRESHNESS_RATES ?? '2000,2500,3000,3500,4000,5000').split(',').map(Number)) {
+  // --quick measures the target rate only. From 1,000/s: the target is read at half the
+  // sustained rate end to end, which falls that low in a slow hour.
+  const rates = quick ? [5000] : (process.env.BENCH_FRESHNESS_RATES ?? '1000,1500,2000,2500,3000,3500,4000,5000').split(',').map(Number);
+  for (const rate of rates) {
     const p50s: number[] = [];
     const p99s: number[] = [];
     const achieved: number[] = [];
