@@ -37,10 +37,10 @@ export const DATA_ERROR_CODES: ReadonlyMap<number, string> = new Map([
 /** `Code: 25, e.displayText() = …` (18.16) and `Code: 27. DB::Exception: …` (current). */
 const CODE_IN_TEXT = /^\s*Code:\s*(\d+)[.,]/;
 
-/** The ClickHouse error code of a failure, or undefined when it did not come from ClickHouse. */
 /** ClickHouse's UNKNOWN_TABLE: a table whose migration has not run yet. */
 export const UNKNOWN_TABLE = 60;
 
+/** The ClickHouse error code of a failure, or undefined when it did not come from ClickHouse. */
 export function clickhouseErrorCode(error: unknown): number | undefined {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   if (typeof code === 'string' && /^\d+$/.test(code)) return Number(code);

@@ -190,6 +190,9 @@ export interface DayBuildOutcome {
 
 const isoDay = (dayS: number) => new Date(dayS * 1000).toISOString().slice(0, 10);
 
+/** `<column> < <the watermark>`: the rows of the days handed to the job. */
+const beforeWatermark = (column: string, watermarkS: number) => `${column} < toDateTime(${Math.min(LAST_DAY_S, watermarkS)})`;
+
 /**
  * The days before the watermark (epoch seconds) whose requests or tokens in
  * usage_rollup_by_day differ from the sum of their hours in usage_rollup_by_hour, in one
@@ -197,7 +200,7 @@ const isoDay = (dayS: number) => new Date(dayS * 1000).toISOString().slice(0, 10
  */
 export async function driftedDays(clickhouse: ClickHouseClient, watermarkS: number): Promise<number[]> {
   if (watermarkS === 0) return [];
-  const below = (column: string) => `${column} < toDateTime(${Math.min(LAST_DAY_S, watermarkS)})`;
+  const below = (column: string) => beforeWatermark(column, watermarkS);
   const found = await rows<{ d: string | number }>(
     clickhouse,
     `SELECT d FROM (
@@ -214,16 +217,16 @@ export async function driftedDays(clickhouse: ClickHouseClient, watermarkS: numb
 /**
  * The built weeks (weekBuilt) whose requests or tokens in usage_rollup_user_by_week differ
  * from the sum of their per-user days: their sums per day and per week (a few hundred
- * rows), compared here, where the weeks are cut (weeks.ts). None before migration 0015.
+ * rows), compared here, where the weeks are cut (weeks.ts). The weeks' table must exist
+ * (migration 0015: hasUserWeeks).
  */
-export async function driftedWeeks(clickhouse: ClickHouseClient, state: DayState): Promise<number[]> {
-  if (state.watermarkS === 0 || !(await hasUserWeeks(clickhouse))) return [];
-  const below = (column: string) => `${column} < toDateTime(${Math.min(LAST_DAY_S, state.watermarkS)})`;
+async function driftedWeeks(clickhouse: ClickHouseClient, state: DayState): Promise<number[]> {
+  if (state.watermarkS === 0) return [];
   const sums = (table: string, time: string) =>
     rows<{ s: string | number; n: string | number; t: string | number }>(
       clickhouse,
       `SELECT toUInt32(${time}) AS s, toString(sum(requests)) AS n, toString(sum(total_tokens)) AS t
-       FROM ${table} WHERE ${below(time)} GROUP BY s`,
+       FROM ${table} WHERE ${beforeWatermark(time, state.watermarkS)} GROUP BY s`,
     );
   const [weeks, days] = await Promise.all([sums(USER_WEEKS, 'week'), sums(USER_DAYS, 'day')]);
   // Per week: its own sums less its days' (BigInt: token sums pass 2^53).
@@ -254,29 +257,27 @@ export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFen
   // behind, and an ingester reading it would not mark a day built below. A unit that read
   // it before holds a lease the builds below wait for.
   await fence.setDayWatermark(state.watermarkS * 1000);
+  // Days (epoch seconds) marked as changed, logged, and the state read again.
+  const markDrifted = async (days: readonly number[], what: string) => {
+    if (days.length === 0) return;
+    await markDays(
+      clickhouse,
+      days.map((day) => day * 1000),
+    );
+    for (const day of days) options.log?.(`${what} for ${isoDay(day)}: marked`);
+    state = await readDayState(clickhouse, 0, LAST_DAY_S);
+  };
   // A built day whose hours no longer add up to it changed without a mark (an ingester
   // from before migration 0014 during an upgrade, which marks nothing): marked, so it is
   // read from its hours and built again below.
-  const drifted = (await driftedDays(clickhouse, state.watermarkS)).filter((day) => state.built(day));
-  if (drifted.length > 0) {
-    await markDays(
-      clickhouse,
-      drifted.map((day) => day * 1000),
-    );
-    for (const day of drifted) options.log?.(`day rollups differed from their hours for ${isoDay(day)}: marked`);
-    state = await readDayState(clickhouse, 0, LAST_DAY_S);
-  }
+  await markDrifted(
+    (await driftedDays(clickhouse, state.watermarkS)).filter((day) => state.built(day)),
+    'day rollups differed from their hours',
+  );
   // So with a built week whose days no longer add up to it (two builders summing it at
   // once): its first day marked, so the week is read from its days and summed again below.
-  const driftedFrom = await driftedWeeks(clickhouse, state);
-  if (driftedFrom.length > 0) {
-    await markDays(
-      clickhouse,
-      driftedFrom.map((week) => week * 1000),
-    );
-    for (const week of driftedFrom) options.log?.(`per-user week differed from its days for ${isoDay(week)}: marked`);
-    state = await readDayState(clickhouse, 0, LAST_DAY_S);
-  }
+  const weeksPresent = await hasUserWeeks(clickhouse);
+  if (weeksPresent) await markDrifted(await driftedWeeks(clickhouse, state), 'per-user week differed from its days');
   // The first day the hours hold: the days before the migration, which views filled, are built once too.
   // (An empty table's least hour is 0.)
   const [found] = await rows<{ first: string | number }>(clickhouse, `SELECT toUInt32(min(hour)) AS first FROM ${HOURS}`);
@@ -290,7 +291,7 @@ export async function buildDays(clickhouse: ClickHouseClient, fence: DayBuildFen
   for (let day = Math.max(state.watermarkS, from); day <= lastDueS; day += DAY_S) due.push(day);
   const days = due.slice(0, options.maxDays ?? 31);
   const watermarkS = days.length > 0 ? Math.max(state.watermarkS, days.at(-1)! + DAY_S) : state.watermarkS;
-  const weeks = await dueWeeks(clickhouse, state, watermarkS, options.maxWeeks ?? 8);
+  const weeks = weeksPresent ? await dueWeeks(clickhouse, state, watermarkS, options.maxWeeks ?? 8) : [];
   if (days.length === 0 && weeks.length === 0) return { built: [], weeks: [], watermarkS };
   // Hand the new days over first (ClickHouse's watermark, then Redis's), count the marks
   // of the days and weeks owed, then wait for every insert in flight: one that read the
@@ -377,11 +378,10 @@ export async function hasUserWeeks(clickhouse: ClickHouseClient): Promise<boolea
 /**
  * The weeks owed (weeks.ts), the oldest first, `max` at most: each week over before the
  * watermark, from the first the per-user days hold, not built (never, or changed since).
- * None before migration 0015.
+ * The weeks' table must exist (migration 0015: hasUserWeeks).
  */
 async function dueWeeks(clickhouse: ClickHouseClient, state: DayState, watermarkS: number, max: number): Promise<number[]> {
   if (max === 0) return [];
-  if (!(await hasUserWeeks(clickhouse))) return [];
   const [found] = await rows<{ first: string | number }>(clickhouse, `SELECT toUInt32(min(day)) AS first FROM ${USER_DAYS}`);
   const first = Number(found?.first ?? 0);
   if (first === 0) return [];
