@@ -63,6 +63,28 @@ describe('delivery', () => {
     await Promise.all([client.shutdown(), strict.shutdown()]);
   });
 
+  it('gives each record without a key of its own a UUIDv7: keys in the order they were made, so the look-up before each insert reads a few ranges of the key index instead of one per record', async () => {
+    const gateway = scriptedGateway([]);
+    const client = createClient({ ...fast, fetch: gateway.fetch });
+    const before = Date.now();
+    for (let i = 0; i < 300; i++) client.record(record(`u${i}`));
+    const after = Date.now();
+    expect(await client.flush(5000)).toBe(true);
+    const keys = gateway.sent.flatMap((request) => request.items.map((item) => item.idempotencyKey));
+    expect(keys).toHaveLength(300);
+    for (const key of keys) {
+      expect(key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      // The first 48 bits: the milliseconds since the epoch when it was made.
+      const madeAt = parseInt(key.replaceAll('-', '').slice(0, 12), 16);
+      expect(madeAt).toBeGreaterThanOrEqual(before);
+      expect(madeAt).toBeLessThanOrEqual(after);
+    }
+    // Made one after the other, they sort in that order (as ClickHouse's key index does).
+    expect([...keys].sort()).toEqual(keys);
+    expect(new Set(keys).size).toBe(300);
+    await client.shutdown();
+  });
+
   it('on 207 resends only the items answered 503 and counts the refused ones as failed', async () => {
     const gateway = scriptedGateway([
       () =>
