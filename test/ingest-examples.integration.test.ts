@@ -60,6 +60,16 @@ const stored = async (user: string) =>
   Number(
     (await queryRows<{ n: string }>(clickhouse, `SELECT uniqExact(event_key) AS n FROM usage_events WHERE user_id = '${user}'`))[0]!.n,
   );
+/**
+ * Whether a user's stored records are keyed by UUIDv7s given by the client: `<api key id>:<UUIDv7>`,
+ * time-ordered, which keeps the ingester's look-up of a unit's keys to a few ranges of its key index.
+ */
+const keyedByUuidV7 = async (user: string) => {
+  const keys = (await queryRows<{ event_key: string }>(clickhouse, `SELECT event_key FROM usage_events WHERE user_id = '${user}'`)).map(
+    (row) => row.event_key,
+  );
+  return keys.length > 0 && keys.every((key) => /^[^:]+:[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(key));
+};
 const rows = async (user: string) =>
   Number((await queryRows<{ n: string }>(clickhouse, `SELECT count() AS n FROM usage_events FINAL WHERE user_id = '${user}'`))[0]!.n);
 
@@ -115,6 +125,7 @@ console.log(JSON.stringify(telemetry.stats()));
       expect(JSON.parse(stdout)).toMatchObject({ sent: 120, failed: 0, dropped: 0, queued: 0 });
       await eventually(async () => (await stored(user)) === 120, 60_000);
       expect(await rows(user)).toBe(120);
+      expect(await keyedByUuidV7(user)).toBe(true);
       // A CommonJS application loads it with require() too (Node.js loads the ES module).
       fs.writeFileSync(path.join(project, 'load.cjs'), "console.log(typeof require('@otm/client').createClient);\n");
       const required = await run(process.execPath, ['load.cjs'], { cwd: project, timeout: 30_000 });
@@ -139,6 +150,7 @@ console.log(JSON.stringify(telemetry.stats()));
     expect(JSON.parse(stdout)).toEqual({ accepted: 250, refused: 0, gaveUp: 0 });
     await eventually(async () => (await stored(user)) === 250, 60_000);
     expect(await rows(user)).toBe(250);
+    expect(await keyedByUuidV7(user)).toBe(true);
   }, 180_000);
 
   it('Go (standard library): 250 records in batches of 100 reach ClickHouse once', async (context) => {
@@ -160,5 +172,6 @@ console.log(JSON.stringify(telemetry.stats()));
     expect(JSON.parse(stdout)).toEqual({ accepted: 250, refused: 0, gaveUp: 0 });
     await eventually(async () => (await stored(user)) === 250, 60_000);
     expect(await rows(user)).toBe(250);
+    expect(await keyedByUuidV7(user)).toBe(true);
   }, 360_000);
 });
