@@ -255,7 +255,6 @@ func (c *Client) post(items []Record) (int, *batchAnswer, time.Duration) {
 	return response.StatusCode, &answer, retryAfter
 }
 
-// newUUID returns a random (version 4) UUID.
 // newUUID returns a UUIDv7 (RFC 9562): the milliseconds since the epoch in its first 48
 // bits, then random bits. Keys made one after the other sort in that order, which keeps
 // the pipeline's look-up of a batch's keys before storing them to a few ranges of its
