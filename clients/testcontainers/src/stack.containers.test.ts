@@ -11,7 +11,7 @@ afterAll(async () => {
   const started = Date.now();
   await stack?.stop();
   console.log(`[module test] the stack stopped in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  // Removing seven containers can take minutes on an engine whose disk is busy.
+  // A slow engine has taken over four minutes to stop and remove the seven containers.
 }, 600_000);
 
 describe('OtmTelemetryStack', () => {
