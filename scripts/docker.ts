@@ -6,11 +6,11 @@
 //
 //   npm run docker -- up|down|status|env
 //   eval "$(npm run -s docker -- env)"   # DOCKER_HOST for docker and testcontainers
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { Command } from 'commander';
 import { ensureDebianPackage } from './stack/services.js';
-import { dockerPaths, engineAnswers, projectEngine } from './lib/docker-engine.js';
+import { dockerOutput, dockerPaths, engineAnswers, projectEngine } from './lib/docker-engine.js';
 import { recordMountOwner, releaseStaleMounts } from './stack/stale-mounts.js';
 
 const paths = dockerPaths();
@@ -68,11 +68,7 @@ async function up(): Promise<void> {
   recordMountOwner(paths.home);
   // The storage driver decides what starting and removing a container costs (overlay2: a
   // mount; vfs, where overlay2 cannot mount: a copy of every layer).
-  const driver = spawnSync('docker', ['info', '--format', '{{.Driver}}'], {
-    env: { ...process.env, DOCKER_HOST: projectEngine() },
-    encoding: 'utf8',
-    timeout: 10_000,
-  }).stdout?.trim();
+  const driver = dockerOutput(projectEngine(), ['info', '--format', '{{.Driver}}']);
   console.log(
     `engine up in ${((Date.now() - started) / 1000).toFixed(1)} s (storage driver ${driver || 'unknown'}): DOCKER_HOST=${projectEngine()}`,
   );

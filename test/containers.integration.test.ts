@@ -7,13 +7,12 @@
 // from the containers' Kafka.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import { promisify } from 'node:util';
+import { promisify, stripVTControlCharacters } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { dockerPaths } from '../scripts/lib/docker-engine.js';
 import { projectRoot } from './helpers/stack.js';
 
 const run = promisify(execFile);
-const stripColours = (text: string) => text.replace(/\x1b\[[0-9;]*m/g, ''); // eslint-disable-line no-control-regex
 const tail = (text: string, lines: number) => text.split('\n').slice(-lines).join('\n');
 
 /** Runs one npm script, timed; a failure carries the end of its output and of the engine's log. */
@@ -35,8 +34,8 @@ async function npm(args: string[], timeoutMs: number): Promise<{ stdout: string 
     throw new Error(
       [
         `npm ${args.join(' ')} failed after ${seconds()} s${failed.killed ? ` (stopped by the ${timeoutMs / 1000} s limit, ${failed.signal})` : ''}`,
-        `--- the end of its output ---\n${tail(stripColours(failed.stdout ?? ''), 60)}`,
-        `--- the end of its errors ---\n${tail(stripColours(failed.stderr ?? ''), 40)}`,
+        `--- the end of its output ---\n${tail(stripVTControlCharacters(failed.stdout ?? ''), 60)}`,
+        `--- the end of its errors ---\n${tail(stripVTControlCharacters(failed.stderr ?? ''), 40)}`,
         `--- the end of the engine's log ---\n${tail(engineLog, 40)}`,
       ].join('\n'),
       { cause: error },
@@ -59,7 +58,7 @@ describe('containers', () => {
       ['run', 'test:containers', '--', 'clients/testcontainers', 'test/compose.containers.test.ts', 'test/codecs.integration.test.ts'],
       1_200_000,
     );
-    const plain = stripColours(stdout);
+    const plain = stripVTControlCharacters(stdout);
     for (const line of plain.split('\n').filter((text) => text.startsWith('[module test]'))) console.log(`[containers] ${line}`);
     expect(plain).toMatch(/Test Files\s+3 passed \(3\)/);
     expect(plain).toMatch(/Tests\s+8 passed \(8\)/);

@@ -22,13 +22,21 @@ export function projectEngine(): string {
   return `unix://${dockerPaths().socket}`;
 }
 
-/** Whether an engine answers at `host` (undefined: the client's default). */
-export function engineAnswers(host: string | undefined): boolean {
+/**
+ * Runs `docker <args>` against the engine at `host` (undefined: the client's default),
+ * for at most 10 s: its trimmed output, or undefined when it failed.
+ */
+export function dockerOutput(host: string | undefined, args: string[]): string | undefined {
   const env = { ...process.env };
   if (host === undefined) delete env.DOCKER_HOST;
   else env.DOCKER_HOST = host;
-  const result = spawnSync('docker', ['version', '--format', '{{.Server.Version}}'], { env, stdio: 'pipe', timeout: 10_000 });
-  return result.status === 0;
+  const result = spawnSync('docker', args, { env, encoding: 'utf8', stdio: 'pipe', timeout: 10_000 });
+  return result.status === 0 ? result.stdout.trim() : undefined;
+}
+
+/** Whether an engine answers at `host` (undefined: the client's default). */
+export function engineAnswers(host: string | undefined): boolean {
+  return dockerOutput(host, ['version', '--format', '{{.Server.Version}}']) !== undefined;
 }
 
 /** The DOCKER_HOST to use, or undefined when no engine answers (run `npm run docker -- up`). */
