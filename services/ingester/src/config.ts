@@ -29,12 +29,16 @@ export const ingesterSpec = {
     desc: "The least time between the starts of two load units, unless the second is full, at its longest (fewer, larger inserts: less of ClickHouse's CPU per record, up to this much more delay)",
   }),
   INGEST_UNIT_INTERVAL_MIN_MS: nonNegativeInt({
-    default: 500,
+    default: 250,
     desc: 'The shortest the least time between the starts of two load units falls to while loads are quick (at most INGEST_UNIT_INTERVAL_MS)',
   }),
   INGEST_UNIT_LOAD_SHARE: percentInt({
-    default: 35,
+    default: 70,
     desc: "The interval between load units is the recent units' load time divided by this share, in percent, between INGEST_UNIT_INTERVAL_MIN_MS and INGEST_UNIT_INTERVAL_MS: shorter intervals (fresher data) while ClickHouse answers quickly, longer as its loads grow; 0 keeps INGEST_UNIT_INTERVAL_MS",
+  }),
+  INGEST_UNIT_FULL_RATE: nonNegativeInt({
+    default: 6000,
+    desc: "Rows a second at which the interval between load units is INGEST_UNIT_INTERVAL_MS whatever the load time; below it the interval is at least INGEST_UNIT_INTERVAL_MS times the recent rows a second divided by this, so units grow with the rate (short and fresh at a moderate rate, as large as the longest interval makes them near the pipeline's top rate, where each insert's fixed part costs the most); 0: the load time alone",
   }),
   INGEST_PARALLEL_VIEWS: bool({
     default: true,
@@ -123,6 +127,7 @@ export function consumerOptionsFrom(config: IngesterConfig) {
     unitIntervalMs: config.INGEST_UNIT_INTERVAL_MS,
     unitIntervalMinMs: config.INGEST_UNIT_INTERVAL_MIN_MS,
     unitLoadShare: config.INGEST_UNIT_LOAD_SHARE / 100,
+    unitFullRate: config.INGEST_UNIT_FULL_RATE,
     retryInitialMs: 100,
     retryMaxMs: config.INGEST_RETRY_MAX_MS,
     injectCrash: config.INGEST_FAULT_INJECTION === 'consumer-crash',

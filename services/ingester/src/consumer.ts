@@ -52,6 +52,8 @@ export interface ConsumerOptions {
   unitIntervalMinMs?: number;
   /** The share of the time the recent loads may take (0 < share ≤ 1; 0 or none: the interval stays unitIntervalMs). */
   unitLoadShare?: number;
+  /** Rows a second at which the interval is unitIntervalMs whatever the load time (0 or none: the load time alone). */
+  unitFullRate?: number;
   retryInitialMs: number;
   retryMaxMs: number;
   /** Tests only: throw a fatal error out of the first batch, as a bug would. */
@@ -127,6 +129,7 @@ export class UsageConsumer {
         maxIntervalMs: options.unitIntervalMs ?? 0,
         minIntervalMs: options.unitIntervalMinMs ?? 0,
         loadShare: options.unitLoadShare ?? 0,
+        fullRate: options.unitFullRate ?? 0,
       },
       (decodedChunks) => loadUnit(decodedChunks, { deps: this.deps, options: this.options }),
     );

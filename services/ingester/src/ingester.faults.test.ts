@@ -164,8 +164,8 @@ describe('ClickHouse outage', () => {
     const after = await lagSignals('http://127.0.0.1:29465/metrics');
     expect(after.oldestAgeSeconds).toBe(0);
     expect([after.pendingRecords, after.pendingBytes]).toEqual([0, 0]);
-    // The interval between units follows their load time, between its shortest and longest (0.5 and 1 s by default).
-    expect(after.unitIntervalSeconds).toBeGreaterThanOrEqual(0.5);
+    // The interval between units follows their load time and rate, between its shortest and longest (0.25 and 1 s by default).
+    expect(after.unitIntervalSeconds).toBeGreaterThanOrEqual(0.25);
     expect(after.unitIntervalSeconds).toBeLessThanOrEqual(1);
     expect(ingester.logs.some((line) => line.includes('dependency failed; retrying'))).toBe(true);
   });

@@ -156,6 +156,20 @@ describe('the interval between units, from the load time', () => {
   it('never falls below the longest when the shortest is set above it', () => {
     expect(unitInterval({ ...options, maxIntervalMs: 400 }, 10)).toBe(400);
   });
+
+  it('with a full rate, is at least the longest × the rows a second ÷ the full rate, whatever the load time', () => {
+    const withRate = { ...options, loadShare: 0.7, minIntervalMs: 250, fullRate: 6000 };
+    // A quick load (210 ms ÷ 0.7 = 300 ms) at 3,000 rows a second: 1,000 × 3,000 ÷ 6,000.
+    expect(unitInterval(withRate, 210, 3000)).toBeCloseTo(500);
+    // At a low rate the load time decides, and the shortest under it.
+    expect(unitInterval(withRate, 210, 600)).toBeCloseTo(300);
+    expect(unitInterval(withRate, 70, 600)).toBe(250);
+    // At the full rate and past it: the longest, however quick the load.
+    expect(unitInterval(withRate, 70, 6000)).toBe(1000);
+    expect(unitInterval(withRate, 70, 9000)).toBe(1000);
+    // Without a full rate, the rate plays no part.
+    expect(unitInterval({ ...withRate, fullRate: 0 }, 210, 9000)).toBeCloseTo(300);
+  });
 });
 
 describe('LoadGatherer with an interval that follows the load', () => {
@@ -192,6 +206,38 @@ describe('LoadGatherer with an interval that follows the load', () => {
     // One load of about 50 ms: 50 ÷ 0.5, about 100 ms.
     expect(gatherer.intervalMs()).toBeGreaterThanOrEqual(95);
     expect(gatherer.intervalMs()).toBeLessThan(200);
+  });
+
+  it('with a full rate, keeps units further apart as the rows a second grow, though the loads stay quick', async () => {
+    // Quick loads (5 ms ÷ 0.5 = 10 ms) as above, with a full rate of 200 rows a second:
+    // at a row every 10 ms (100 a second) the interval settles near 300 × 100 ÷ 200 =
+    // 150 ms, where the load time alone kept it at the shortest, 60 ms.
+    const starts: number[] = [];
+    const gatherer = new LoadGatherer<Part>(
+      { maxRows: 1000, lingerMs: 1, maxIntervalMs: 300, minIntervalMs: 60, loadShare: 0.5, fullRate: 200 },
+      async (parts) => {
+        starts.push(performance.now());
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return parts.map(() => 'loaded' as const);
+      },
+    );
+    const outcomes: Promise<void>[] = [];
+    const began = performance.now();
+    for (let index = 0; index < 150; index++) {
+      outcomes.push(gatherer.submit({ name: String(index), rows: 1 }));
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    // A busy machine's timers run late: what the rule should give at the rate achieved.
+    const rate = (150 * 1000) / (performance.now() - began);
+    const expected = (300 * rate) / 200;
+    await Promise.all(outcomes);
+    expect(expected).toBeGreaterThan(100);
+    const gaps = starts.slice(1).map((start, index) => start - starts[index]!);
+    // The rate's moving average takes a few units to settle: the last gaps tell.
+    const settled = gaps.slice(-4);
+    expect(Math.min(...settled)).toBeGreaterThanOrEqual(0.75 * expected);
+    expect(Math.max(...settled)).toBeLessThan(290);
+    expect(gatherer.intervalMs()).toBeGreaterThanOrEqual(0.75 * expected);
   });
 
   it('lets units follow at the shortest interval while loads are quick, and at the longest while they are slow', async () => {

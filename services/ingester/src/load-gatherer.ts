@@ -27,6 +27,14 @@
 // machine's load grows, each unit takes longer, the interval grows with it up to
 // `maxIntervalMs`, and the inserts a second fall where the fixed part per insert costs
 // the most. Without `loadShare` (0) the interval is `maxIntervalMs`.
+//
+// The load time alone says little of how busy the machine is: an insert of a few
+// thousand rows takes ClickHouse about as long at half the pipeline's top rate as near
+// it, so the share alone keeps units small and frequent up to the top, where each
+// unit's fixed part costs the most. With `fullRate` the interval is also at least
+// `maxIntervalMs` × the recent rows a second ÷ `fullRate` (a moving average of each
+// unit's rows over the time since the unit before it started): it grows with the rate
+// and reaches `maxIntervalMs` at `fullRate` rows a second, whatever the load time.
 // A unit takes at most `maxRows` rows (and at least one chunk); the rest wait for the
 // next. How many rows wait in all is bounded by the consumer (see consumer.ts).
 
@@ -39,22 +47,27 @@ export interface GathererOptions {
   minIntervalMs?: number;
   /** The share of the time the recent units' loads may take: the interval is their load time ÷ this (0 < share ≤ 1; 0: always maxIntervalMs). */
   loadShare?: number;
+  /** Rows a second at which the interval is maxIntervalMs whatever the load time; below it, at least maxIntervalMs × the recent rows a second ÷ this (0 or none: the load time alone). */
+  fullRate?: number;
 }
 
-/** How much of the moving average of the units' load times the newest unit makes. */
+/** How much of the moving averages of the units' load times and rates the newest unit makes. */
 const LOAD_TIME_WEIGHT = 0.3;
 
 /**
  * The least time from one unit's start to the next's: the recent load time ÷ the share,
- * between the shortest and the longest interval (the longest when there is no share, or
- * before any unit has loaded).
+ * and at least the longest interval × the recent rows a second ÷ the full rate, between
+ * the shortest and the longest interval (the longest when there is no share, or before
+ * any unit has loaded).
  */
-export function unitInterval(options: GathererOptions, loadMs: number | undefined): number {
+export function unitInterval(options: GathererOptions, loadMs: number | undefined, rowsPerSecond = 0): number {
   const longest = options.maxIntervalMs ?? 0;
   const share = options.loadShare ?? 0;
   if (share <= 0 || loadMs === undefined) return longest;
   const shortest = Math.min(options.minIntervalMs ?? 0, longest);
-  return Math.min(longest, Math.max(shortest, loadMs / share));
+  const fullRate = options.fullRate ?? 0;
+  const byRate = fullRate > 0 ? (longest * rowsPerSecond) / fullRate : 0;
+  return Math.min(longest, Math.max(shortest, loadMs / share, byRate));
 }
 
 /** What a load unit reports for each chunk: loaded, or an error (not loaded, not to be committed). */
@@ -77,6 +90,8 @@ export class LoadGatherer<T extends { rows: number }> {
   private hurried = false;
   /** The moving average of the units' load times, ms (undefined before the first). */
   private loadMs: number | undefined;
+  /** The moving average of the rows a second the units took (each unit's rows over the time since the unit before it started). */
+  private rowsPerSecond = 0;
 
   constructor(
     private readonly options: GathererOptions,
@@ -104,7 +119,7 @@ export class LoadGatherer<T extends { rows: number }> {
 
   /** The least time from one unit's start to the next's now, ms. */
   intervalMs(): number {
-    return unitInterval(this.options, this.loadMs);
+    return unitInterval(this.options, this.loadMs, this.rowsPerSecond);
   }
 
   /**
@@ -127,10 +142,17 @@ export class LoadGatherer<T extends { rows: number }> {
       return;
     }
     this.hurried = false;
-    this.lastStart = performance.now();
+    const now = performance.now();
+    const since = now - this.lastStart;
+    this.lastStart = now;
     let rows = this.open[0]!.chunk.rows;
     let count = 1;
     while (count < this.open.length && rows + this.open[count]!.chunk.rows <= this.options.maxRows) rows += this.open[count++]!.chunk.rows;
+    // The first unit has no unit before it to time its rows from.
+    if (Number.isFinite(since) && since > 0) {
+      const rate = (rows * 1000) / since;
+      this.rowsPerSecond += LOAD_TIME_WEIGHT * (rate - this.rowsPerSecond);
+    }
     const unit = this.open.splice(0, count);
     this.openRows -= rows;
     this.loading = true;

@@ -54,7 +54,7 @@ export function createIngesterMetrics(sources?: LagSources) {
     if (unitIntervalMs) {
       sampled(
         'otm_ingester_unit_interval_seconds',
-        "The least time between the starts of two load units now: the recent units' load time divided by INGEST_UNIT_LOAD_SHARE, between INGEST_UNIT_INTERVAL_MIN_MS and INGEST_UNIT_INTERVAL_MS",
+        "The least time between the starts of two load units now: the recent units' load time divided by INGEST_UNIT_LOAD_SHARE, and at least INGEST_UNIT_INTERVAL_MS times the recent rows a second divided by INGEST_UNIT_FULL_RATE, between INGEST_UNIT_INTERVAL_MIN_MS and INGEST_UNIT_INTERVAL_MS",
         () => unitIntervalMs() / 1000,
       );
     }
